@@ -1,0 +1,36 @@
+"""gpuwise: which GPU to buy or rent for your AI work, what it will do, and proof on the real card."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from gpuwise.api import catalog, compare_gpus, find_gpu, list_gpus
+from gpuwise.errors import (
+    AmbiguousGPU,
+    CatalogError,
+    ConfigError,
+    GpuwiseError,
+    NotEstimable,
+    ProbeUnavailable,
+    UnknownGPU,
+)
+
+try:
+    __version__ = version("gpuwise")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "AmbiguousGPU",
+    "CatalogError",
+    "ConfigError",
+    "GpuwiseError",
+    "NotEstimable",
+    "ProbeUnavailable",
+    "UnknownGPU",
+    "__version__",
+    "catalog",
+    "compare_gpus",
+    "find_gpu",
+    "list_gpus",
+]

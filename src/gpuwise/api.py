@@ -1,0 +1,47 @@
+"""The public functions of gpuwise: what the CLI, the web app and Python users call.
+
+Every function takes keyword-only options and returns plain dataclasses or pydantic records.
+``catalog_files`` adds or patches catalog records from the user's own YAML files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuwise.catalog import GPU, Catalog, Comparison, compare, load_catalog
+
+CatalogFiles = Sequence[Path | str]
+
+
+def catalog(*, catalog_files: CatalogFiles = ()) -> Catalog:
+    """The catalog with the user's config-folder overrides and ``catalog_files`` applied."""
+    return load_catalog(catalog_files)
+
+
+def find_gpu(name: str, *, catalog_files: CatalogFiles = ()) -> GPU:
+    """The GPU record an id, alias or loose name designates; raises UnknownGPU / AmbiguousGPU."""
+    return load_catalog(catalog_files).gpu(name)
+
+
+def list_gpus(
+    *,
+    vendor: str | None = None,
+    segment: str | None = None,
+    min_memory_gb: float | None = None,
+    features: Sequence[str] = (),
+    sort: str | None = None,
+    descending: bool = True,
+    catalog_files: CatalogFiles = (),
+) -> list[GPU]:
+    """GPUs matching every filter, sorted by a numeric field (see ``gpuwise.catalog.SORT_FIELDS``)."""
+    return load_catalog(catalog_files).select(
+        vendor=vendor, segment=segment, min_memory_gb=min_memory_gb,
+        features=features, sort=sort, descending=descending,
+    )
+
+
+def compare_gpus(names: Sequence[str], *, catalog_files: CatalogFiles = ()) -> Comparison:
+    """Side-by-side figures of two or more GPUs with ratios to the first."""
+    cat = load_catalog(catalog_files)
+    return compare([cat.gpu(n) for n in names])

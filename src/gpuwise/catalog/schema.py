@@ -1,0 +1,240 @@
+"""The catalog's record types: one accelerator, one cloud offer, one interconnect.
+
+Files store datasheet units, named in the key (``memory_gb``, ``memory_bandwidth_gb_s``,
+``bf16_dense_tflops``, ``tdp_w``); the properties at the bottom of each model convert to the one
+unit system used inside gpuwise (bytes, FLOP/s, bytes/s, watts, USD). GB = 1e9 bytes; Gb/s = 1e9 bit/s.
+
+Tensor figures are **dense**. Where a datasheet lists only figures "with sparsity", the record stores
+half of them as dense, keeps the datasheet figure in ``*_sparse_*`` and sets ``dense_from_sparse``.
+``fp16``/``bf16``/``fp8`` figures are those with FP32 accumulation (what PyTorch's matmuls use);
+GeForce cards run FP16 accumulation at twice that rate, kept in ``*_fp16acc_*`` where it differs.
+A ``None`` figure means the chip has no such mode or its maker publishes none; ``notes`` says which.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
+
+GB = 1e9
+TERA = 1e12
+
+Vendor = Literal["nvidia", "amd", "intel"]
+Segment = Literal["consumer", "workstation", "datacenter", "edge"]
+FormFactor = Literal["pcie", "sxm", "oam", "module", "superchip"]
+Cooling = Literal["axial", "blower", "passive", "liquid", "module"]
+Stack = Literal["cuda", "rocm", "oneapi", "synapseai"]
+Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
+ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Record):
+    """Where a figure was read: a document and the table or section within it."""
+
+    url: HttpUrl
+    title: str = Field(min_length=3)
+    table: str | None = Field(default=None, description="table, section or page the figures come from")
+
+
+class Price(_Record):
+    """Purchase prices of one card in USD, true on ``as_of``; each figure is optional."""
+
+    msrp_usd: float | None = Field(default=None, gt=0, description="launch list price")
+    street_usd: float | None = Field(default=None, gt=0, description="typical new price on as_of")
+    used_usd: float | None = Field(default=None, gt=0, description="typical used price on as_of")
+    as_of: dt.date
+    source: str = Field(min_length=3, description="URL or document the prices come from")
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _has_a_price(self) -> Price:
+        if self.msrp_usd is None and self.street_usd is None and self.used_usd is None:
+            raise ValueError("a price record needs at least one of msrp_usd, street_usd, used_usd")
+        return self
+
+
+class Software(_Record):
+    """The vendor stack and whether the common training/serving pieces run on this chip."""
+
+    stack: Stack
+    bf16: bool
+    fp8: bool
+    flash_attention_2: bool
+    bitsandbytes: bool
+    vllm: bool
+    note: str | None = None
+
+
+class GPU(_Record):
+    """One accelerator product (a board or module), as its datasheet describes it."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    aliases: tuple[str, ...] = ()
+    vendor: Vendor
+    segment: Segment
+    architecture: str
+    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    launch_year: int = Field(ge=2015, le=2030)
+
+    memory_gb: float = Field(gt=0)
+    memory_type: str
+    memory_bandwidth_gb_s: float = Field(gt=0)
+    ecc: bool
+
+    fp64_tflops: float | None = Field(default=None, ge=0)
+    fp64_tensor_tflops: float | None = Field(default=None, ge=0)
+    fp32_tflops: float = Field(gt=0, description="non-tensor (CUDA core / vector) FP32")
+    tf32_dense_tflops: float | None = Field(default=None, gt=0)
+    tf32_sparse_tflops: float | None = Field(default=None, gt=0)
+    fp16_dense_tflops: float | None = Field(default=None, gt=0)
+    fp16_sparse_tflops: float | None = Field(default=None, gt=0)
+    fp16_fp16acc_dense_tflops: float | None = Field(default=None, gt=0)
+    bf16_dense_tflops: float | None = Field(default=None, gt=0)
+    bf16_sparse_tflops: float | None = Field(default=None, gt=0)
+    fp8_dense_tflops: float | None = Field(default=None, gt=0)
+    fp8_sparse_tflops: float | None = Field(default=None, gt=0)
+    fp8_fp16acc_dense_tflops: float | None = Field(default=None, gt=0)
+    int8_dense_tops: float | None = Field(default=None, gt=0)
+    int8_sparse_tops: float | None = Field(default=None, gt=0)
+    fp4_dense_tflops: float | None = Field(default=None, gt=0)
+    fp4_sparse_tflops: float | None = Field(default=None, gt=0)
+    dense_from_sparse: bool = Field(
+        description="true when the datasheet lists only sparse tensor figures and dense = sparse / 2"
+    )
+
+    tdp_w: float = Field(gt=0)
+    form_factor: FormFactor
+    slot_width: float | None = Field(default=None, gt=0, description="PCIe slots the card occupies")
+    cooling: Cooling
+    power_connector: str | None = Field(default=None, description="None for modules powered by a baseboard")
+    pcie_gen: int = Field(ge=3, le=6)
+    pcie_lanes: int = Field(ge=1, le=16)
+    p2p: bool = Field(description="GPU peer-to-peer over PCIe or a scale-up link is supported")
+    scale_up_link: str | None = Field(default=None, description="NVLink / Infinity Fabric / RoCE generation")
+    scale_up_gb_s: float | None = Field(
+        default=None, gt=0, description="total scale-up bandwidth per GPU, both directions"
+    )
+    mig_max_instances: int = Field(default=0, ge=0, le=7)
+
+    software: Software
+    price: Price | None = None
+    sources: tuple[Source, ...] = Field(min_length=1)
+    as_of: dt.date = Field(description="when the figures were last checked against the sources")
+    notes: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GPU:
+        for dtype in ("tf32", "fp16", "bf16", "fp8", "fp4"):
+            dense = getattr(self, f"{dtype}_dense_tflops")
+            sparse = getattr(self, f"{dtype}_sparse_tflops")
+            if dense is not None and sparse is not None and dense > sparse:
+                raise ValueError(f"{dtype}_dense_tflops {dense} exceeds {dtype}_sparse_tflops {sparse}")
+        if self.int8_dense_tops and self.int8_sparse_tops and self.int8_dense_tops > self.int8_sparse_tops:
+            raise ValueError("int8_dense_tops exceeds int8_sparse_tops")
+        if (self.scale_up_link is None) != (self.scale_up_gb_s is None):
+            raise ValueError("scale_up_link and scale_up_gb_s go together: give both or neither")
+        if self.vendor == "nvidia" and self.compute_capability is None:
+            raise ValueError("NVIDIA records need compute_capability")
+        if self.form_factor == "pcie" and self.slot_width is None:
+            raise ValueError("PCIe cards need slot_width")
+        return self
+
+    # ---- SI views ---------------------------------------------------------------------------
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * GB
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gb_s * GB
+
+    def peak_flops(self, dtype: Dtype, *, fp16_accumulate: bool = False) -> float | None:
+        """Dense peak FLOP/s (OP/s for int8) of ``dtype``, tensor cores where the chip has them.
+
+        ``fp16_accumulate`` selects the GeForce FP16-accumulate rate where the record has one;
+        the default (FP32 accumulate) is what PyTorch's fp16/bf16/fp8 matmuls run at.
+        """
+        tflops: float | None
+        if dtype == "fp64":
+            tflops = self.fp64_tensor_tflops or self.fp64_tflops
+        elif dtype == "fp32":
+            tflops = self.fp32_tflops
+        elif dtype == "int8":
+            tflops = self.int8_dense_tops
+        else:
+            tflops = getattr(self, f"{dtype}_dense_tflops")
+            if fp16_accumulate and dtype in ("fp16", "fp8"):
+                tflops = getattr(self, f"{dtype}_fp16acc_dense_tflops") or tflops
+        return None if tflops is None else tflops * TERA
+
+    @property
+    def native_link(self) -> str:
+        """Catalog id of the card's own host link, e.g. ``pcie5-x16``."""
+        return f"pcie{self.pcie_gen}-x{self.pcie_lanes}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name the record answers to: id, product name and aliases."""
+        return (self.id, self.name, *self.aliases)
+
+
+class CloudOffer(_Record):
+    """One on-demand instance type of a provider, with its hourly list price on ``as_of``."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    provider: str = Field(pattern=ID_PATTERN, description="lower-case provider id, e.g. aws, runpod")
+    instance: str
+    gpu: str = Field(pattern=ID_PATTERN, description="catalog id of the GPU")
+    gpus: int = Field(ge=1, le=16, description="GPUs per instance")
+    usd_per_hour: float = Field(gt=0, description="whole instance, on demand")
+    tier: Literal["on-demand", "community", "secure", "marketplace"] = "on-demand"
+    region: str
+    interconnect: str | None = Field(default=None, description="catalog id of the GPU-to-GPU link")
+    as_of: dt.date
+    source: str = Field(min_length=3)
+    note: str | None = None
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.usd_per_hour / self.gpus
+
+
+class Interconnect(_Record):
+    """A link class: host PCIe, GPU scale-up (NVLink) or a network between nodes.
+
+    Bandwidths are per direction, per GPU (for a NIC: per port). ``achieved`` is what a
+    collective or copy benchmark typically measures, with its own source.
+    """
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    kind: Literal["pcie", "nvlink", "infinity-fabric", "infiniband", "ethernet", "host-memory"]
+    scope: Literal["host", "intra-node", "inter-node"]
+    nominal_gb_s: float = Field(gt=0, description="per direction, GB/s (1e9 bytes/s)")
+    nominal_note: str = Field(description="how the nominal figure follows from the spec (lanes x rate, Gb/s / 8)")
+    achieved_gb_s: float = Field(gt=0, description="typically measured, per direction, GB/s")
+    latency_us: float | None = Field(default=None, gt=0, description="typical small-message latency")
+    sources: tuple[Source, ...] = Field(min_length=1)
+    as_of: dt.date
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _achieved_below_nominal(self) -> Interconnect:
+        if self.achieved_gb_s > self.nominal_gb_s:
+            raise ValueError(f"achieved_gb_s {self.achieved_gb_s} exceeds nominal_gb_s {self.nominal_gb_s}")
+        return self
+
+    @property
+    def achieved_bytes_per_s(self) -> float:
+        return self.achieved_gb_s * GB
+
+    @property
+    def nominal_bytes_per_s(self) -> float:
+        return self.nominal_gb_s * GB

@@ -1,0 +1,122 @@
+"""Catalog records and comparisons as rich tables and as JSON-ready values."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+
+from gpuwise.catalog import GPU, CloudOffer, Comparison, price_usd
+from gpuwise.report.format import number, ratio
+
+
+def gpu_json(gpu: GPU) -> dict[str, Any]:
+    """The record as stored (datasheet units), dates as ISO strings."""
+    return gpu.model_dump(mode="json")
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    ids = [g.id for g in comparison.gpus]
+    return {
+        "gpus": ids,
+        "baseline": ids[0],
+        "rows": [
+            {
+                "key": row.key, "label": row.label, "unit": row.unit, "derived": row.derived,
+                "higher_is_better": row.higher_is_better,
+                "values": dict(zip(ids, row.values, strict=True)),
+                "ratios": dict(zip(ids, row.ratios, strict=True)),
+            }
+            for row in comparison.rows
+        ],
+    }
+
+
+def gpu_list_table(gpus: Sequence[GPU], *, sort: str | None = None) -> Table:
+    table = Table(title=f"{len(gpus)} GPUs" + (f", sorted by {sort}" if sort else ""), title_justify="left")
+    for header in ("id", "vendor", "segment", "memory GB", "bandwidth GB/s", "BF16 dense TFLOPS",
+                   "FP8 dense TFLOPS", "TDP W", "price USD"):
+        table.add_column(header, justify="left" if header in ("id", "vendor", "segment") else "right")
+    for g in gpus:
+        table.add_row(
+            g.id, g.vendor, g.segment, number(g.memory_gb), number(g.memory_bandwidth_gb_s),
+            number(g.bf16_dense_tflops), number(g.fp8_dense_tflops), number(g.tdp_w), number(price_usd(g)),
+        )
+    return table
+
+
+def _spec_rows(gpu: GPU) -> list[tuple[str, str]]:
+    s = gpu.software
+    link = f"{gpu.scale_up_link} {number(gpu.scale_up_gb_s)} GB/s" if gpu.scale_up_link else "none"
+    return [
+        ("vendor / segment", f"{gpu.vendor} / {gpu.segment}"),
+        ("architecture", gpu.architecture + (f" (sm_{gpu.compute_capability.replace('.', '')})"
+                                             if gpu.compute_capability else "")),
+        ("launch year", str(gpu.launch_year)),
+        ("memory", f"{number(gpu.memory_gb)} GB {gpu.memory_type}, {number(gpu.memory_bandwidth_gb_s)} GB/s"
+                   f", ECC {'yes' if gpu.ecc else 'no'}"),
+        ("FP64 / FP32", f"{number(gpu.fp64_tflops)} / {number(gpu.fp32_tflops)} TFLOPS (non-tensor)"),
+        ("TF32 dense", f"{number(gpu.tf32_dense_tflops)} TFLOPS"),
+        ("FP16 / BF16 dense", f"{number(gpu.fp16_dense_tflops)} / {number(gpu.bf16_dense_tflops)} TFLOPS"
+                              " (FP32 accumulate)"),
+        ("FP16 dense, FP16 acc.", f"{number(gpu.fp16_fp16acc_dense_tflops)} TFLOPS"),
+        ("FP8 dense", f"{number(gpu.fp8_dense_tflops)} TFLOPS"),
+        ("INT8 dense", f"{number(gpu.int8_dense_tops)} TOPS"),
+        ("FP4 dense", f"{number(gpu.fp4_dense_tflops)} TFLOPS"),
+        ("dense from sparse", "yes: datasheet lists sparse figures, halved" if gpu.dense_from_sparse else "no"),
+        ("power", f"{number(gpu.tdp_w)} W, connector {gpu.power_connector or 'none (baseboard)'}"),
+        ("board", f"{gpu.form_factor}, {number(gpu.slot_width)} slot(s), {gpu.cooling} cooling"),
+        ("host link", f"PCIe gen{gpu.pcie_gen} x{gpu.pcie_lanes}; peer-to-peer {'yes' if gpu.p2p else 'no'}"),
+        ("scale-up link", link),
+        ("MIG", f"up to {gpu.mig_max_instances} instances" if gpu.mig_max_instances else "no"),
+        ("software", f"{s.stack}; bf16 {_yn(s.bf16)}, fp8 {_yn(s.fp8)}, FlashAttention-2 "
+                     f"{_yn(s.flash_attention_2)}, bitsandbytes {_yn(s.bitsandbytes)}, vLLM {_yn(s.vllm)}"),
+    ]
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def gpu_panel(gpu: GPU, offers: Sequence[CloudOffer] = ()) -> Panel:
+    specs = Table.grid(padding=(0, 2))
+    specs.add_column(style="bold")
+    specs.add_column()
+    for label, value in _spec_rows(gpu):
+        specs.add_row(label, value)
+    if gpu.price is not None:
+        p = gpu.price
+        specs.add_row("price", f"MSRP {number(p.msrp_usd)}, street {number(p.street_usd)}, used "
+                               f"{number(p.used_usd)} USD (as of {p.as_of}; {p.source})")
+    parts: list[Any] = [specs]
+    if offers:
+        table = Table(title="cloud offers (on demand, per GPU-hour)", title_justify="left")
+        for header in ("provider", "instance", "GPUs", "USD/GPU-h", "as of"):
+            table.add_column(header)
+        for o in offers:
+            table.add_row(o.provider, o.instance, str(o.gpus), f"{o.usd_per_gpu_hour:.2f}", str(o.as_of))
+        parts.append(table)
+    sources = "\n".join(f"- {s.title}{f' ({s.table})' if s.table else ''}: {s.url}" for s in gpu.sources)
+    parts.append(f"[bold]sources[/bold] (checked {gpu.as_of})\n{sources}")
+    if gpu.notes:
+        parts.append(f"[bold]notes[/bold] {gpu.notes}")
+    return Panel(Group(*parts), title=f"{gpu.name} [dim]({gpu.id})[/dim]", title_align="left")
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    first = comparison.gpus[0].id
+    table = Table(title=f"ratios (x) are to {first}; derived rows use street price, else MSRP",
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("unit")
+    for g in comparison.gpus:
+        table.add_column(g.id, justify="right")
+    for row in comparison.rows:
+        cells = [number(v) + ("" if i == 0 else f" ({ratio(r)})")
+                 for i, (v, r) in enumerate(zip(row.values, row.ratios, strict=True))]
+        label = row.label + (" [dim](derived)[/dim]" if row.derived else "")
+        table.add_row(label, row.unit, *cells)
+    return table

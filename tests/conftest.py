@@ -1,0 +1,23 @@
+"""Shared fixtures: every test sees only the shipped catalog unless it adds files itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuwise.catalog import Catalog, load_catalog
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point the user config folder at an empty temporary folder so a developer's own files never leak in."""
+    folder = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(folder))
+    yield folder
+
+
+@pytest.fixture(scope="session")
+def shipped() -> Catalog:
+    return load_catalog(use_user_dir=False)

@@ -1,0 +1,82 @@
+"""Catalog figures against datasheet values written here by hand, each with its source.
+
+Tolerance 1%: the acceptance check allows 3%, so a failure here means a wrong record, not rounding.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog import Catalog
+
+NV_DC = "NVIDIA H100 Tensor Core GPU datasheet, Technical Specifications (sparse figures halved)"
+A100 = "NVIDIA A100 Tensor Core GPU datasheet, Specifications table"
+ADA = "NVIDIA Ada Lovelace GPU architecture whitepaper v2.1, Appendix A, Table 9 (RTX 4090)"
+GA102 = "NVIDIA Ampere GA102 GPU architecture whitepaper v2.1, Appendix A, Table 9 (RTX 3090)"
+MI300X = "AMD Instinct MI300X data sheet, Peak theoretical performance table"
+
+SPOT = [
+    # gpu id, field, datasheet value, source
+    ("h100-sxm-80gb", "bf16_dense_tflops", 989.4, NV_DC),
+    ("h100-sxm-80gb", "fp8_dense_tflops", 1978.9, NV_DC),
+    ("h100-sxm-80gb", "memory_bandwidth_gb_s", 3350, NV_DC),
+    ("h100-sxm-80gb", "tdp_w", 700, NV_DC),
+    ("h100-pcie-80gb", "bf16_dense_tflops", 756.5, NV_DC + ", H100 PCIe column (1,513 sparse)"),
+    ("h100-pcie-80gb", "memory_bandwidth_gb_s", 2000, NV_DC + ", H100 PCIe column"),
+    ("a100-sxm-80gb", "memory_bandwidth_gb_s", 2039, A100),
+    ("a100-sxm-80gb", "bf16_dense_tflops", 312, A100),
+    ("a100-sxm-80gb", "tdp_w", 400, A100),
+    ("a100-pcie-80gb", "memory_bandwidth_gb_s", 1935, A100),
+    ("a100-sxm-40gb", "memory_bandwidth_gb_s", 1555, A100),
+    ("h200-sxm-141gb", "memory_gb", 141, "NVIDIA H200 Tensor Core GPU datasheet"),
+    ("h200-sxm-141gb", "memory_bandwidth_gb_s", 4800, "NVIDIA H200 Tensor Core GPU datasheet"),
+    ("rtx-4090", "memory_bandwidth_gb_s", 1008, ADA),
+    ("rtx-4090", "bf16_dense_tflops", 165.2, ADA + " (BF16 with FP32 accumulate)"),
+    ("rtx-4090", "fp16_fp16acc_dense_tflops", 330.3, ADA + " (FP16 with FP16 accumulate)"),
+    ("rtx-4090", "tdp_w", 450, ADA + " (total graphics power)"),
+    ("rtx-3090", "memory_bandwidth_gb_s", 936, GA102),
+    ("rtx-3090", "bf16_dense_tflops", 71, GA102 + " (BF16 with FP32 accumulate)"),
+    ("rtx-3090", "tdp_w", 350, GA102),
+    ("rtx-5090", "memory_gb", 32, "NVIDIA RTX Blackwell GPU architecture whitepaper, RTX 5090 table"),
+    ("rtx-5090", "memory_bandwidth_gb_s", 1792, "NVIDIA RTX Blackwell GPU architecture whitepaper, RTX 5090 table"),
+    ("rtx-5090", "tdp_w", 575, "NVIDIA RTX Blackwell GPU architecture whitepaper, RTX 5090 table"),
+    ("l4", "bf16_dense_tflops", 121, "NVIDIA L4 datasheet (242 with sparsity)"),
+    ("l4", "memory_bandwidth_gb_s", 300, "NVIDIA L4 datasheet"),
+    ("l4", "tdp_w", 72, "NVIDIA L4 datasheet"),
+    ("l40s", "memory_bandwidth_gb_s", 864, "NVIDIA L40S datasheet"),
+    ("l40s", "tdp_w", 350, "NVIDIA L40S datasheet"),
+    ("t4", "fp16_dense_tflops", 65, "NVIDIA T4 datasheet (mixed precision FP16/FP32)"),
+    ("t4", "memory_bandwidth_gb_s", 320, "NVIDIA T4 datasheet"),
+    ("v100-sxm2-32gb", "memory_bandwidth_gb_s", 900, "NVIDIA V100 datasheet, V100 SXM2 column"),
+    ("v100-sxm2-32gb", "fp16_dense_tflops", 125, "NVIDIA V100 datasheet, tensor performance"),
+    ("a10", "bf16_dense_tflops", 125, "NVIDIA A10 datasheet (250 with sparsity)"),
+    ("a10", "memory_bandwidth_gb_s", 600, "NVIDIA A10 datasheet"),
+    ("rtx-a6000", "memory_bandwidth_gb_s", 768, "NVIDIA RTX A6000 datasheet"),
+    ("rtx-6000-ada", "memory_bandwidth_gb_s", 960, "NVIDIA RTX 6000 Ada datasheet"),
+    ("mi300x", "memory_gb", 192, MI300X),
+    ("mi300x", "memory_bandwidth_gb_s", 5300, MI300X),
+    ("mi300x", "bf16_dense_tflops", 1307.4, MI300X),
+    ("mi300x", "fp8_dense_tflops", 2614.9, MI300X),
+    ("mi300x", "tdp_w", 750, MI300X),
+    ("mi250x", "memory_bandwidth_gb_s", 3276.8, "AMD Instinct MI250X data sheet"),
+    ("mi250x", "bf16_dense_tflops", 383, "AMD Instinct MI250X data sheet"),
+    ("gaudi2", "memory_gb", 96, "Intel Gaudi 2 AI accelerator white paper"),
+    ("gaudi2", "memory_bandwidth_gb_s", 2450, "Intel Gaudi 2 AI accelerator white paper"),
+    ("rx-7900-xtx", "memory_bandwidth_gb_s", 960, "AMD Radeon RX 7900 XTX specifications page"),
+    ("b200-sxm-180gb", "memory_bandwidth_gb_s", 8000, "NVIDIA HGX B200 datasheet (per GPU)"),
+]
+
+
+@pytest.mark.parametrize(("gpu_id", "field", "expected", "source"), SPOT, ids=[f"{s[0]}-{s[1]}" for s in SPOT])
+def test_datasheet_value(shipped: Catalog, gpu_id: str, field: str, expected: float, source: str) -> None:
+    assert getattr(shipped.gpus[gpu_id], field) == pytest.approx(expected, rel=0.01), source
+
+
+def test_si_views_convert_datasheet_units(shipped: Catalog) -> None:
+    h100 = shipped.gpus["h100-sxm-80gb"]
+    assert h100.memory_bytes == 80e9  # GB = 1e9 bytes, not GiB
+    assert h100.memory_bytes / 2**30 == pytest.approx(74.5, abs=0.1)  # what nvidia-smi calls ~80 GB in MiB
+    assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
+    assert h100.peak_flops("bf16") == pytest.approx(989.4e12, rel=0.01)
+    assert h100.peak_flops("fp64") == pytest.approx(67e12, rel=0.01)  # FP64 tensor core rate
+    assert h100.native_link == "pcie5-x16"
