@@ -68,6 +68,13 @@ def test_a_name_matching_only_a_variant_is_unknown_but_suggests_it(shipped: Cata
     assert err.value.suggestions == ("rtx-4080-super",)
 
 
+def test_mi250_is_not_the_mi250x(shipped: Catalog) -> None:
+    # AMD's MI250 (104 CUs, 362 TFLOPS FP16) and MI250X (110 CUs, 383) are different products
+    with pytest.raises(UnknownGPU) as err:
+        shipped.gpu("MI250")
+    assert err.value.suggestions == ("mi250x",)
+
+
 def test_nonsense_is_unknown(shipped: Catalog) -> None:
     with pytest.raises(UnknownGPU):
         shipped.gpu("???")

@@ -12,7 +12,7 @@ def test_all_is_sorted_and_pinned() -> None:
     assert gpuwise.__all__ == sorted(gpuwise.__all__)
     assert set(gpuwise.__all__) == {
         "AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "NotEstimable", "ProbeUnavailable",
-        "UnknownGPU", "__version__", "catalog", "compare_gpus", "find_gpu", "list_gpus",
+        "UnknownGPU", "__version__", "compare_gpus", "find_gpu", "list_gpus", "load_catalog",
     }
 
 

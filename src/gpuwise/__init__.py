@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from gpuwise.api import catalog, compare_gpus, find_gpu, list_gpus
+from gpuwise.api import compare_gpus, find_gpu, list_gpus, load_catalog
 from gpuwise.errors import (
     AmbiguousGPU,
     CatalogError,
@@ -29,8 +29,8 @@ __all__ = [
     "ProbeUnavailable",
     "UnknownGPU",
     "__version__",
-    "catalog",
     "compare_gpus",
     "find_gpu",
     "list_gpus",
+    "load_catalog",
 ]

@@ -9,19 +9,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuwise.catalog import GPU, Catalog, Comparison, compare, load_catalog
+from gpuwise.catalog import GPU, Catalog, Comparison, compare
+from gpuwise.catalog import load_catalog as _load_catalog
 
 CatalogFiles = Sequence[Path | str]
 
 
-def catalog(*, catalog_files: CatalogFiles = ()) -> Catalog:
+def load_catalog(*, catalog_files: CatalogFiles = ()) -> Catalog:
     """The catalog with the user's config-folder overrides and ``catalog_files`` applied."""
-    return load_catalog(catalog_files)
+    return _load_catalog(catalog_files)
 
 
 def find_gpu(name: str, *, catalog_files: CatalogFiles = ()) -> GPU:
     """The GPU record an id, alias or loose name designates; raises UnknownGPU / AmbiguousGPU."""
-    return load_catalog(catalog_files).gpu(name)
+    return _load_catalog(catalog_files).gpu(name)
 
 
 def list_gpus(
@@ -35,7 +36,7 @@ def list_gpus(
     catalog_files: CatalogFiles = (),
 ) -> list[GPU]:
     """GPUs matching every filter, sorted by a numeric field (see ``gpuwise.catalog.SORT_FIELDS``)."""
-    return load_catalog(catalog_files).select(
+    return _load_catalog(catalog_files).select(
         vendor=vendor, segment=segment, min_memory_gb=min_memory_gb,
         features=features, sort=sort, descending=descending,
     )
@@ -43,5 +44,5 @@ def list_gpus(
 
 def compare_gpus(names: Sequence[str], *, catalog_files: CatalogFiles = ()) -> Comparison:
     """Side-by-side figures of two or more GPUs with ratios to the first."""
-    cat = load_catalog(catalog_files)
+    cat = _load_catalog(catalog_files)
     return compare([cat.gpu(n) for n in names])

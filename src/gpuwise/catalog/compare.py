@@ -44,19 +44,19 @@ def _per(numerator: float | None, denominator: float | None, scale: float) -> fl
 
 Metric = tuple[str, str, str, Callable[[GPU], float | None], bool, bool]
 METRICS: tuple[Metric, ...] = (
-    # key, label, unit, value, derived, higher_is_better
-    ("memory_gb", "Memory", "GB", lambda g: g.memory_gb, False, True),
-    ("memory_bandwidth_gb_s", "Memory bandwidth", "GB/s", lambda g: g.memory_bandwidth_gb_s, False, True),
-    ("bf16_dense_tflops", "BF16 dense", "TFLOPS", lambda g: g.bf16_dense_tflops, False, True),
-    ("fp8_dense_tflops", "FP8 dense", "TFLOPS", lambda g: g.fp8_dense_tflops, False, True),
-    ("fp32_tflops", "FP32 (non-tensor)", "TFLOPS", lambda g: g.fp32_tflops, False, True),
-    ("tdp_w", "Power (TDP)", "W", lambda g: g.tdp_w, False, False),
-    ("price_usd", "Price", "USD", price_usd, False, False),
-    ("bf16_tflops_per_kusd", "BF16 per 1,000 USD", "TFLOPS",
+    # key, label (with unit), unit, value, derived, higher_is_better
+    ("memory_gb", "memory GB", "GB", lambda g: g.memory_gb, False, True),
+    ("memory_bandwidth_gb_s", "bandwidth GB/s", "GB/s", lambda g: g.memory_bandwidth_gb_s, False, True),
+    ("bf16_dense_tflops", "BF16 dense TFLOPS", "TFLOPS", lambda g: g.bf16_dense_tflops, False, True),
+    ("fp8_dense_tflops", "FP8 dense TFLOPS", "TFLOPS", lambda g: g.fp8_dense_tflops, False, True),
+    ("fp32_tflops", "FP32 TFLOPS", "TFLOPS", lambda g: g.fp32_tflops, False, True),
+    ("tdp_w", "TDP W", "W", lambda g: g.tdp_w, False, False),
+    ("price_usd", "price USD", "USD", price_usd, False, False),
+    ("bf16_tflops_per_kusd", "BF16 TFLOPS per k$", "TFLOPS",
      lambda g: _per(g.bf16_dense_tflops, price_usd(g), 1000.0), True, True),
-    ("bf16_tflops_per_kw", "BF16 per kW", "TFLOPS",
+    ("bf16_tflops_per_kw", "BF16 TFLOPS per kW", "TFLOPS",
      lambda g: _per(g.bf16_dense_tflops, g.tdp_w, 1000.0), True, True),
-    ("bandwidth_gb_s_per_kusd", "Bandwidth per 1,000 USD", "GB/s",
+    ("bandwidth_gb_s_per_kusd", "GB/s per k$", "GB/s",
      lambda g: _per(g.memory_bandwidth_gb_s, price_usd(g), 1000.0), True, True),
 )
 

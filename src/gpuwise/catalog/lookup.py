@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from gpuwise.errors import AmbiguousGPU, UnknownGPU
 
 _STOP_WORDS = frozenset({"nvidia", "geforce", "amd", "intel", "tesla", "instinct", "gpu", "graphics", "card"})
-_VARIANT_TOKENS = frozenset({"ti", "super", "xt", "xtx", "d", "max", "ultra"})
+_VARIANT_TOKENS = frozenset({"ti", "super", "x", "xt", "xtx", "d", "max", "ultra"})
 
 
 def _words(name: str) -> list[str]:

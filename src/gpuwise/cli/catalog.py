@@ -53,7 +53,7 @@ def show(
     catalog: list[Path] | None = CatalogOption,
 ) -> None:
     """Show every figure of one GPU with its sources, price date and cloud offers."""
-    cat = api.catalog(catalog_files=catalog_files(catalog))
+    cat = api.load_catalog(catalog_files=catalog_files(catalog))
     record = cat.gpu(gpu)
     offers = cat.offers_for(record.id)
     if as_json:

@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpuwise.errors import GpuwiseError
 
@@ -30,7 +31,7 @@ def stdout() -> Console:
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error on stderr and return the Exit to raise."""
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {message}", markup=True)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(message)}")
     return typer.Exit(code)
 
 

@@ -39,7 +39,8 @@ def gpu_list_table(gpus: Sequence[GPU], *, sort: str | None = None) -> Table:
     table = Table(title=f"{len(gpus)} GPUs" + (f", sorted by {sort}" if sort else ""), title_justify="left")
     for header in ("id", "vendor", "segment", "memory GB", "bandwidth GB/s", "BF16 dense TFLOPS",
                    "FP8 dense TFLOPS", "TDP W", "price USD"):
-        table.add_column(header, justify="left" if header in ("id", "vendor", "segment") else "right")
+        table.add_column(header, justify="left" if header in ("id", "vendor", "segment") else "right",
+                         no_wrap=header == "id")
     for g in gpus:
         table.add_row(
             g.id, g.vendor, g.segment, number(g.memory_gb), number(g.memory_bandwidth_gb_s),
@@ -108,15 +109,21 @@ def gpu_panel(gpu: GPU, offers: Sequence[CloudOffer] = ()) -> Panel:
 
 def comparison_table(comparison: Comparison) -> Table:
     first = comparison.gpus[0].id
-    table = Table(title=f"ratios (x) are to {first}; derived rows use street price, else MSRP",
-                  title_justify="left")
-    table.add_column("metric")
-    table.add_column("unit")
+    table = Table(
+        title=f"ratios in brackets are to {first}",
+        caption="* derived: per k$ uses the street price, else the MSRP. BF16/FP8 are dense, FP32 accumulate.",
+        title_justify="left", caption_justify="left",
+    )
+    table.add_column("metric", no_wrap=True)
     for g in comparison.gpus:
-        table.add_column(g.id, justify="right")
+        table.add_column(g.id, justify="right", no_wrap=True)
     for row in comparison.rows:
-        cells = [number(v) + ("" if i == 0 else f" ({ratio(r)})")
-                 for i, (v, r) in enumerate(zip(row.values, row.ratios, strict=True))]
-        label = row.label + (" [dim](derived)[/dim]" if row.derived else "")
-        table.add_row(label, row.unit, *cells)
+        cells = [_cell(v, r, baseline=i == 0) for i, (v, r) in enumerate(zip(row.values, row.ratios, strict=True))]
+        table.add_row(row.label + (" *" if row.derived else ""), *cells)
     return table
+
+
+def _cell(value: float | None, ratio_to_first: float | None, *, baseline: bool) -> str:
+    if value is None or baseline or ratio_to_first is None:
+        return number(value)
+    return f"{number(value)} [dim]({ratio(ratio_to_first)})[/dim]"
