@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from gpuwise.catalog import GPU, CloudOffer, Comparison, price_usd
-from gpuwise.report.format import number, ratio
+from gpuwise.report.format import number, quantity, ratio
 
 
 def gpu_json(gpu: GPU) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def gpu_list_table(gpus: Sequence[GPU], *, sort: str | None = None) -> Table:
 def _spec_rows(gpu: GPU) -> list[tuple[str, str]]:
     s = gpu.software
     link = f"{gpu.scale_up_link} {number(gpu.scale_up_gb_s)} GB/s" if gpu.scale_up_link else "none"
-    return [
+    rows = [
         ("vendor / segment", f"{gpu.vendor} / {gpu.segment}"),
         ("architecture", gpu.architecture + (f" (sm_{gpu.compute_capability.replace('.', '')})"
                                              if gpu.compute_capability else "")),
@@ -60,13 +60,14 @@ def _spec_rows(gpu: GPU) -> list[tuple[str, str]]:
         ("memory", f"{number(gpu.memory_gb)} GB {gpu.memory_type}, {number(gpu.memory_bandwidth_gb_s)} GB/s"
                    f", ECC {'yes' if gpu.ecc else 'no'}"),
         ("FP64 / FP32", f"{number(gpu.fp64_tflops)} / {number(gpu.fp32_tflops)} TFLOPS (non-tensor)"),
-        ("TF32 dense", f"{number(gpu.tf32_dense_tflops)} TFLOPS"),
+        ("TF32 dense", quantity(gpu.tf32_dense_tflops, "TFLOPS")),
         ("FP16 / BF16 dense", f"{number(gpu.fp16_dense_tflops)} / {number(gpu.bf16_dense_tflops)} TFLOPS"
                               " (FP32 accumulate)"),
-        ("FP16 dense, FP16 acc.", f"{number(gpu.fp16_fp16acc_dense_tflops)} TFLOPS"),
-        ("FP8 dense", f"{number(gpu.fp8_dense_tflops)} TFLOPS"),
-        ("INT8 dense", f"{number(gpu.int8_dense_tops)} TOPS"),
-        ("FP4 dense", f"{number(gpu.fp4_dense_tflops)} TFLOPS"),
+        ("FP16 / FP8 dense, FP16 acc.", f"{number(gpu.fp16_fp16acc_dense_tflops)} / "
+                                        f"{number(gpu.fp8_fp16acc_dense_tflops)} TFLOPS (GeForce double rate)"),
+        ("FP8 dense", quantity(gpu.fp8_dense_tflops, "TFLOPS") + " (FP32 accumulate)"),
+        ("INT8 dense", quantity(gpu.int8_dense_tops, "TOPS")),
+        ("FP4 dense", quantity(gpu.fp4_dense_tflops, "TFLOPS")),
         ("dense from sparse", "yes: datasheet lists sparse figures, halved" if gpu.dense_from_sparse else "no"),
         ("power", f"{number(gpu.tdp_w)} W, connector {gpu.power_connector or 'none (baseboard)'}"),
         ("board", f"{gpu.form_factor}, {number(gpu.slot_width)} slot(s), {gpu.cooling} cooling"),
@@ -76,6 +77,9 @@ def _spec_rows(gpu: GPU) -> list[tuple[str, str]]:
         ("software", f"{s.stack}; bf16 {_yn(s.bf16)}, fp8 {_yn(s.fp8)}, FlashAttention-2 "
                      f"{_yn(s.flash_attention_2)}, bitsandbytes {_yn(s.bitsandbytes)}, vLLM {_yn(s.vllm)}"),
     ]
+    if gpu.fp16_fp16acc_dense_tflops is None and gpu.fp8_fp16acc_dense_tflops is None:
+        rows = [r for r in rows if "FP16 acc." not in r[0]]
+    return rows
 
 
 def _yn(flag: bool) -> str:
@@ -95,10 +99,10 @@ def gpu_panel(gpu: GPU, offers: Sequence[CloudOffer] = ()) -> Panel:
     parts: list[Any] = [specs]
     if offers:
         table = Table(title="cloud offers (on demand, per GPU-hour)", title_justify="left")
-        for header in ("provider", "instance", "GPUs", "USD/GPU-h", "as of"):
+        for header in ("provider", "tier", "instance", "GPUs", "USD/GPU-h", "as of"):
             table.add_column(header)
         for o in offers:
-            table.add_row(o.provider, o.instance, str(o.gpus), f"{o.usd_per_gpu_hour:.2f}", str(o.as_of))
+            table.add_row(o.provider, o.tier, o.instance, str(o.gpus), f"{o.usd_per_gpu_hour:.2f}", str(o.as_of))
         parts.append(table)
     sources = "\n".join(f"- {s.title}{f' ({s.table})' if s.table else ''}: {s.url}" for s in gpu.sources)
     parts.append(f"[bold]sources[/bold] (checked {gpu.as_of})\n{sources}")

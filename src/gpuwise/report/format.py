@@ -19,3 +19,8 @@ def number(value: float | None) -> str:
 def ratio(value: float | None) -> str:
     """``2.0`` -> ``2.00x``; None -> ``—``."""
     return UNKNOWN if value is None else f"{value:.2f}x"
+
+
+def quantity(value: float | None, unit: str) -> str:
+    """``(330.3, "TFLOPS")`` -> ``330.3 TFLOPS``; an unknown value is a bare dash, no unit."""
+    return UNKNOWN if value is None else f"{number(value)} {unit}"
