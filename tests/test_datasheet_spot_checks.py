@@ -74,8 +74,10 @@ def test_datasheet_value(shipped: Catalog, gpu_id: str, field: str, expected: fl
 
 def test_si_views_convert_datasheet_units(shipped: Catalog) -> None:
     h100 = shipped.gpus["h100-sxm-80gb"]
-    assert h100.memory_bytes == 80e9  # GB = 1e9 bytes, not GiB
-    assert h100.memory_bytes / 2**30 == pytest.approx(74.5, abs=0.1)  # what nvidia-smi calls ~80 GB in MiB
+    # DRAM "GB" is binary: nvidia-smi shows an A100 80GB as 81,920 MiB (the H100 as 81,559 MiB usable)
+    assert h100.memory_bytes == 80 * 2**30
+    assert shipped.gpus["a100-sxm-80gb"].memory_bytes / 2**20 == 81920
+    # bandwidth GB/s is decimal: 3.35 TB/s = 3.35e12 bytes/s
     assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
     assert h100.peak_flops("bf16") == pytest.approx(989.4e12, rel=0.01)
     assert h100.peak_flops("fp64") == pytest.approx(67e12, rel=0.01)  # FP64 tensor core rate

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from gpuwise.catalog import GPU, Catalog, Comparison, compare
 from gpuwise.catalog import load_catalog as _load_catalog
+from gpuwise.estimate.estimate import Estimate
+from gpuwise.estimate.estimate import estimate as _estimate
+from gpuwise.estimate.fit import FitReport
+from gpuwise.estimate.fit import fit as _fit
+from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import InferJob, TrainJob, make_job
+from gpuwise.workload.presets import Preset, presets
+from gpuwise.workload.resolve import resolve_model
 
 CatalogFiles = Sequence[Path | str]
 
@@ -46,3 +55,50 @@ def compare_gpus(names: Sequence[str], *, catalog_files: CatalogFiles = ()) -> C
     """Side-by-side figures of two or more GPUs with ratios to the first."""
     cat = _load_catalog(catalog_files)
     return compare([cat.gpu(n) for n in names])
+
+
+def model(name: str) -> Architecture:
+    """A model's normalised shape and exact parameter count: preset id, hub id, or path to a config.json."""
+    return resolve_model(name)
+
+
+def list_models() -> list[Preset]:
+    """The shipped presets (usable offline), by id."""
+    return [presets()[k] for k in sorted(presets())]
+
+
+def _job(task: str, options: dict[str, object]) -> TrainJob | InferJob:
+    if task not in ("train", "infer"):
+        from gpuwise.errors import ConfigError
+
+        raise ConfigError(f"--task {task!r} is not accepted; use train or infer")
+    return make_job(TrainJob if task == "train" else InferJob, **options)
+
+
+def estimate(
+    model_name: str,
+    *,
+    gpu: str,
+    task: Literal["train", "infer"] = "train",
+    catalog_files: CatalogFiles = (),
+    **job_options: object,
+) -> Estimate:
+    """Per-GPU memory (and, with later issues, speed and cost) of a job; options are the CLI flags.
+
+    ``gpuwise.estimate("llama-3.1-8b", gpu="rtx-4090", method="qlora", batch=2, seq=2048)``
+    """
+    card = _load_catalog(catalog_files).gpu(gpu)
+    return _estimate(resolve_model(model_name), _job(task, job_options), card)
+
+
+def fit(
+    model_name: str,
+    *,
+    gpu: str,
+    task: Literal["train", "infer"] = "train",
+    catalog_files: CatalogFiles = (),
+    **job_options: object,
+) -> FitReport:
+    """The estimate plus the largest batch that fits and the changes that save the most memory."""
+    card = _load_catalog(catalog_files).gpu(gpu)
+    return _fit(resolve_model(model_name), _job(task, job_options), card)

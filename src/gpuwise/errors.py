@@ -3,6 +3,7 @@
     GpuwiseError                 anything the user can act on; exit code 2, HTTP 400 unless overridden
     ├── UnknownGPU               no catalog record matches a name (carries the nearest ids)
     ├── AmbiguousGPU             a loose name matches several records (carries them)
+    ├── UnknownModel             no preset, file or hub repo matches a model name (carries the nearest presets)
     ├── CatalogError             a catalog or override file is malformed (names the file and field)
     ├── ConfigError              a model config or user option is invalid (names the field and value)
     ├── NotEstimable             the question has no meaningful answer for these inputs
@@ -42,6 +43,17 @@ class AmbiguousGPU(GpuwiseError):
         super().__init__(
             f"GPU name {name!r} is ambiguous; it matches {', '.join(self.candidates)}: use one of these ids"
         )
+
+
+class UnknownModel(GpuwiseError):
+    http_status = 404
+
+    def __init__(self, name: str, *, suggestions: Sequence[str] = (), hint: str = "") -> None:
+        self.name = name
+        self.suggestions = tuple(suggestions)
+        if self.suggestions:
+            hint = f"; did you mean {', '.join(self.suggestions)}?"
+        super().__init__(f"unknown model {name!r}{hint or '; run `gpuwise models` to see the presets'}")
 
 
 class CatalogError(GpuwiseError):

@@ -2,7 +2,8 @@
 
 Files store datasheet units, named in the key (``memory_gb``, ``memory_bandwidth_gb_s``,
 ``bf16_dense_tflops``, ``tdp_w``); the properties at the bottom of each model convert to the one
-unit system used inside gpuwise (bytes, FLOP/s, bytes/s, watts, USD). GB = 1e9 bytes; Gb/s = 1e9 bit/s.
+unit system used inside gpuwise (bytes, FLOP/s, bytes/s, watts, USD). Bandwidths: GB/s = 1e9 bytes/s,
+Gb/s = 1e9 bit/s. Memory capacity: vendors' "GB" of DRAM is binary (2**30 bytes, JEDEC), see ``memory_bytes``.
 
 Tensor figures are **dense**. Where a datasheet lists only figures "with sparsity", the record stores
 half of them as dense, keeps the datasheet figure in ``*_sparse_*`` and sets ``dense_from_sparse``.
@@ -19,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 GB = 1e9
+GIB = 2**30
 TERA = 1e12
 
 Vendor = Literal["nvidia", "amd", "intel"]
@@ -149,7 +151,9 @@ class GPU(_Record):
     # ---- SI views ---------------------------------------------------------------------------
     @property
     def memory_bytes(self) -> float:
-        return self.memory_gb * GB
+        """Capacity in bytes. DRAM capacity is counted in binary units (JEDEC): an "80 GB" A100 reports
+        81,920 MiB in nvidia-smi, an "24 GB" RTX 4090 24,564 MiB; so ``memory_gb`` x 2**30."""
+        return self.memory_gb * GIB
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:

@@ -6,6 +6,7 @@ import typer
 
 from gpuwise import __version__
 from gpuwise.cli import catalog
+from gpuwise.cli.estimate import estimate_command, models_command
 
 app = typer.Typer(
     name="gpuwise",
@@ -15,6 +16,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(catalog.app, name="catalog", help="Browse GPUs: datasheet figures with sources, dated prices.")
+app.command("fit", help="Will it fit? Memory breakdown, largest batch, and the changes that make it fit.")(
+    estimate_command)
+app.command("estimate", help="Per-GPU memory of a job as a table or the JSON contract (--json).")(estimate_command)
+app.command("models", help="List the shipped model presets (work offline).")(models_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,1 @@
+"""Pure estimators: (workload, hardware) -> results with their breakdown and assumptions."""

@@ -1,0 +1,73 @@
+"""One estimate: a workload on a GPU type, with its memory breakdown, assumptions and warnings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog import GPU
+from gpuwise.errors import NotEstimable
+from gpuwise.estimate.memory import MemoryEstimate, training_memory
+from gpuwise.estimate.serving_memory import inference_memory, weight_bytes
+from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import InferJob, TrainJob
+
+Job = TrainJob | InferJob
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: Architecture
+    gpu: GPU
+    job: Job
+    memory: MemoryEstimate
+    warnings: tuple[str, ...]
+
+    @property
+    def task(self) -> str:
+        return "train" if isinstance(self.job, TrainJob) else "infer"
+
+
+def _require_transformer(arch: Architecture) -> None:
+    if arch.kind in ("cnn", "unet"):
+        weights_gb = weight_bytes(arch, "fp16") / 1e9 if arch.kind == "unet" else arch.total_params * 4 / 1e9
+        raise NotEstimable(
+            f"{arch.name} is a {arch.kind.upper()} model: gpuwise models transformer activations only "
+            f"({arch.total_params:,} parameters, {weights_gb:.2f} GB of weights)"
+        )
+
+
+def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str, ...]:
+    """What the hardware or stack cannot do as asked; the estimate still runs."""
+    notes: list[str] = []
+    if isinstance(job, TrainJob):
+        if job.precision in ("bf16", "pure-bf16") and not (gpu.software.bf16 and gpu.bf16_dense_tflops):
+            notes.append(f"{gpu.id} has no BF16 tensor math; use --precision fp16")
+        if job.precision == "fp8" and not gpu.software.fp8:
+            notes.append(f"{gpu.id} has no FP8 tensor cores; --precision fp8 needs Ada, Hopper or newer")
+        if job.method == "qlora" and not gpu.software.bitsandbytes:
+            notes.append(f"QLoRA needs bitsandbytes, which has no {gpu.software.stack} build for {gpu.id}")
+        if job.optimizer in ("adamw-8bit", "paged-adamw-8bit") and not gpu.software.bitsandbytes:
+            notes.append(f"8-bit optimizers need bitsandbytes, which has no {gpu.software.stack} build for {gpu.id}")
+        length = job.seq
+    else:
+        if job.quant == "fp8" and not gpu.software.fp8:
+            notes.append(f"{gpu.id} has no FP8 support; fp8 weights would be upcast (or rejected by the engine)")
+        length = job.context
+    if job.flash_attn and not gpu.software.flash_attention_2:
+        notes.append(f"FlashAttention-2 does not support {gpu.id}; PyTorch SDPA (memory-efficient) is the fallback")
+    if arch.max_positions and length > arch.max_positions:
+        notes.append(f"sequence {length} exceeds {arch.name}'s {arch.max_positions} positions")
+    if job.count > 1 and not gpu.p2p and (job.tp > 1 or job.count > 1):
+        notes.append(f"{gpu.id} has no GPU peer-to-peer: multi-GPU traffic goes through host memory")
+    return tuple(notes)
+
+
+def estimate(arch: Architecture, job: Job, gpu: GPU) -> Estimate:
+    """Memory of ``job`` on ``job.count`` GPUs of type ``gpu`` (perf and cost come with later issues)."""
+    _require_transformer(arch)
+    if isinstance(job, TrainJob):
+        memory = training_memory(arch, job, capacity_bytes=gpu.memory_bytes)
+    else:
+        memory = inference_memory(arch, job, capacity_bytes=gpu.memory_bytes)
+    return Estimate(model=arch, gpu=gpu, job=job, memory=memory,
+                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu))

@@ -1,0 +1,149 @@
+"""Making a job fit: the largest micro-batch, gradient accumulation, and the changes that save the most memory.
+
+Each change is one edit of the user's flags, re-estimated with the same memory model, so the saving
+shown is what the model predicts for this model, card and job -- the seeds' "memory compression" table,
+computed for this case rather than quoted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwise.catalog import GPU
+from gpuwise.estimate.estimate import Estimate, Job, estimate
+from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import InferJob, TrainJob
+
+MAX_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class Change:
+    """One edit of the job: the flags to add, what the edit costs in quality or speed, and its effect."""
+
+    flags: str
+    description: str
+    tradeoff: str
+    per_gpu_bytes: float
+    saving_bytes: float
+    fits: bool
+
+
+def _with(job: Job, **changes: Any) -> Job:
+    """A validated copy of ``job`` with some flags changed (raises ValidationError when incoherent)."""
+    return type(job).model_validate({**job.model_dump(), **changes})
+
+
+def largest_batch(arch: Architecture, job: Job, gpu: GPU) -> int:
+    """Largest micro-batch (train) or concurrent batch (infer) that fits; 0 when batch 1 does not."""
+    def fits(batch: int) -> bool:
+        return estimate(arch, _with(job, batch=batch), gpu).memory.fits
+
+    if not fits(1):
+        return 0
+    low, high = 1, 2
+    while high <= MAX_BATCH and fits(high):
+        low, high = high, high * 2
+    high = min(high, MAX_BATCH + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
+def gradient_accumulation(job: TrainJob, micro_batch: int, global_batch: int) -> int:
+    """Steps to accumulate so that micro-batch x data-parallel ranks x steps >= the global batch."""
+    return math.ceil(global_batch / (max(micro_batch, 1) * job.data_parallel))
+
+
+def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
+    edits: list[tuple[str, str, str, dict[str, Any]]] = []
+    if job.ckpt != "full":
+        edits.append(("--ckpt full", "gradient checkpointing", "about 30% slower steps", {"ckpt": "full"}))
+    if not job.flash_attn and gpu.software.flash_attention_2:
+        edits.append(("--flash-attn", "FlashAttention-2", "none (faster)", {"flash_attn": True}))
+    if job.optimizer == "adamw" and gpu.software.bitsandbytes:
+        edits.append(("--optimizer adamw-8bit", "8-bit AdamW states", "negligible quality loss",
+                      {"optimizer": "adamw-8bit"}))
+    if job.method == "full":
+        edits.append(("--method lora", "LoRA adapters instead of full fine-tuning", "fewer trainable parameters",
+                      {"method": "lora"}))
+    if job.method != "qlora" and gpu.software.bitsandbytes:
+        edits.append(("--method qlora", "QLoRA: 4-bit NF4 base + LoRA", "slower steps (dequantization)",
+                      {"method": "qlora"}))
+    if job.precision in ("bf16", "fp16") and job.method == "full":
+        edits.append(("--precision pure-bf16", "pure bf16 weights, gradients and states",
+                      "needs care (Kahan summation / stochastic rounding)", {"precision": "pure-bf16"}))
+    if job.seq >= 256:
+        edits.append((f"--seq {job.seq // 2}", "half the sequence length", "shorter context per sample",
+                      {"seq": job.seq // 2}))
+    if job.batch > 1:
+        edits.append(("--batch 1", "micro-batch 1 with gradient accumulation", "lower GPU utilisation",
+                      {"batch": 1}))
+    if job.zero < 3 and job.data_parallel > 1:
+        edits.append(("--zero 3", f"ZeRO-3 / FSDP full shard over {job.data_parallel} GPUs", "more communication",
+                      {"zero": 3}))
+    if job.count == 1 and job.method == "full":
+        for n in (2, 4, 8):
+            edits.append((f"--count {n} --zero 3", f"ZeRO-3 / FSDP over {n} GPUs", f"{n} GPUs",
+                          {"count": n, "zero": 3}))
+    if job.zero >= 1 and job.offload == "none":
+        edits.append(("--offload optimizer", "optimizer states in CPU memory", "slower steps (PCIe traffic)",
+                      {"offload": "optimizer"}))
+    return edits
+
+
+def _inference_edits(job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
+    edits: list[tuple[str, str, str, dict[str, Any]]] = []
+    if job.quant in ("fp32", "bf16", "fp16", "fp8", "int8"):
+        edits.append(("--quant awq-int4", "4-bit AWQ weights", "small quality loss", {"quant": "awq-int4"}))
+    if job.quant in ("fp32", "bf16", "fp16") and gpu.software.fp8:
+        edits.append(("--quant fp8", "FP8 weights", "minimal quality loss", {"quant": "fp8"}))
+    if job.kv_dtype != "fp8":
+        edits.append(("--kv-dtype fp8", "FP8 KV cache", "minimal quality loss", {"kv_dtype": "fp8"}))
+    if job.batch > 1:
+        edits.append((f"--batch {job.batch // 2}", "half the concurrent sequences", "lower throughput",
+                      {"batch": job.batch // 2}))
+    if job.input_len >= 256:
+        edits.append((f"--input-len {job.input_len // 2}", "half the prompt length", "shorter context",
+                      {"input_len": job.input_len // 2}))
+    for n in (2, 4, 8):
+        if n > job.tp:
+            edits.append((f"--tp {n} --count {max(n, job.count)}", f"tensor parallel over {n} GPUs",
+                          f"{n} GPUs", {"tp": n, "count": max(n, job.count)}))
+    return edits
+
+
+def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
+    """Single-flag edits ranked by the memory they save (largest first); edits that save nothing are dropped."""
+    base = estimate(arch, job, gpu).memory.per_gpu_bytes
+    edits = _training_edits(job, gpu) if isinstance(job, TrainJob) else _inference_edits(job, gpu)
+    found = []
+    for flags, description, tradeoff, update in edits:
+        try:
+            memory = estimate(arch, _with(job, **update), gpu).memory
+        except ValueError:
+            continue
+        saving = base - memory.per_gpu_bytes
+        if saving > 0:
+            found.append(Change(flags, description, tradeoff, memory.per_gpu_bytes, saving, memory.fits))
+    return sorted(found, key=lambda c: (not c.fits, -c.saving_bytes))
+
+
+@dataclass(frozen=True)
+class FitReport:
+    estimate: Estimate
+    largest_batch: int
+    gradient_accumulation: int | None
+    changes: tuple[Change, ...]
+
+
+def fit(arch: Architecture, job: Job, gpu: GPU) -> FitReport:
+    result = estimate(arch, job, gpu)
+    biggest = largest_batch(arch, job, gpu)
+    accumulation = None
+    if isinstance(job, TrainJob) and job.global_batch:
+        accumulation = gradient_accumulation(job, min(biggest, job.batch) or 1, job.global_batch)
+    return FitReport(result, biggest, accumulation, tuple(changes(arch, job, gpu)))

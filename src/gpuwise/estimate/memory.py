@@ -1,0 +1,249 @@
+"""Training memory per GPU, component by component.
+
+    weights           the working copy the forward pass reads (16-bit; fp32 for --precision fp32; NF4 base for QLoRA)
+    master_weights    fp32 copy of trainable weights in mixed precision
+    gradients         of the trainable weights
+    optimizer         optimizer states (AdamW: 2 per trainable parameter)
+    activations       saved for the backward pass (Korthikanti et al. 2022, adapted below)
+    logits            the b x s x V output, its fp32 upcast and log-softmax for the loss
+    framework_overhead  CUDA context, cuBLAS workspace, NCCL buffers
+    allocator_reserve   what the caching allocator holds beyond the peak it hands out
+
+ZeRO stage k shards over the data-parallel ranks: optimizer (k >= 1), gradients (k >= 2), weights (k = 3).
+Tensor parallelism splits attention heads, MLP width and the vocabulary; pipeline parallelism splits the layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpuwise.estimate import constants as C
+from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import TrainJob
+
+COMPONENTS = ("weights", "master_weights", "gradients", "optimizer", "activations", "kv_cache", "logits",
+              "framework_overhead", "allocator_reserve")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU bytes by component; ``per_gpu_bytes`` is their sum (the peak one GPU must hold)."""
+
+    breakdown_bytes: Mapping[str, float]
+    capacity_bytes: float
+    cuda_context_bytes: float
+    assumptions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    engine_reserved_bytes: float | None = None
+    max_concurrency: int | None = None
+    max_context: int | None = None
+    details: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def per_gpu_bytes(self) -> float:
+        return float(sum(self.breakdown_bytes.values()))
+
+    @property
+    def fits(self) -> bool:
+        return self.per_gpu_bytes <= self.capacity_bytes
+
+    @property
+    def headroom_bytes(self) -> float:
+        return self.capacity_bytes - self.per_gpu_bytes
+
+
+def compute_bytes(precision: str) -> int:
+    """Bytes of an activation element: 4 in fp32 training, else 2 (bf16/fp16; FP8 recipes keep bf16 activations)."""
+    return 4 if precision == "fp32" else 2
+
+
+def lora_params(arch: Architecture, job: TrainJob) -> int:
+    """Adapter parameters: r x (d_in + d_out) per targeted linear (PEFT's A and B matrices)."""
+    groups = ("attn",) if job.lora_targets == "attn" else ("attn", "mlp")
+    return sum(job.lora_rank * (x.d_in + x.d_out) * x.count * x.layers
+               for x in arch.params.linears if x.group in groups)
+
+
+def _optimizer_bytes_per_param(job: TrainJob, state_bytes: int) -> float:
+    if job.optimizer == "adamw":
+        return C.ADAMW_STATES.value * state_bytes
+    if job.optimizer in ("adamw-8bit", "paged-adamw-8bit"):
+        return C.ADAMW_STATES.value * C.EIGHT_BIT_STATE_BYTES.value
+    if job.optimizer == "sgd":
+        return state_bytes  # one momentum buffer
+    return 0.0  # adafactor: factored second moment, counted separately
+
+
+def _adafactor_bytes(arch: Architecture, state_bytes: int, trainable: int) -> float:
+    """Adafactor keeps a row and a column vector per matrix (Shazeer & Stern 2018), about (d_in + d_out) each."""
+    matrices = sum((x.d_in + x.d_out) * x.count * x.layers for x in arch.params.linears)
+    share = trainable / max(arch.total_params, 1)
+    return (matrices * share + arch.hidden + arch.vocab) * state_bytes
+
+
+def model_states(arch: Architecture, job: TrainJob) -> dict[str, float]:
+    """Weights, fp32 master copy, gradients and optimizer states on one GPU, sharded as ZeRO/TP/PP say."""
+    model_parallel = job.tp * job.pp
+    dp = job.data_parallel
+    total = arch.total_params / model_parallel
+    pure = job.precision == "pure-bf16"
+    fp32 = job.precision == "fp32"
+    state_bytes = 2 if pure else 4
+    if job.trains_adapters:
+        trainable = lora_params(arch, job) / model_parallel
+        if job.method == "qlora":
+            linear = arch.params.linear / model_parallel
+            # PEFT's prepare_model_for_kbit_training upcasts the non-quantized parameters (embeddings,
+            # head, norms) to fp32 under mixed precision; a pure-bf16 run keeps them in bf16
+            rest_bytes = 2 if pure else 4
+            weights = linear * C.NF4_DOUBLE_QUANT_BITS.value / 8 + (total - linear) * rest_bytes
+        else:
+            weights = total * (4 if fp32 else 2)
+        adapter_bytes = 2 if pure else 4  # PEFT keeps adapters in fp32 unless the whole run is bf16
+        weights += trainable * adapter_bytes
+        master, grads = 0.0, trainable * adapter_bytes
+    else:
+        trainable = total
+        weights = total * (4 if fp32 else 2)
+        master = 0.0 if fp32 or pure else total * 4
+        grads = total * (2 if pure else 4)
+    if job.optimizer == "adafactor":
+        optimizer = _adafactor_bytes(arch, state_bytes, int(trainable * model_parallel)) / model_parallel
+    else:
+        optimizer = trainable * _optimizer_bytes_per_param(job, state_bytes)
+    if job.zero >= 1:
+        optimizer, master = optimizer / dp, master / dp
+    # with pipeline parallelism, ZeRO-2/3 cannot reshard between micro-batches: DeepSpeed refuses the
+    # combination and torchtitan keeps FSDP parameters unsharded after forward (reshard_after_forward=False),
+    # so gradients and weights stay whole on each rank; only optimizer states and master weights shard.
+    sharded_pp = job.pp > 1
+    if job.zero >= 2 and not sharded_pp:
+        grads /= dp
+    if job.zero == 3 and not sharded_pp:
+        layer_weights = weights / max(arch.layers, 1)
+        weights = weights / dp + 2 * layer_weights  # shard + the gathered current and prefetched layer
+    if job.offload != "none":
+        optimizer, master = 0.0, 0.0
+    if job.offload == "optimizer+params":
+        weights = 2 * weights / max(arch.layers, 1) if job.zero == 3 else weights
+    return {"weights": weights, "master_weights": master, "gradients": grads, "optimizer": optimizer}
+
+
+def layer_activation_bytes(arch: Architecture, *, batch: int, seq: int, element: int, flash: bool, tp: int,
+                           keep_scores: bool = True, autocast: bool = False,
+                           trained: tuple[str, ...] = ("attn", "mlp")) -> float:
+    """Bytes one transformer layer saves for backward (Korthikanti et al. 2022, arXiv 2205.05198, sec. 4).
+
+    The paper's GPT layer stores sbh(34 + 5as/h) bytes (2-byte elements, dropout on); with tensor and
+    sequence parallelism everything divides by t. Generalised here:
+    - attention keeps its norm input, the q/k/v projection input, Q, K, V (k KV heads of dim d) and the
+      output-projection input; without FlashAttention also the a x s x s softmax (plus dropout mask and
+      output); FlashAttention keeps a per-row log-sum-exp (fp32) instead;
+    - the MLP keeps its norm input, its input and 2 (plain: pre- and post-activation) or 4 (gated: gate, up,
+      act(gate), product) tensors of width i (x experts per token for MoE);
+    - a frozen linear's input is not saved (autograd needs it only for the weight gradient), so LoRA on
+      attention only drops the MLP input and the down-projection input;
+    - under autocast (fp16/bf16 mixed precision) norms and softmax run in fp32 (PyTorch AMP op lists), so
+      norm inputs and scores take 4 bytes; dropout adds 1-byte masks.
+    """
+    s, b, h = seq, batch, arch.hidden
+    wide = 4 if autocast else element
+    heads = arch.heads / tp
+    width = arch.intermediate * max(arch.experts_per_token, 1) / tp
+    qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim / tp
+    attn_out = arch.heads * arch.head_dim / tp
+    attention = s * b * (wide * h + element * (qkv + (h + attn_out) * ("attn" in trained)))
+    if flash:
+        attention += 4 * b * heads * s
+    elif keep_scores:
+        attention += wide * b * heads * s * s
+        if arch.attention_dropout > 0:
+            attention += b * heads * s * s * (1 + wide)  # mask + dropped-out probabilities
+    mlp_tensors = (3 if arch.gated_mlp else 1) + ("mlp" in trained)
+    mlp = s * b * (wide * h + element * (h * ("mlp" in trained) + mlp_tensors * width))
+    masks = 2 * s * b * h if arch.hidden_dropout > 0 else 0
+    cross = attention if arch.kind == "encoder-decoder" else 0.0  # decoder cross-attention, about as large
+    layer = attention + mlp + masks + cross * arch.decoder_layers / max(arch.layers, 1)
+    return layer / tp if tp > 1 else layer  # sequence parallelism shards the norm/residual part too
+
+
+def _trained_groups(job: TrainJob) -> tuple[str, ...]:
+    if not job.trains_adapters or job.lora_targets == "all-linear":
+        return ("attn", "mlp")
+    return ("attn",)
+
+
+def activations(arch: Architecture, job: TrainJob) -> float:
+    """Activation bytes on the busiest GPU (the first pipeline stage holds pp micro-batches in flight).
+
+    Full checkpointing keeps each layer's input; the backward pass then recomputes one layer at a time,
+    holding its activations and their gradients (about as large) at once.
+    """
+    e = compute_bytes(job.precision)
+    layers = arch.layers / job.pp
+    in_flight = min(job.pp, job.pp_microbatches or job.pp)
+    full = layer_activation_bytes(arch, batch=job.batch, seq=job.seq, element=e, flash=job.flash_attn, tp=job.tp,
+                                  keep_scores=job.ckpt != "selective", autocast=job.precision in ("bf16", "fp16"),
+                                  trained=_trained_groups(job))
+    layer_input = e * job.seq * job.batch * arch.hidden / job.tp
+    per_layer = layer_input if job.ckpt == "full" else full
+    stored = layers * in_flight * per_layer + (2 * full if job.ckpt == "full" else 0.0)
+    return stored + 2 * layer_input  # embedding output and final-norm input
+
+
+def logits(arch: Architecture, job: TrainJob) -> float:
+    """Peak bytes of the b x s x V logits around the loss.
+
+    transformers' ForCausalLMLoss upcasts the logits to fp32 and calls cross-entropy (log-softmax + NLL),
+    which saves the fp32 log-probabilities. In backward, NLL's gradient (fp32) and log-softmax's input
+    gradient (fp32) exist together with the saved log-probabilities and the model's own logits:
+    e + 4 + 4 + 4 bytes per element (14 in 16-bit training, 16 in fp32).
+    """
+    if not arch.lm_head:
+        return 0.0
+    e = compute_bytes(job.precision)
+    per_element = e + 12
+    return job.batch * job.seq * arch.vocab / job.tp * per_element
+
+
+def framework_overhead(count: int) -> float:
+    nccl = C.NCCL_BUFFERS.value if count > 1 else 0.0
+    return C.CUDA_CONTEXT.value + C.CUBLAS_WORKSPACE.value + nccl
+
+
+def training_memory(arch: Architecture, job: TrainJob, *, capacity_bytes: float) -> MemoryEstimate:
+    """Per-GPU peak of one training step: model states + activations + logits + overheads."""
+    parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
+    parts.update(model_states(arch, job))
+    parts["activations"] = activations(arch, job)
+    parts["logits"] = logits(arch, job)
+    allocated = sum(parts.values())
+    parts["framework_overhead"] = framework_overhead(job.count)
+    parts["allocator_reserve"] = allocated * C.ALLOCATOR_RESERVE.value
+    return MemoryEstimate(
+        breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
+        assumptions=training_assumptions(arch, job), details={"trainable_params": _trainable(arch, job)},
+    )
+
+
+def _trainable(arch: Architecture, job: TrainJob) -> float:
+    return float(lora_params(arch, job) if job.trains_adapters else arch.total_params)
+
+
+def training_assumptions(arch: Architecture, job: TrainJob) -> tuple[str, ...]:
+    notes = [
+        f"{arch.name}: {arch.total_params:,} parameters ({arch.active_params:,} active per token)",
+        "mixed precision keeps fp32 weights, a 16-bit copy and fp32 gradients (" + C.HF_ANATOMY + ")"
+        if job.precision in ("bf16", "fp16", "fp8") else f"--precision {job.precision}",
+        "activations: Korthikanti et al. 2022 (arXiv 2205.05198) per-layer formula, generalised to GQA, gated MLPs"
+        " and FlashAttention" + ("; full checkpointing keeps each layer's input" if job.ckpt == "full" else ""),
+        f"CUDA context {C.CUDA_CONTEXT.value / C.MIB:.0f} MiB ({C.CUDA_CONTEXT.source.split(':')[0]})",
+        f"allocator reserve {C.ALLOCATOR_RESERVE.value:.0%} of the peak allocated ({C.ALLOCATOR_RESERVE.source})",
+    ]
+    if job.method == "qlora":
+        notes.append(f"QLoRA base linears in NF4 with double quantization ({C.NF4_DOUBLE_QUANT_BITS.source}); "
+                     "embeddings, head and norms in 16-bit")
+    if job.zero:
+        notes.append(f"ZeRO stage {job.zero} over {job.data_parallel} data-parallel ranks")
+    return tuple(notes)

@@ -1,0 +1,108 @@
+"""Inference memory per GPU: weights by storage format, KV cache, activation workspace, engine overhead.
+
+``per_gpu`` is the minimum the job needs; a serving engine that pre-reserves a fraction of the card
+(vLLM's gpu_memory_utilization ...) holds more, reported as ``engine_reserved_bytes``. The KV cache of
+one token is 2 (K and V) x decoder layers x KV heads x head dim x bytes per element.
+"""
+
+from __future__ import annotations
+
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.memory import COMPONENTS, MemoryEstimate, framework_overhead
+from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import InferJob
+
+_LINEAR_BITS = {
+    "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": C.FP8_BITS.value, "int8": C.INT8_BITS.value,
+    "awq-int4": C.INT4_GROUP128_BITS.value, "gptq-int4": C.INT4_GROUP128_BITS.value,
+    "gguf-q4_k_m": C.GGUF_Q4_K_M_BITS.value, "gguf-q8_0": C.GGUF_Q8_0_BITS.value,
+}
+_KV_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
+
+
+def weight_bytes(arch: Architecture, quant: str) -> float:
+    """Stored weights. GGUF formats quantize every tensor; the others keep embeddings, head and norms 16-bit."""
+    bits = _LINEAR_BITS[quant]
+    if quant.startswith("gguf"):
+        return arch.total_params * bits / 8
+    rest_bits = 32.0 if quant == "fp32" else 16.0
+    linear = arch.params.linear
+    return linear * bits / 8 + (arch.total_params - linear) * rest_bits / 8
+
+
+def kv_bytes_per_token(arch: Architecture, job: InferJob) -> float:
+    """K and V of one token on one GPU; tensor parallelism splits KV heads (at least one per GPU)."""
+    kv_heads = max(arch.kv_heads / job.tp, 1.0)
+    return 2 * arch.decoder_layers * kv_heads * arch.head_dim * _KV_BYTES[job.kv_dtype]
+
+
+def cached_tokens(arch: Architecture, context: int) -> int:
+    """Tokens a sequence keeps in cache: the whole context, or the sliding window when it is shorter."""
+    return min(context, arch.sliding_window) if arch.sliding_window else context
+
+
+def workspace_bytes(arch: Architecture, job: InferJob) -> float:
+    """Live activations of the prefill of the whole batch: residual, MLP tensors, scores without FlashAttention,
+    and fp32 logits of the last position of each sequence."""
+    e = 4 if job.quant == "fp32" else 2
+    tokens = job.batch * job.input_len
+    width = arch.intermediate * max(arch.experts_per_token, 1) / job.tp
+    live = e * tokens * (2 * arch.hidden + 3 * width)
+    if not job.flash_attn:
+        live += e * job.batch * arch.heads / job.tp * job.input_len ** 2
+    return live + 4 * job.batch * arch.vocab
+
+
+def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float) -> MemoryEstimate:
+    parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
+    parts["weights"] = weight_bytes(arch, job.quant) / job.tp
+    per_sequence = kv_bytes_per_token(arch, job) * cached_tokens(arch, job.context)
+    parts["kv_cache"] = per_sequence * job.batch
+    parts["activations"] = workspace_bytes(arch, job)
+    engine_overhead = C.VLLM_OVERHEAD.value if job.engine in ("vllm", "sglang") else 0.0
+    parts["framework_overhead"] = framework_overhead(job.tp) + engine_overhead
+    parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
+        C.ALLOCATOR_RESERVE.value)
+    needed = sum(parts.values())
+    reserved = _engine_reserved(job, capacity_bytes, parts["weights"], needed)
+    kv_budget = (reserved if reserved is not None else capacity_bytes) - (needed - parts["kv_cache"])
+    max_concurrency = int(kv_budget // per_sequence) if per_sequence > 0 and kv_budget > 0 else 0
+    per_token_all = kv_bytes_per_token(arch, job) * job.batch
+    max_context = int(kv_budget // per_token_all) if per_token_all > 0 and kv_budget > 0 else 0
+    return MemoryEstimate(
+        breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
+        engine_reserved_bytes=reserved,
+        max_concurrency=max_concurrency if arch.decoder_layers else None,
+        max_context=max_context if arch.decoder_layers else None,
+        assumptions=_assumptions(arch, job), warnings=_warnings(arch, job),
+        details={"kv_bytes_per_token": kv_bytes_per_token(arch, job), "kv_bytes_per_sequence": per_sequence},
+    )
+
+
+def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: float) -> float | None:
+    fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
+    if fraction is None:
+        return None
+    if "free" in fraction.unit:
+        return max(needed, weights + (capacity - weights) * fraction.value)
+    return max(needed, capacity * fraction.value)
+
+
+def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
+    notes = [f"{arch.name}: {arch.total_params:,} parameters; weights as {job.quant} "
+             f"({_LINEAR_BITS[job.quant]:.3g} bits per linear weight)",
+             f"KV cache {job.kv_dtype}: 2 x {arch.decoder_layers} layers x {arch.kv_heads} KV heads x "
+             f"{arch.head_dim} dims per token"]
+    fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
+    if fraction is not None:
+        notes.append(f"{job.engine} pre-reserves {fraction.value:.0%} {fraction.unit} ({fraction.source})")
+    return tuple(notes)
+
+
+def _warnings(arch: Architecture, job: InferJob) -> tuple[str, ...]:
+    warnings = []
+    if arch.max_positions and job.context > arch.max_positions:
+        warnings.append(f"context {job.context} exceeds the model's {arch.max_positions} positions")
+    if not arch.decoder_layers:
+        warnings.append(f"{arch.name} is an encoder model: no KV cache, the workspace is one forward pass")
+    return tuple(warnings)

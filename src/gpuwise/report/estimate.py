@@ -1,0 +1,117 @@
+"""Estimates as the JSON contract of ARCHITECTURE.md and as rich tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+from gpuwise.estimate.estimate import Estimate
+from gpuwise.estimate.fit import FitReport
+from gpuwise.report.format import number
+from gpuwise.workload.job import TrainJob
+
+GB = 1e9
+_LABELS = {
+    "weights": "weights", "master_weights": "fp32 master weights", "gradients": "gradients",
+    "optimizer": "optimizer states", "activations": "activations", "kv_cache": "KV cache", "logits": "logits + loss",
+    "framework_overhead": "CUDA context, workspaces", "allocator_reserve": "allocator reserve",
+}
+
+
+def _gb(value: float) -> float:
+    return round(value / GB, 4)
+
+
+def estimate_json(est: Estimate) -> dict[str, Any]:
+    """The estimate contract: workload, hardware, memory (perf and cost keys arrive with their issues)."""
+    job, mem, arch = est.job, est.memory, est.model
+    workload: dict[str, Any] = {
+        "model": arch.name, "family": arch.family, "params": arch.total_params,
+        "active_params": arch.active_params, "task": est.task,
+        **job.model_dump(exclude={"count", "nodes", "network"}),
+    }
+    if isinstance(job, TrainJob):
+        workload["trainable_params"] = int(mem.details.get("trainable_params", 0))
+    memory: dict[str, Any] = {
+        "per_gpu_gb": _gb(mem.per_gpu_bytes), "capacity_gb": _gb(mem.capacity_bytes), "fits": mem.fits,
+        "headroom_gb": _gb(mem.headroom_bytes),
+        "breakdown_gb": {k: _gb(v) for k, v in mem.breakdown_bytes.items()},
+        "cuda_context_gb": _gb(mem.cuda_context_bytes),
+    }
+    if mem.engine_reserved_bytes is not None:
+        memory["engine_reserved_gb"] = _gb(mem.engine_reserved_bytes)
+    if mem.max_concurrency is not None:
+        memory["max_concurrency"] = mem.max_concurrency
+        memory["max_context"] = mem.max_context
+    if "kv_bytes_per_token" in mem.details:
+        memory["kv_cache_mb_per_token"] = round(mem.details["kv_bytes_per_token"] / 1e6, 6)
+    hardware = {
+        "gpu": est.gpu.id, "count": job.count, "nodes": job.nodes,
+        "interconnect": est.gpu.scale_up_link or est.gpu.native_link, "network": job.network,
+    }
+    return {"workload": workload, "hardware": hardware, "memory": memory,
+            "assumptions": list(mem.assumptions), "warnings": list(est.warnings)}
+
+
+def breakdown_table(est: Estimate) -> Table:
+    mem = est.memory
+    verdict = "[green]fits[/green]" if mem.fits else "[red]does not fit[/red]"
+    table = Table(
+        title=f"{est.model.name} ({est.task}) on {est.job.count} x {est.gpu.id}: "
+              f"{number(mem.per_gpu_bytes / GB)} of {number(mem.capacity_bytes / GB)} GB per GPU, {verdict}",
+        title_justify="left",
+    )
+    table.add_column("component")
+    table.add_column("GB per GPU", justify="right")
+    table.add_column("share", justify="right")
+    total = mem.per_gpu_bytes or 1.0
+    for key, value in mem.breakdown_bytes.items():
+        if value > 0:
+            table.add_row(_LABELS.get(key, key), f"{value / GB:,.2f}", f"{value / total:.0%}")
+    table.add_row("[bold]total[/bold]", f"[bold]{total / GB:,.2f}[/bold]", "100%")
+    headroom = mem.headroom_bytes / GB
+    table.caption = f"headroom {headroom:,.2f} GB" + (
+        f"; the engine pre-reserves {mem.engine_reserved_bytes / GB:,.1f} GB" if mem.engine_reserved_bytes else "")
+    return table
+
+
+def notes(est: Estimate) -> str:
+    lines = [f"[yellow]warning:[/yellow] {w}" for w in est.warnings]
+    lines += [f"[dim]- {a}[/dim]" for a in est.memory.assumptions]
+    return "\n".join(lines)
+
+
+def fit_json(report: FitReport) -> dict[str, Any]:
+    return {
+        "estimate": estimate_json(report.estimate),
+        "largest_batch": report.largest_batch,
+        "gradient_accumulation": report.gradient_accumulation,
+        "changes": [
+            {"flags": c.flags, "description": c.description, "tradeoff": c.tradeoff,
+             "per_gpu_gb": _gb(c.per_gpu_bytes), "saving_gb": _gb(c.saving_bytes), "fits": c.fits}
+            for c in report.changes
+        ],
+    }
+
+
+def fit_view(report: FitReport) -> Group:
+    est = report.estimate
+    parts: list[Any] = [breakdown_table(est)]
+    what = "micro-batch" if isinstance(est.job, TrainJob) else "concurrent batch"
+    line = (f"largest {what} that fits: [bold]{report.largest_batch}[/bold]" if report.largest_batch
+            else f"no {what} fits, not even 1")
+    if report.gradient_accumulation:
+        line += f"; gradient accumulation {report.gradient_accumulation} steps for the global batch"
+    parts.append(line)
+    if report.changes:
+        table = Table(title="changes that save memory (each alone), best first", title_justify="left")
+        for header in ("flags", "what", "GB per GPU", "saves GB", "fits", "costs"):
+            table.add_column(header, justify="right" if "GB" in header else "left")
+        for c in report.changes[:10]:
+            table.add_row(c.flags, c.description, f"{c.per_gpu_bytes / GB:,.2f}", f"{c.saving_bytes / GB:,.2f}",
+                          "yes" if c.fits else "no", c.tradeoff)
+        parts.append(table)
+    parts.append(notes(est))
+    return Group(*parts)

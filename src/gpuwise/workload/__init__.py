@@ -1,0 +1,1 @@
+"""Models (presets, config.json files, hub repos), exact parameter counts, and job descriptions."""

@@ -1,0 +1,166 @@
+"""A model's shape, normalised from a Hugging Face ``config.json`` of any supported family.
+
+The memory and speed estimators read only this dataclass, never the raw config: one place knows
+that GPT-2 calls the hidden size ``n_embd``, T5 ``d_model`` and MPT ``d_model`` with ``n_heads``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gpuwise.errors import ConfigError
+from gpuwise.workload.params import COUNTERS, ParamCount, count_params, need
+
+Kind = Literal["decoder", "encoder", "encoder-decoder", "vision", "cnn", "unet"]
+
+_GATED_FAMILIES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3"}
+_ENCODERS = {"bert", "roberta"}
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What the estimators need to know about a model; counts are exact, shapes as in the config."""
+
+    name: str
+    family: str
+    kind: Kind
+    params: ParamCount
+    hidden: int
+    layers: int  # transformer blocks a token passes (encoder + decoder for T5)
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int  # MLP width per expert
+    gated_mlp: bool
+    vocab: int
+    max_positions: int | None
+    lm_head: bool = False  # predicts a vocabulary distribution per position (the logits tensor)
+    experts: int = 0
+    experts_per_token: int = 0
+    decoder_layers: int = 0  # layers that keep a KV cache when generating
+    sliding_window: int | None = None
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    source: str = ""
+
+    @property
+    def total_params(self) -> int:
+        return self.params.total
+
+    @property
+    def active_params(self) -> int:
+        return self.params.active
+
+    @property
+    def kv_bytes_per_token_per_dtype_byte(self) -> int:
+        """K and V elements per generated token: 2 x layers x kv heads x head dim (x bytes per element)."""
+        return 2 * self.decoder_layers * self.kv_heads * self.head_dim
+
+
+def _shape(config: Mapping[str, Any]) -> dict[str, Any]:
+    family = str(config["model_type"])
+    if family in ("gpt2",):
+        h, a = int(need(config, "n_embd")), int(need(config, "n_head"))
+        return dict(hidden=h, layers=int(need(config, "n_layer")), heads=a, kv_heads=a, head_dim=h // a,
+                    intermediate=int(config.get("n_inner") or 4 * h), max_positions=config.get("n_positions"))
+    if family == "mpt":
+        h, a = int(need(config, "d_model")), int(need(config, "n_heads"))
+        return dict(hidden=h, layers=int(need(config, "n_layers")), heads=a, kv_heads=a, head_dim=h // a,
+                    intermediate=int(config.get("expansion_ratio", 4) * h), max_positions=config.get("max_seq_len"))
+    if family in ("t5", "mt5"):
+        enc = int(need(config, "num_layers"))
+        dec = int(config.get("num_decoder_layers") or enc)
+        a = int(need(config, "num_heads"))
+        return dict(hidden=int(need(config, "d_model")), layers=enc + dec, heads=a, kv_heads=a,
+                    head_dim=int(need(config, "d_kv")), intermediate=int(need(config, "d_ff")),
+                    max_positions=config.get("n_positions"), decoder_layers=dec)
+    h, a = int(need(config, "hidden_size")), int(need(config, "num_attention_heads", "n_head"))
+    layers = int(need(config, "num_hidden_layers", "n_layer"))
+    if family == "falcon":
+        if config.get("new_decoder_architecture"):
+            kv = int(need(config, "num_kv_heads", "n_head_kv"))
+        else:
+            kv = 1 if config.get("multi_query", True) else a
+        return dict(hidden=h, layers=layers, heads=a, kv_heads=kv, head_dim=h // a,
+                    intermediate=int(config.get("ffn_hidden_size") or 4 * h),
+                    max_positions=config.get("max_position_embeddings"))
+    if family == "vit":
+        patches = (int(need(config, "image_size")) // int(need(config, "patch_size"))) ** 2
+        return dict(hidden=h, layers=layers, heads=a, kv_heads=a, head_dim=h // a,
+                    intermediate=int(need(config, "intermediate_size")), max_positions=patches + 1)
+    intermediate = config.get("moe_intermediate_size") if family == "qwen2_moe" else None
+    return dict(hidden=h, layers=layers, heads=a, kv_heads=int(config.get("num_key_value_heads") or a),
+                head_dim=int(config.get("head_dim") or h // a),
+                intermediate=int(intermediate or need(config, "intermediate_size", "ffn_dim")),
+                max_positions=config.get("max_position_embeddings"))
+
+
+def _kind(family: str) -> Kind:
+    if family in _ENCODERS:
+        return "encoder"
+    if family in ("t5", "mt5"):
+        return "encoder-decoder"
+    if family == "vit":
+        return "vision"
+    return "decoder"
+
+
+def _has_lm_head(config: Mapping[str, Any], kind: Kind) -> bool:
+    arch = str((config.get("architectures") or [""])[0])
+    if kind == "encoder":
+        return arch.endswith(("ForMaskedLM", "ForPreTraining", "ForCausalLM"))
+    return kind in ("decoder", "encoder-decoder") and not arch.endswith(
+        ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"))
+
+
+def _check_positive(name: str, shape: Mapping[str, Any]) -> None:
+    for key in ("hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate"):
+        if int(shape[key]) <= 0:
+            raise ConfigError(f"{name}: {key} must be positive, got {shape[key]}")
+
+
+def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Architecture:
+    """Normalise a config.json mapping; raises ConfigError naming a missing or invalid key."""
+    family = config.get("model_type")
+    if not isinstance(family, str) or not family:
+        raise ConfigError(f"{name}: config.json has no 'model_type'; supported: {', '.join(sorted(COUNTERS))}")
+    params = count_params(config)
+    if family == "resnet":
+        return Architecture(name=name, family=family, kind="cnn", params=params, hidden=0, layers=0, heads=0,
+                            kv_heads=0, head_dim=0, intermediate=0, gated_mlp=False, vocab=0,
+                            max_positions=None, source=source)
+    shape = _shape(config)
+    _check_positive(name, shape)
+    kind = _kind(family)
+    experts = int(config.get("num_local_experts") or config.get("num_experts") or 0)
+    decoder_layers = int(shape.pop("decoder_layers", shape["layers"] if kind == "decoder" else 0))
+    window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
+    return Architecture(
+        name=name, family=family, kind=kind, params=params, lm_head=_has_lm_head(config, kind),
+        gated_mlp=family in _GATED_FAMILIES or str(config.get("feed_forward_proj", "")).startswith("gated"),
+        vocab=int(config.get("vocab_size") or 0), experts=experts if experts > 1 else 0,
+        experts_per_token=int(config.get("num_experts_per_tok") or 0) if experts > 1 else 0,
+        decoder_layers=decoder_layers, sliding_window=int(window) if window else None, source=source,
+        attention_dropout=_first_float(config, "attention_probs_dropout_prob", "attention_dropout", "attn_pdrop",
+                                       "dropout_rate"),
+        hidden_dropout=_first_float(config, "hidden_dropout_prob", "hidden_dropout", "resid_pdrop", "dropout",
+                                    "dropout_rate"),
+        **shape,
+    )
+
+
+def _first_float(config: Mapping[str, Any], *keys: str) -> float:
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return 0.0
+
+
+def from_param_count(*, name: str, family: str, kind: Kind, total: int, source: str) -> Architecture:
+    """A model gpuwise cannot count from its config (a diffusion UNet): only its published total is known."""
+    params = ParamCount(embedding=0, linear=0, head=0, other=total, active=total, linears=())
+    return Architecture(name=name, family=family, kind=kind, params=params, hidden=0, layers=0, heads=0, kv_heads=0,
+                        head_dim=0, intermediate=0, gated_mlp=False, vocab=0, max_positions=None, source=source)
