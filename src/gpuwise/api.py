@@ -12,6 +12,7 @@ from typing import Literal
 
 from gpuwise.catalog import GPU, Catalog, Comparison, compare
 from gpuwise.catalog import load_catalog as _load_catalog
+from gpuwise.errors import ConfigError
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
 from gpuwise.estimate.fit import FitReport
@@ -62,6 +63,16 @@ def model(name: str) -> Architecture:
     return resolve_model(name)
 
 
+def exact_params(name: str) -> int:
+    """Parameter count from transformers on the meta device (the ``hf`` extra and torch are needed)."""
+    from gpuwise.workload.exact import meta_param_count
+
+    arch = resolve_model(name)
+    if not arch.config.get("model_type"):
+        raise ConfigError(f"{arch.name}: no transformers config to build; its count is the published one")
+    return meta_param_count(arch.config)
+
+
 def list_models() -> list[Preset]:
     """The shipped presets (usable offline), by id."""
     return [presets()[k] for k in sorted(presets())]
@@ -69,8 +80,6 @@ def list_models() -> list[Preset]:
 
 def _job(task: str, options: dict[str, object]) -> TrainJob | InferJob:
     if task not in ("train", "infer"):
-        from gpuwise.errors import ConfigError
-
         raise ConfigError(f"--task {task!r} is not accepted; use train or infer")
     return make_job(TrainJob if task == "train" else InferJob, **options)
 

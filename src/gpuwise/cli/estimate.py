@@ -56,6 +56,8 @@ def estimate_command(
     global_batch: int | None = typer.Option(None, help="[fit] Sequences per optimizer step: gives the "
                                                         "gradient accumulation."),
     emit: str | None = typer.Option(None, help="[fit] 'hf': print matching transformers/PEFT/bitsandbytes settings."),
+    exact: bool = typer.Option(False, "--exact", help="Also count parameters by building the model on PyTorch's "
+                                                      "meta device (needs the hf extra and torch)."),
     as_json: bool = JsonOption,
     catalog: list[Path] | None = CatalogOption,
 ) -> None:
@@ -86,9 +88,17 @@ def estimate_command(
             stdout().print(view.fit_view(report))
         return
     result = api.estimate(model, gpu=gpu, task=task, catalog_files=files, **options)  # type: ignore[arg-type]
+    exact_count = api.exact_params(model) if exact else None
     if as_json:
-        print_json(view.estimate_json(result))
+        document = view.estimate_json(result)
+        if exact_count is not None:
+            document["workload"]["params_exact"] = exact_count
+        print_json(document)
     else:
+        if exact_count is not None:
+            agree = "agrees" if exact_count == result.model.total_params else "DIFFERS"
+            stdout().print(f"meta-device count {exact_count:,} ({agree} with the formula's "
+                           f"{result.model.total_params:,})")
         stdout().print(view.breakdown_table(result))
         stdout().print(view.notes(result))
 

@@ -122,7 +122,8 @@ def model_states(arch: Architecture, job: TrainJob) -> dict[str, float]:
         grads /= dp
     if job.zero == 3 and not sharded_pp:
         layer_weights = weights / max(arch.layers, 1)
-        weights = weights / dp + 2 * layer_weights  # shard + the gathered current and prefetched layer
+        # the shard + the gathered current and prefetched layer; never more than not sharding at all
+        weights = min(weights, weights / dp + 2 * layer_weights)
     if job.offload != "none":
         optimizer, master = 0.0, 0.0
     if job.offload == "optimizer+params":
@@ -149,10 +150,10 @@ def layer_activation_bytes(arch: Architecture, *, batch: int, seq: int, element:
     """
     s, b, h = seq, batch, arch.hidden
     wide = 4 if autocast else element
-    heads = arch.heads / tp
-    width = arch.intermediate * max(arch.experts_per_token, 1) / tp
-    qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim / tp
-    attn_out = arch.heads * arch.head_dim / tp
+    heads = arch.heads
+    width = arch.intermediate * max(arch.experts_per_token, 1)
+    qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
+    attn_out = arch.heads * arch.head_dim
     attention = s * b * (wide * h + element * (qkv + (h + attn_out) * ("attn" in trained)))
     if flash:
         attention += 4 * b * heads * s
@@ -165,7 +166,7 @@ def layer_activation_bytes(arch: Architecture, *, batch: int, seq: int, element:
     masks = 2 * s * b * h if arch.hidden_dropout > 0 else 0
     cross = attention if arch.kind == "encoder-decoder" else 0.0  # decoder cross-attention, about as large
     layer = attention + mlp + masks + cross * arch.decoder_layers / max(arch.layers, 1)
-    return layer / tp if tp > 1 else layer  # sequence parallelism shards the norm/residual part too
+    return layer / tp  # tensor parallelism splits heads and widths; sequence parallelism the rest
 
 
 def _trained_groups(job: TrainJob) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ that GPT-2 calls the hidden size ``n_embd``, T5 ``d_model`` and MPT ``d_model`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpuwise.errors import ConfigError
@@ -44,6 +44,7 @@ class Architecture:
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     source: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def total_params(self) -> int:
@@ -130,7 +131,7 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
     if family == "resnet":
         return Architecture(name=name, family=family, kind="cnn", params=params, hidden=0, layers=0, heads=0,
                             kv_heads=0, head_dim=0, intermediate=0, gated_mlp=False, vocab=0,
-                            max_positions=None, source=source)
+                            max_positions=None, source=source, config=dict(config))
     shape = _shape(config)
     _check_positive(name, shape)
     kind = _kind(family)
@@ -147,7 +148,7 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
                                        "dropout_rate"),
         hidden_dropout=_first_float(config, "hidden_dropout_prob", "hidden_dropout", "resid_pdrop", "dropout",
                                     "dropout_rate"),
-        **shape,
+        config=dict(config), **shape,
     )
 
 

@@ -1,0 +1,57 @@
+"""Parameter count by building the model on PyTorch's meta device (no weights, no download).
+
+A second derivation next to the closed-form counters of :mod:`gpuwise.workload.params`: transformers
+builds the class the config names (``architectures[0]``) from the config alone, and parameters are
+counted once each (tied weights share one tensor). Needs the ``hf`` extra and torch; never runs remote code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuwise.errors import ConfigError, ProbeUnavailable
+
+
+_RENAMED = {"T5WithLMHeadModel": "T5ForConditionalGeneration"}  # the pre-2020 name some configs keep
+
+
+def _case_insensitive(module: Any, name: str) -> Any:
+    """Remote-code class names differ in case from the native ones (MPTForCausalLM vs MptForCausalLM)."""
+    lowered = name.lower()
+    for attribute in dir(module):
+        if attribute.lower() == lowered:
+            return getattr(module, attribute)
+    return None
+
+
+def meta_param_count(config: Mapping[str, Any], *, architecture: str | None = None) -> int:
+    """Parameters of ``architecture`` (default: the config's first) instantiated on the meta device."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise ProbeUnavailable(
+            "--exact needs torch and transformers: pip install 'gpuwise[hf]' and a torch build"
+        ) from None
+    clean = {k: v for k, v in config.items() if not k.startswith("_") and k != "auto_map"}
+    model_type = clean.get("model_type")
+    try:
+        hf_config = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in clean.items()
+                                                                     if k != "model_type"})
+    except (ValueError, KeyError) as exc:
+        raise ConfigError(f"transformers cannot build a config of model_type {model_type!r}: {exc}") from None
+    name = architecture or (clean.get("architectures") or [""])[0]
+    name = _RENAMED.get(name, name)
+    model_class = getattr(transformers, name, None) or _case_insensitive(transformers, name)
+    if model_class is None:
+        raise ConfigError(f"transformers {transformers.__version__} has no class {name!r}")
+    with torch.device("meta"):
+        model = model_class(hf_config)
+    seen: set[int] = set()
+    total = 0
+    for parameter in model.parameters():
+        if id(parameter) not in seen:
+            seen.add(id(parameter))
+            total += parameter.numel()
+    return total

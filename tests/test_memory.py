@@ -1,0 +1,177 @@
+"""The memory model against hand-worked formulas, published rules and invariants."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuwise.catalog import Catalog
+from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.fit import fit, gradient_accumulation, largest_batch
+from gpuwise.estimate.memory import layer_activation_bytes, lora_params, model_states
+from gpuwise.estimate.serving_memory import kv_bytes_per_token
+from gpuwise.workload.architecture import from_config
+from gpuwise.workload.job import InferJob, TrainJob
+from gpuwise.workload.resolve import resolve_model
+
+LLAMA3_8B = 8_030_261_248
+
+
+def test_mixed_precision_adamw_is_18_bytes_per_parameter() -> None:
+    # HF 'Model training anatomy': 6 B weights (fp32 + 16-bit copy) + 4 B gradients + 8 B AdamW
+    states = model_states(resolve_model("llama-3-8b"), TrainJob(precision="bf16"))
+    assert sum(states.values()) == pytest.approx(18 * LLAMA3_8B)
+    pure = model_states(resolve_model("llama-3-8b"), TrainJob(precision="pure-bf16"))
+    assert sum(pure.values()) == pytest.approx((2 + 2 + 4) * LLAMA3_8B)
+
+
+def test_zero_stages_shard_what_the_zero_paper_says() -> None:
+    arch = resolve_model("llama-3-8b")
+    base = model_states(arch, TrainJob(count=8, precision="bf16"))
+    z1 = model_states(arch, TrainJob(count=8, zero=1, precision="bf16"))
+    z2 = model_states(arch, TrainJob(count=8, zero=2, precision="bf16"))
+    assert z1["optimizer"] == pytest.approx(base["optimizer"] / 8)
+    assert z1["gradients"] == base["gradients"] and z2["gradients"] == pytest.approx(base["gradients"] / 8)
+    z3 = model_states(arch, TrainJob(count=8, zero=3, precision="bf16"))
+    assert z3["weights"] < base["weights"] / 4
+
+
+def test_lora_adapter_count_by_hand() -> None:
+    # Llama-3-8B, r=16 on q,k,v,o: 32 layers x 16 x ((4096+4096) + 2 x (4096+1024) + (4096+4096))
+    arch = resolve_model("llama-3-8b")
+    assert lora_params(arch, TrainJob(method="lora", lora_rank=16, lora_targets="attn")) == \
+        32 * 16 * (8192 + 2 * 5120 + 8192) == 13_631_488
+
+
+def test_qlora_base_weights_use_nf4_double_quant_bits() -> None:
+    arch = resolve_model("llama-3.1-8b")
+    job = TrainJob(method="qlora", precision="pure-bf16", lora_rank=8)
+    linear = arch.params.linear
+    adapters = lora_params(arch, job)
+    expected = linear * 4.127 / 8 + (arch.total_params - linear) * 2 + adapters * 2
+    assert model_states(arch, job)["weights"] == pytest.approx(expected)
+
+
+def test_activation_formula_reproduces_korthikanti_table_2() -> None:
+    # A GPT layer (MHA, 4h GELU MLP, dropout, no FlashAttention) stores sbh(34 + 5as/h) bytes with
+    # 16-bit activations (Korthikanti et al. 2022, Table 2, no parallelism); /t with TP + sequence parallelism
+    gpt = from_config({"model_type": "gpt2", "n_embd": 1024, "n_layer": 24, "n_head": 16, "n_positions": 1024,
+                       "vocab_size": 50257, "attn_pdrop": 0.1, "resid_pdrop": 0.1}, name="gpt-like")
+    s, b, h, a = 1024, 4, 1024, 16
+    got = layer_activation_bytes(gpt, batch=b, seq=s, element=2, flash=False, tp=1)
+    assert got == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+    assert layer_activation_bytes(gpt, batch=b, seq=s, element=2, flash=False, tp=8) == pytest.approx(got / 8)
+
+
+def test_flash_attention_removes_the_quadratic_term() -> None:
+    arch = resolve_model("llama-3-8b")
+    short = layer_activation_bytes(arch, batch=1, seq=1024, element=2, flash=True, tp=1)
+    long = layer_activation_bytes(arch, batch=1, seq=2048, element=2, flash=True, tp=1)
+    assert long == pytest.approx(2 * short)  # linear in s
+    eager = layer_activation_bytes(arch, batch=1, seq=2048, element=2, flash=False, tp=1)
+    assert eager - long == pytest.approx(2 * 32 * 2048 * 2048 - 4 * 32 * 2048)
+
+
+def test_kv_cache_of_llama_2_7b_for_10k_tokens_is_about_5_gb() -> None:
+    # 2 (K, V) x 32 layers x 32 heads x 128 dims x 2 bytes = 524,288 B/token (huggingface/blog PR #2045: ~5 GB)
+    per_token = kv_bytes_per_token(resolve_model("llama-2-7b"), InferJob())
+    assert per_token == 524_288
+    assert per_token * 10_000 / 1e9 == pytest.approx(5.24, abs=0.01)
+    # GQA: Llama-3-8B has 8 KV heads, so 4x less
+    assert kv_bytes_per_token(resolve_model("llama-3-8b"), InferJob()) == 131_072
+    assert kv_bytes_per_token(resolve_model("llama-3-8b"), InferJob(kv_dtype="fp8")) == 65_536
+    assert kv_bytes_per_token(resolve_model("llama-3-70b"), InferJob(tp=8, count=8)) == 2 * 80 * 1 * 128 * 2
+
+
+def test_int4_weights_of_a_70b_model(shipped: Catalog) -> None:
+    result = estimate(resolve_model("llama-3-70b"), InferJob(quant="awq-int4", engine="hf"), shipped.gpus["a100-sxm-80gb"])
+    weights = result.memory.breakdown_bytes["weights"] / 1e9
+    # ~68.5e9 linear weights at 4.156 bits + 2.1e9 embedding/head parameters at 16 bits
+    assert 35 < weights < 41
+
+
+def test_a_70b_full_fine_tune_does_not_fit_on_a_24_gb_card(shipped: Catalog) -> None:
+    result = estimate(resolve_model("llama-3-70b"), TrainJob(), shipped.gpus["rtx-4090"])
+    assert not result.memory.fits and result.memory.per_gpu_bytes > 1e12
+
+
+def test_qlora_of_a_7b_model_fits_a_16_gb_card(shipped: Catalog) -> None:
+    job = TrainJob(method="qlora", batch=1, seq=2048, ckpt="full", optimizer="paged-adamw-8bit")
+    result = estimate(resolve_model("qwen2-7b"), job, shipped.gpus["rtx-4070-ti-super"])
+    assert result.memory.fits, result.memory.breakdown_bytes
+
+
+def test_largest_batch_is_maximal(shipped: Catalog) -> None:
+    arch, gpu = resolve_model("llama-3.2-1b"), shipped.gpus["rtx-4090"]
+    job = TrainJob(method="lora", seq=1024)
+    best = largest_batch(arch, job, gpu)
+    assert best >= 1
+    assert estimate(arch, job.model_copy(update={"batch": best}), gpu).memory.fits
+    assert not estimate(arch, job.model_copy(update={"batch": best + 1}), gpu).memory.fits
+
+
+def test_gradient_accumulation() -> None:
+    assert gradient_accumulation(TrainJob(count=4), micro_batch=2, global_batch=64) == 8
+    assert gradient_accumulation(TrainJob(), micro_batch=3, global_batch=64) == 22
+
+
+def test_fit_ranks_changes_that_make_it_fit_first(shipped: Catalog) -> None:
+    report = fit(resolve_model("llama-3.1-8b"), TrainJob(seq=4096), shipped.gpus["rtx-4090"])
+    assert not report.estimate.memory.fits
+    flags = [c.flags for c in report.changes]
+    assert "--method qlora" in flags and "--ckpt full" in flags
+    fits = [c.fits for c in report.changes]
+    assert fits == sorted(fits, reverse=True)  # every change that fits comes before those that do not
+    assert all(c.saving_bytes > 0 for c in report.changes)
+
+
+def test_serving_engine_reserve_and_concurrency(shipped: Catalog) -> None:
+    gpu = shipped.gpus["h100-sxm-80gb"]
+    result = estimate(resolve_model("llama-3.1-8b"), InferJob(engine="vllm", input_len=2048, output_len=512), gpu)
+    memory = result.memory
+    assert memory.engine_reserved_bytes == pytest.approx(0.9 * gpu.memory_bytes)  # gpu_memory_utilization
+    per_seq = 131_072 * 2560
+    non_kv = memory.per_gpu_bytes - memory.breakdown_bytes["kv_cache"]
+    assert memory.max_concurrency == int((0.9 * gpu.memory_bytes - non_kv) // per_seq)
+
+
+# ---- properties -------------------------------------------------------------------------------------
+ARCH = resolve_model("llama-3.2-1b")
+GPU_FIXTURE = None
+
+
+def _per_gpu(job: TrainJob) -> float:
+    from gpuwise.catalog import load_catalog
+
+    return estimate(ARCH, job, load_catalog(use_user_dir=False).gpus["a100-sxm-80gb"]).memory.per_gpu_bytes
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 64), seq=st.integers(16, 8192), method=st.sampled_from(["full", "lora", "qlora"]),
+       ckpt=st.sampled_from(["none", "selective", "full"]), flash=st.booleans())
+def test_memory_never_decreases_when_batch_or_seq_grow(batch: int, seq: int, method: str, ckpt: str,
+                                                       flash: bool) -> None:
+    job = TrainJob(batch=batch, seq=seq, method=method, ckpt=ckpt, flash_attn=flash)  # type: ignore[arg-type]
+    assert _per_gpu(job.model_copy(update={"batch": batch + 1})) >= _per_gpu(job)
+    assert _per_gpu(job.model_copy(update={"seq": seq + 1})) >= _per_gpu(job)
+
+
+@settings(max_examples=30, deadline=None)
+@given(rank=st.integers(1, 256), targets=st.sampled_from(["attn", "all-linear"]),
+       count=st.sampled_from([1, 2, 4, 8]), zero=st.integers(0, 2))
+def test_rank_growth_and_zero_stages(rank: int, targets: str, count: int, zero: int) -> None:
+    job = TrainJob(method="lora", lora_rank=rank, lora_targets=targets, count=count, zero=zero)  # type: ignore[arg-type]
+    assert _per_gpu(job.model_copy(update={"lora_rank": rank + 1})) >= _per_gpu(job)
+    assert _per_gpu(job.model_copy(update={"zero": zero + 1})) <= _per_gpu(job)
+    full = TrainJob(count=count, zero=zero)
+    assert _per_gpu(full.model_copy(update={"zero": zero + 1})) <= _per_gpu(full)
+
+
+@pytest.mark.parametrize(("small", "large"), [("llama-3.2-1b", "llama-3.2-3b"), ("qwen2.5-7b", "qwen2.5-14b"),
+                                              ("gemma-2-2b", "gemma-2-9b"), ("opt-1.3b", "opt-6.7b")])
+def test_more_parameters_never_need_less_memory(shipped: Catalog, small: str, large: str) -> None:
+    gpu = shipped.gpus["h100-sxm-80gb"]
+    for job in (TrainJob(), TrainJob(method="qlora"), InferJob()):
+        assert estimate(resolve_model(large), job, gpu).memory.per_gpu_bytes > \
+            estimate(resolve_model(small), job, gpu).memory.per_gpu_bytes

@@ -1,0 +1,125 @@
+"""Parameter counts: closed-form counters against published counts and against transformers' own count."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gpuwise.errors import ConfigError, UnknownModel
+from gpuwise.workload.params import count_params
+from gpuwise.workload.presets import presets
+from gpuwise.workload.resolve import resolve_model
+
+CONFIGS = Path(__file__).parents[1] / "benchmarks" / "data" / "configs"
+
+# Published counts named in issue #3 (safetensors index totals / model cards).
+PUBLISHED = {
+    "llama-3-8b": 8_030_261_248,
+    "llama-2-7b": 6_738_415_616,
+    "mistral-7b": 7_241_732_096,
+    "gpt2": 124_439_808,
+    "mixtral-8x7b": 46_702_792_704,
+}
+
+REQUIRED_PRESETS = """gpt2 gpt2-xl bert-base-uncased bert-large-uncased roberta-large t5-base t5-3b vit-b-16 vit-l-16
+resnet-50 opt-1.3b opt-6.7b opt-13b opt-30b llama-2-7b llama-2-13b llama-2-70b codellama-34b llama-3-8b llama-3-70b
+llama-3.1-8b llama-3.1-70b llama-3.1-405b llama-3.2-1b llama-3.2-3b mistral-7b mixtral-8x7b mixtral-8x22b qwen2-7b
+qwen2.5-0.5b qwen2.5-1.5b qwen2.5-7b qwen2.5-14b qwen2.5-32b qwen2.5-72b gemma-2-2b gemma-2-9b gemma-2-27b
+phi-3-mini falcon-7b falcon-40b mpt-7b sdxl-unet""".split()
+
+
+def test_every_required_preset_ships_with_a_source() -> None:
+    shipped = presets()
+    assert not set(REQUIRED_PRESETS) - set(shipped)
+    assert len(shipped) >= 41
+    moe = [p for p in shipped.values() if (p.config.get("num_local_experts") or p.config.get("num_experts"))]
+    assert len(moe) >= 3  # mixtral-8x7b, mixtral-8x22b and one more of our choice
+    assert all(p.source.startswith("https://") for p in shipped.values())
+
+
+@pytest.mark.parametrize(("preset", "expected"), sorted(PUBLISHED.items()))
+def test_issue_published_counts(preset: str, expected: int) -> None:
+    assert resolve_model(preset).total_params == expected
+
+
+@pytest.mark.parametrize("preset_id", sorted(p for p, v in presets().items() if v.published_params))
+def test_every_preset_matches_its_published_count(preset_id: str) -> None:
+    preset = presets()[preset_id]
+    if "model_type" not in preset.config:  # sdxl-unet: only the published total exists
+        assert resolve_model(preset_id).total_params == preset.published_params
+        return
+    raw = json.loads((Path(__file__).parents[1] / "src/gpuwise/workload/presets" / f"{preset_id}.json").read_text())
+    counted_as = raw["_preset"].get("counted_as")  # the class the published figure is for (BertModel ...)
+    config = {**preset.config, "architectures": [counted_as]} if counted_as else preset.config
+    assert count_params(config).total == preset.published_params
+
+
+def test_moe_active_parameters_by_hand() -> None:
+    # Mixtral-8x7B: 6 of 8 experts idle per token, each expert 3 x 4096 x 14336, in 32 layers
+    mixtral = resolve_model("mixtral-8x7b")
+    assert mixtral.active_params == 46_702_792_704 - 32 * 6 * 3 * 4096 * 14336 == 12_879_925_248
+
+
+def test_hub_ids_of_presets_resolve_offline() -> None:
+    assert resolve_model("meta-llama/Llama-3.1-8B").name == "llama-3.1-8b"
+    assert resolve_model("META-LLAMA/LLAMA-3.1-8B").name == "llama-3.1-8b"
+
+
+def test_local_config_files_of_the_shared_data() -> None:
+    # BertModel (published 335,141,888) + a 2-label classifier (1024 x 2 + 2)
+    assert resolve_model(str(CONFIGS / "bert-large-uncased-seqcls.json")).total_params == 335_141_888 + 2050
+
+
+def test_a_folder_with_config_json_works(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in presets()["gpt2"].config.items()}))
+    assert resolve_model(str(tmp_path)).total_params == 124_439_808
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"model_type": "llama", "hidden_size": 4096}, "lacks 'num_hidden_layers'"),
+        ({"hidden_size": 4096}, "has no 'model_type'"),
+        ({"model_type": "mamba"}, "model_type 'mamba' is not supported"),
+        ({"model_type": "llama", "hidden_size": 0, "num_hidden_layers": 2, "num_attention_heads": 1,
+          "intermediate_size": 8, "vocab_size": 10}, "hidden must be positive"),
+    ],
+)
+def test_bad_configs_name_the_problem(tmp_path: Path, config: dict[str, object], message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=message):
+        resolve_model(str(path))
+
+
+def test_malformed_json_and_missing_files(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        resolve_model(str(bad))
+    with pytest.raises(ConfigError, match="no such file"):
+        resolve_model(str(tmp_path / "missing.json"))
+    with pytest.raises(ConfigError, match="has no config.json"):
+        resolve_model(str(tmp_path / ".."))
+
+
+def test_unknown_model_suggests_presets() -> None:
+    with pytest.raises(UnknownModel) as err:
+        resolve_model("llama-3.1-8")
+    assert "llama-3.1-8b" in err.value.suggestions
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None,
+                    reason="needs the hf extra and torch (CI installs both)")
+@pytest.mark.parametrize("preset_id", sorted(p for p, v in presets().items() if "model_type" in v.config))
+def test_formula_agrees_with_transformers_on_the_meta_device(preset_id: str) -> None:
+    from gpuwise.workload.exact import meta_param_count
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exact = meta_param_count(presets()[preset_id].config)
+    assert resolve_model(preset_id).total_params == exact
