@@ -85,7 +85,8 @@ def test_kv_cache_of_llama_2_7b_for_10k_tokens_is_about_5_gb() -> None:
 
 
 def test_int4_weights_of_a_70b_model(shipped: Catalog) -> None:
-    result = estimate(resolve_model("llama-3-70b"), InferJob(quant="awq-int4", engine="hf"), shipped.gpus["a100-sxm-80gb"])
+    job = InferJob(quant="awq-int4", engine="hf")
+    result = estimate(resolve_model("llama-3-70b"), job, shipped.gpus["a100-sxm-80gb"])
     weights = result.memory.breakdown_bytes["weights"] / 1e9
     # ~68.5e9 linear weights at 4.156 bits + 2.1e9 embedding/head parameters at 16 bits
     assert 35 < weights < 41

@@ -99,11 +99,11 @@ def test_bad_configs_name_the_problem(tmp_path: Path, config: dict[str, object],
 def test_malformed_json_and_missing_files(tmp_path: Path) -> None:
     bad = tmp_path / "config.json"
     bad.write_text("{not json")
-    with pytest.raises(ConfigError, match="not valid JSON"):
+    with pytest.raises(ConfigError, match=r"not valid JSON"):
         resolve_model(str(bad))
     with pytest.raises(ConfigError, match="no such file"):
         resolve_model(str(tmp_path / "missing.json"))
-    with pytest.raises(ConfigError, match="has no config.json"):
+    with pytest.raises(ConfigError, match=r"has no config\.json"):
         resolve_model(str(tmp_path / ".."))
 
 

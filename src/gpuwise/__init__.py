@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from gpuwise.api import compare_gpus, find_gpu, list_gpus, load_catalog
+from gpuwise.api import compare_gpus, estimate, exact_params, find_gpu, fit, list_gpus, list_models, load_catalog, model
 from gpuwise.errors import (
     AmbiguousGPU,
     CatalogError,
@@ -13,6 +13,7 @@ from gpuwise.errors import (
     NotEstimable,
     ProbeUnavailable,
     UnknownGPU,
+    UnknownModel,
 )
 
 try:
@@ -28,9 +29,15 @@ __all__ = [
     "NotEstimable",
     "ProbeUnavailable",
     "UnknownGPU",
+    "UnknownModel",
     "__version__",
     "compare_gpus",
+    "estimate",
+    "exact_params",
     "find_gpu",
+    "fit",
     "list_gpus",
+    "list_models",
     "load_catalog",
+    "model",
 ]

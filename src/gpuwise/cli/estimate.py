@@ -100,6 +100,7 @@ def estimate_command(
             stdout().print(f"meta-device count {exact_count:,} ({agree} with the formula's "
                            f"{result.model.total_params:,})")
         stdout().print(view.breakdown_table(result))
+        stdout().print(view.verdict(result))
         stdout().print(view.notes(result))
 
 

@@ -132,12 +132,40 @@ def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
     return sorted(found, key=lambda c: (not c.fits, -c.saving_bytes))
 
 
+def plan(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int = 6) -> tuple[tuple[str, ...], Job | None]:
+    """Greedy combination of edits until the job fits: at each step the edit saving the most memory,
+    preferring edits that keep the GPU count. Returns the flags and the resulting job (None if nothing fits)."""
+    flags: list[str] = []
+    current = job
+    for _ in range(max_steps):
+        if estimate(arch, current, gpu).memory.fits:
+            return tuple(flags), current
+        edits = _training_edits(current, gpu) if isinstance(current, TrainJob) else _inference_edits(current, gpu)
+        best: tuple[float, str, Job] | None = None
+        for flag, _d, _t, update in edits:
+            try:
+                candidate = _with(current, **update)
+            except ValueError:
+                continue
+            memory = estimate(arch, candidate, gpu).memory.per_gpu_bytes
+            score = (memory, candidate.count != job.count)
+            if best is None or (score[1], score[0]) < (best[2].count != job.count, best[0]):
+                best = (memory, flag, candidate)
+        if best is None:
+            break
+        flags.append(best[1])
+        current = best[2]
+    return (tuple(flags), current) if estimate(arch, current, gpu).memory.fits else ((), None)
+
+
 @dataclass(frozen=True)
 class FitReport:
     estimate: Estimate
     largest_batch: int
     gradient_accumulation: int | None
     changes: tuple[Change, ...]
+    plan: tuple[str, ...] = ()
+    plan_per_gpu_bytes: float | None = None
 
 
 def fit(arch: Architecture, job: Job, gpu: GPU) -> FitReport:
@@ -146,4 +174,6 @@ def fit(arch: Architecture, job: Job, gpu: GPU) -> FitReport:
     accumulation = None
     if isinstance(job, TrainJob) and job.global_batch:
         accumulation = gradient_accumulation(job, min(biggest, job.batch) or 1, job.global_batch)
-    return FitReport(result, biggest, accumulation, tuple(changes(arch, job, gpu)))
+    flags, planned = ((), None) if result.memory.fits else plan(arch, job, gpu)
+    planned_bytes = estimate(arch, planned, gpu).memory.per_gpu_bytes if planned is not None else None
+    return FitReport(result, biggest, accumulation, tuple(changes(arch, job, gpu)), flags, planned_bytes)

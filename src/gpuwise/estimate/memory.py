@@ -232,19 +232,28 @@ def _trainable(arch: Architecture, job: TrainJob) -> float:
     return float(lora_params(arch, job) if job.trains_adapters else arch.total_params)
 
 
+def _precision_note(job: TrainJob) -> str:
+    if job.trains_adapters:
+        adapters = "bf16" if job.precision == "pure-bf16" else "fp32"
+        base = "NF4" if job.method == "qlora" else ("fp32" if job.precision == "fp32" else "16-bit")
+        return f"frozen base in {base}; {job.method} adapters, their gradients and optimizer states in {adapters}"
+    if job.precision in ("bf16", "fp16", "fp8"):
+        return "mixed precision keeps fp32 weights, a 16-bit copy and fp32 gradients (HF docs, Model training anatomy)"
+    return f"--precision {job.precision}: weights, gradients and optimizer states in " + (
+        "bf16" if job.precision == "pure-bf16" else "fp32")
+
+
 def training_assumptions(arch: Architecture, job: TrainJob) -> tuple[str, ...]:
     notes = [
         f"{arch.name}: {arch.total_params:,} parameters ({arch.active_params:,} active per token)",
-        "mixed precision keeps fp32 weights, a 16-bit copy and fp32 gradients (" + C.HF_ANATOMY + ")"
-        if job.precision in ("bf16", "fp16", "fp8") else f"--precision {job.precision}",
+        _precision_note(job),
         "activations: Korthikanti et al. 2022 (arXiv 2205.05198) per-layer formula, generalised to GQA, gated MLPs"
         " and FlashAttention" + ("; full checkpointing keeps each layer's input" if job.ckpt == "full" else ""),
         f"CUDA context {C.CUDA_CONTEXT.value / C.MIB:.0f} MiB ({C.CUDA_CONTEXT.source.split(':')[0]})",
-        f"allocator reserve {C.ALLOCATOR_RESERVE.value:.0%} of the peak allocated ({C.ALLOCATOR_RESERVE.source})",
+        f"allocator reserve {C.ALLOCATOR_RESERVE.value:.0%} of the peak allocated (gpuwise assumption)",
     ]
     if job.method == "qlora":
-        notes.append(f"QLoRA base linears in NF4 with double quantization ({C.NF4_DOUBLE_QUANT_BITS.source}); "
-                     "embeddings, head and norms in 16-bit")
+        notes.append("QLoRA base linears in NF4 with double quantization: 4.127 bits per parameter (QLoRA paper)")
     if job.zero:
         notes.append(f"ZeRO stage {job.zero} over {job.data_parallel} data-parallel ranks")
     return tuple(notes)

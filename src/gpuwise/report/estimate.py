@@ -57,12 +57,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
 
 def breakdown_table(est: Estimate) -> Table:
     mem = est.memory
-    verdict = "[green]fits[/green]" if mem.fits else "[red]does not fit[/red]"
-    table = Table(
-        title=f"{est.model.name} ({est.task}) on {est.job.count} x {est.gpu.id}: "
-              f"{number(mem.per_gpu_bytes / GB)} of {number(mem.capacity_bytes / GB)} GB per GPU, {verdict}",
-        title_justify="left",
-    )
+    table = Table(title=f"{est.model.name} ({est.task}) on {est.job.count} x {est.gpu.id}", title_justify="left")
     table.add_column("component")
     table.add_column("GB per GPU", justify="right")
     table.add_column("share", justify="right")
@@ -71,10 +66,20 @@ def breakdown_table(est: Estimate) -> Table:
         if value > 0:
             table.add_row(_LABELS.get(key, key), f"{value / GB:,.2f}", f"{value / total:.0%}")
     table.add_row("[bold]total[/bold]", f"[bold]{total / GB:,.2f}[/bold]", "100%")
-    headroom = mem.headroom_bytes / GB
-    table.caption = f"headroom {headroom:,.2f} GB" + (
-        f"; the engine pre-reserves {mem.engine_reserved_bytes / GB:,.1f} GB" if mem.engine_reserved_bytes else "")
     return table
+
+
+def verdict(est: Estimate) -> str:
+    mem = est.memory
+    word = "[green]fits[/green]" if mem.fits else "[red]does not fit[/red]"
+    line = (f"{number(mem.per_gpu_bytes / GB)} of {number(mem.capacity_bytes / GB)} GB per GPU: {word}, "
+            f"headroom {mem.headroom_bytes / GB:,.2f} GB")
+    if mem.engine_reserved_bytes:
+        line += f"; {est.job.engine if hasattr(est.job, 'engine') else 'the engine'} pre-reserves " \
+                f"{mem.engine_reserved_bytes / GB:,.1f} GB"
+    if mem.max_concurrency is not None:
+        line += f"; room for {mem.max_concurrency} sequences of this length"
+    return line
 
 
 def notes(est: Estimate) -> str:
@@ -88,6 +93,8 @@ def fit_json(report: FitReport) -> dict[str, Any]:
         "estimate": estimate_json(report.estimate),
         "largest_batch": report.largest_batch,
         "gradient_accumulation": report.gradient_accumulation,
+        "plan": list(report.plan),
+        "plan_per_gpu_gb": None if report.plan_per_gpu_bytes is None else _gb(report.plan_per_gpu_bytes),
         "changes": [
             {"flags": c.flags, "description": c.description, "tradeoff": c.tradeoff,
              "per_gpu_gb": _gb(c.per_gpu_bytes), "saving_gb": _gb(c.saving_bytes), "fits": c.fits}
@@ -98,13 +105,18 @@ def fit_json(report: FitReport) -> dict[str, Any]:
 
 def fit_view(report: FitReport) -> Group:
     est = report.estimate
-    parts: list[Any] = [breakdown_table(est)]
+    parts: list[Any] = [breakdown_table(est), verdict(est)]
     what = "micro-batch" if isinstance(est.job, TrainJob) else "concurrent batch"
     line = (f"largest {what} that fits: [bold]{report.largest_batch}[/bold]" if report.largest_batch
             else f"no {what} fits, not even 1")
     if report.gradient_accumulation:
         line += f"; gradient accumulation {report.gradient_accumulation} steps for the global batch"
     parts.append(line)
+    if report.plan and report.plan_per_gpu_bytes is not None:
+        parts.append(f"[green]fits with:[/green] [bold]{' '.join(report.plan)}[/bold] "
+                     f"({report.plan_per_gpu_bytes / GB:,.2f} GB per GPU)")
+    elif not est.memory.fits:
+        parts.append("[red]no combination of the changes below fits this card[/red]")
     if report.changes:
         table = Table(title="changes that save memory (each alone), best first", title_justify="left")
         for header in ("flags", "what", "GB per GPU", "saves GB", "fits", "costs"):

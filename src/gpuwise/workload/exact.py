@@ -12,7 +12,6 @@ from typing import Any
 
 from gpuwise.errors import ConfigError, ProbeUnavailable
 
-
 _RENAMED = {"T5WithLMHeadModel": "T5ForConditionalGeneration"}  # the pre-2020 name some configs keep
 
 
@@ -35,7 +34,7 @@ def meta_param_count(config: Mapping[str, Any], *, architecture: str | None = No
             "--exact needs torch and transformers: pip install 'gpuwise[hf]' and a torch build"
         ) from None
     clean = {k: v for k, v in config.items() if not k.startswith("_") and k != "auto_map"}
-    model_type = clean.get("model_type")
+    model_type = str(clean.get("model_type"))
     try:
         hf_config = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in clean.items()
                                                                      if k != "model_type"})

@@ -1,0 +1,38 @@
+"""Regression guard on the published-measurement benchmark (benchmarks/accuracy.py; the table is in the README).
+
+The bound is the measured median plus a small margin: a change that makes the memory model worse on the
+published cases fails here. It is not a timing test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).parents[1] / "benchmarks" / "accuracy.py"
+
+
+@pytest.fixture(scope="module")
+def accuracy():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("gpuwise_accuracy", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpuwise_accuracy"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_memory_case_runs_and_the_median_error_holds(accuracy) -> None:  # type: ignore[no-untyped-def]
+    rows = accuracy.evaluate("memory")
+    assert len(rows) >= 15
+    assert all(r.get("predicted") is not None for r in rows), [r for r in rows if r.get("predicted") is None]
+    summary = accuracy.summary(rows)
+    assert summary["median_abs_pct"] <= 12.0
+
+
+def test_exact_fidelity_cases_stay_within_20_percent(accuracy) -> None:  # type: ignore[no-untyped-def]
+    exact = [r for r in accuracy.evaluate("memory") if r["fidelity"] == "exact"]
+    assert exact and all(abs(r["error_pct"]) <= 20 for r in exact)

@@ -1,0 +1,140 @@
+"""`gpuwise estimate`, `fit` and `models` as a user runs them: the contract, the errors, the settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuwise.cli.main import app
+
+runner = CliRunner()
+CONTRACT_MEMORY_KEYS = {"weights", "gradients", "optimizer", "activations", "kv_cache", "logits",
+                        "framework_overhead"}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_estimate_json_follows_the_contract() -> None:
+    code, out, _ = run("estimate", "meta-llama/Llama-3.1-8B", "--gpu", "H100 SXM", "--task", "train",
+                       "--method", "qlora", "--batch", "2", "--seq", "2048", "--json")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["workload"]["model"] == "llama-3.1-8b" and doc["workload"]["params"] == 8_030_261_248
+    assert doc["workload"]["task"] == "train"
+    assert doc["hardware"] == {"gpu": "h100-sxm-80gb", "count": 1, "nodes": 1, "interconnect": "nvlink4",
+                               "network": None}
+    memory = doc["memory"]
+    assert set(memory["breakdown_gb"]) >= CONTRACT_MEMORY_KEYS
+    assert memory["per_gpu_gb"] == pytest.approx(sum(memory["breakdown_gb"].values()), abs=0.01)
+    assert memory["capacity_gb"] == pytest.approx(80 * 2**30 / 1e9, rel=1e-3)
+    assert memory["fits"] is True and memory["headroom_gb"] > 0
+    assert "perf" not in doc  # keys of later issues are omitted, never zero-filled
+    assert doc["assumptions"]
+
+
+def test_inference_json_reports_engine_reserve_and_concurrency() -> None:
+    code, out, _ = run("estimate", "llama-3.1-70b", "--gpu", "h100-sxm-80gb", "--count", "4", "--tp", "4",
+                       "--task", "infer", "--quant", "fp8", "--kv-dtype", "fp8", "--batch", "32",
+                       "--input-len", "2048", "--output-len", "512", "--engine", "vllm", "--json")
+    memory = json.loads(out)["memory"]
+    assert code == 0 and memory["fits"]
+    assert memory["engine_reserved_gb"] >= memory["per_gpu_gb"]
+    assert memory["max_concurrency"] >= 32
+    # fp8 KV with 4-way TP: 2 x 80 layers x (8/4) heads x 128 dims x 1 byte per token
+    assert memory["kv_cache_mb_per_token"] == pytest.approx(2 * 80 * 2 * 128 / 1e6)
+
+
+def test_fit_table_and_changes() -> None:
+    code, out, _ = run("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--seq", "4096")
+    assert code == 0 and "does not fit" in out and "--method qlora" in out
+
+
+def test_fit_json_gives_largest_batch_and_accumulation() -> None:
+    code, out, _ = run("fit", "qwen2.5-1.5b", "--gpu", "rtx-4090", "--method", "lora", "--seq", "1024",
+                       "--global-batch", "64", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["largest_batch"] >= 1
+    assert doc["gradient_accumulation"] * min(doc["largest_batch"], 1) >= 64
+
+
+def test_emit_hf_prints_matching_settings() -> None:
+    code, out, _ = run("fit", "qwen2-7b", "--gpu", "rtx-4070-ti-super", "--method", "qlora", "--grad-ckpt",
+                       "--optimizer", "paged-adamw-8bit", "--lora-rank", "64", "--emit", "hf")
+    assert code == 0
+    for needle in ("BitsAndBytesConfig(", 'bnb_4bit_quant_type="nf4"', "bnb_4bit_use_double_quant=True",
+                   "r=64", 'optim="paged_adamw_8bit"', "gradient_checkpointing=True"):
+        assert needle in out
+    compile(out, "<emitted>", "exec")  # it is valid Python
+
+
+def test_models_lists_presets() -> None:
+    code, out, _ = run("models", "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) >= 41
+    assert {r["id"] for r in rows} >= {"llama-3.1-8b", "mixtral-8x7b", "sdxl-unet"}
+
+
+def test_local_config_json(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
+                                  "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000}))
+    code, out, _ = run("estimate", str(config), "--gpu", "t4", "--precision", "fp16", "--json")
+    assert code == 0 and json.loads(out)["workload"]["params"] == 2 * 1000 * 512 + 4 * (
+        4 * 512 * 512 + 3 * 512 * 1024 + 2 * 512) + 512
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("estimate", "llama-3.1-8", "--gpu", "rtx-4090"), "unknown model 'llama-3.1-8'; did you mean llama-3.1-8b"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4909"), "unknown GPU 'rtx-4909'; did you mean rtx-4090"),
+        (("estimate", "llama-3.1-8b", "--gpu", "h100"), "ambiguous"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--batch", "0"), "--batch: Input should be greater"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--seq", "-5"), "--seq: Input should be greater"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--method", "dora"),
+         "--method 'dora' is not accepted; use one of: full, lora, qlora"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "infer", "--quant", "int3"),
+         "--quant 'int3' is not accepted; use one of: fp32, bf16"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "serve"), "--task 'serve' is not accepted"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--count", "3", "--tp", "2"), "not a multiple of --tp"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--offload", "optimizer"), "needs --zero 1, 2 or 3"),
+        (("estimate", "/nonexistent/config.json", "--gpu", "rtx-4090"), "no such file"),
+        (("estimate", "sdxl-unet", "--gpu", "rtx-4090"), "UNET model"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args: tuple[str, ...], needle: str) -> None:
+    code, out, err = run(*args)
+    assert code == 2, (out, err)
+    assert needle in err
+    assert err.strip().count("\n") == 0 and "Traceback" not in err + out
+
+
+def test_malformed_config_json_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "llama", "hidden_size": 4096,')
+    code, _, err = run("estimate", str(bad), "--gpu", "rtx-4090")
+    assert code == 2 and "not valid JSON" in err and bad.read_text().endswith(",")  # file untouched
+
+
+@pytest.mark.parametrize(
+    ("args", "warning"),
+    [
+        (("llama-2-7b", "--gpu", "h100-sxm-80gb", "--seq", "8192"), "exceeds llama-2-7b's 4096 positions"),
+        (("llama-3.1-8b", "--gpu", "gaudi2", "--method", "qlora"), None),
+        (("llama-3.1-8b", "--gpu", "v100-sxm2-32gb", "--method", "qlora"), "no BF16 tensor math"),
+        (("llama-3.1-8b", "--gpu", "mi300x", "--precision", "fp8", "--method", "lora"), None),
+        (("llama-3.1-8b", "--gpu", "a100-sxm-80gb", "--precision", "fp8"), "no FP8 tensor cores"),
+    ],
+)
+def test_questionable_combinations_warn_but_answer(args: tuple[str, ...], warning: str | None) -> None:
+    code, out, _ = run("estimate", *args, "--json")
+    assert code == 0
+    warnings = json.loads(out)["warnings"]
+    if warning:
+        assert any(warning in w for w in warnings), warnings
