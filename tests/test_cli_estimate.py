@@ -138,3 +138,12 @@ def test_questionable_combinations_warn_but_answer(args: tuple[str, ...], warnin
     warnings = json.loads(out)["warnings"]
     if warning:
         assert any(warning in w for w in warnings), warnings
+
+
+def test_qlora_on_a_card_without_bitsandbytes_warns(tmp_path: Path) -> None:
+    patch = tmp_path / "stack.yaml"
+    patch.write_text("gpus:\n  - id: mi250x\n    software: {bitsandbytes: false}\n")
+    code, out, _ = run("estimate", "llama-3.1-8b", "--gpu", "mi250x", "--method", "qlora", "--precision", "fp16",
+                       "--catalog", str(patch), "--json")
+    assert code == 0
+    assert any("QLoRA needs bitsandbytes, which has no rocm build for mi250x" in w for w in json.loads(out)["warnings"])

@@ -123,3 +123,29 @@ def test_formula_agrees_with_transformers_on_the_meta_device(preset_id: str) -> 
         warnings.simplefilter("ignore")
         exact = meta_param_count(presets()[preset_id].config)
     assert resolve_model(preset_id).total_params == exact
+
+
+def test_hub_repo_is_fetched_through_huggingface_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    hub = pytest.importorskip("huggingface_hub")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(presets()["gpt2"].config))
+    calls: list[tuple[str, str]] = []
+
+    def fake_download(*, repo_id: str, filename: str) -> str:
+        calls.append((repo_id, filename))
+        return str(config)
+
+    monkeypatch.setattr(hub, "hf_hub_download", fake_download)
+    assert resolve_model("someone/tiny-gpt2").total_params == 124_439_808
+    assert calls == [("someone/tiny-gpt2", "config.json")]  # only config.json, never weights
+
+
+def test_offline_hub_access_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = pytest.importorskip("huggingface_hub")
+
+    def offline(**_: str) -> str:
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(hub, "hf_hub_download", offline)
+    with pytest.raises(ConfigError, match="could not fetch config.json of 'someone/model'.*offline"):
+        resolve_model("someone/model")
