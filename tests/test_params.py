@@ -147,5 +147,5 @@ def test_offline_hub_access_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
         raise ConnectionError("no network")
 
     monkeypatch.setattr(hub, "hf_hub_download", offline)
-    with pytest.raises(ConfigError, match="could not fetch config.json of 'someone/model'.*offline"):
+    with pytest.raises(ConfigError, match=r"could not fetch config\.json of 'someone/model'.*offline"):
         resolve_model("someone/model")

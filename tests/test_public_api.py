@@ -12,8 +12,8 @@ def test_all_is_sorted_and_pinned() -> None:
     assert gpuwise.__all__ == sorted(gpuwise.__all__)
     assert set(gpuwise.__all__) == {
         "AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "NotEstimable", "ProbeUnavailable",
-        "UnknownGPU", "UnknownModel", "__version__", "compare_gpus", "estimate", "exact_params", "find_gpu", "fit", "list_gpus",
-        "list_models", "load_catalog", "model",
+        "UnknownGPU", "UnknownModel", "__version__", "compare_gpus", "estimate", "exact_params", "find_gpu",
+        "fit", "list_gpus", "list_models", "load_catalog", "model",
     }
 
 
