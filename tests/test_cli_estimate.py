@@ -34,7 +34,12 @@ def test_estimate_json_follows_the_contract() -> None:
     assert memory["per_gpu_gb"] == pytest.approx(sum(memory["breakdown_gb"].values()), abs=0.01)
     assert memory["capacity_gb"] == pytest.approx(80 * 2**30 / 1e9, rel=1e-3)
     assert memory["fits"] is True and memory["headroom_gb"] > 0
-    assert "perf" not in doc  # keys of later issues are omitted, never zero-filled
+    train = doc["perf"]["train"]
+    assert {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "mfu"} <= set(train)
+    assert "infer" not in doc["perf"] and "epoch_time_s" not in train  # absent keys are omitted, never zero
+    assert train["tokens_per_s"] == pytest.approx(2 * 2048 / train["step_time_s"], rel=1e-3)
+    assert doc["perf"]["bound"] in ("compute", "memory", "communication")
+    assert "cost" not in doc  # arrives with the TCO issue
     assert doc["assumptions"]
 
 
@@ -48,6 +53,9 @@ def test_inference_json_reports_engine_reserve_and_concurrency() -> None:
     assert memory["max_concurrency"] >= 32
     # fp8 KV with 4-way TP: 2 x 80 layers x (8/4) heads x 128 dims x 1 byte per token
     assert memory["kv_cache_mb_per_token"] == pytest.approx(2 * 80 * 2 * 128 / 1e6)
+    infer = json.loads(out)["perf"]["infer"]
+    assert {"ttft_ms", "tpot_ms", "decode_tokens_per_s", "output_tokens_per_s", "e2e_latency_ms"} <= set(infer)
+    assert "samples_per_s" not in infer
 
 
 def test_fit_table_and_changes() -> None:
@@ -147,3 +155,19 @@ def test_qlora_on_a_card_without_bitsandbytes_warns(tmp_path: Path) -> None:
                        "--catalog", str(patch), "--json")
     assert code == 0
     assert any("QLoRA needs bitsandbytes, which has no rocm build for mi250x" in w for w in json.loads(out)["warnings"])
+
+
+def test_scale_and_serve_sim_commands() -> None:
+    code, out, _ = run("scale", "llama-3.2-1b", "--gpu", "a100-sxm-80gb", "--batch", "4", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["count"] for r in rows] == [1, 2, 4, 8, 16, 32, 64]
+    assert rows[0]["efficiency"] == pytest.approx(1.0)
+    assert all(r["efficiency"] <= 1.1 for r in rows)  # sharding the optimizer step can make it slightly >1
+    code, out, _ = run("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "5", "--p99-ms", "4000",
+                       "--input-len", "512", "--output-len", "128", "--requests", "200", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["max_qps"] > 5
+    assert report["at_rate"]["e2e_ms"]["p99"] >= report["at_rate"]["e2e_ms"]["p50"]
+    again = json.loads(run("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "5", "--p99-ms", "4000",
+                           "--input-len", "512", "--output-len", "128", "--requests", "200", "--json")[1])
+    assert again == report  # deterministic under the default seed

@@ -17,6 +17,9 @@ from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
 from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.fit import fit as _fit
+from gpuwise.estimate.load import serving_report
+from gpuwise.estimate.scaling import ScaleRow, scaling
+from gpuwise.estimate.serving import ServingReport
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob, make_job
 from gpuwise.workload.presets import Preset, presets
@@ -96,8 +99,8 @@ def estimate(
 
     ``gpuwise.estimate("llama-3.1-8b", gpu="rtx-4090", method="qlora", batch=2, seq=2048)``
     """
-    card = _load_catalog(catalog_files).gpu(gpu)
-    return _estimate(resolve_model(model_name), _job(task, job_options), card)
+    cat = _load_catalog(catalog_files)
+    return _estimate(resolve_model(model_name), _job(task, job_options), cat.gpu(gpu), cat)
 
 
 def fit(
@@ -111,3 +114,38 @@ def fit(
     """The estimate plus the largest batch that fits and the changes that save the most memory."""
     card = _load_catalog(catalog_files).gpu(gpu)
     return _fit(resolve_model(model_name), _job(task, job_options), card)
+
+
+def scale(model_name: str, *, gpu: str, catalog_files: CatalogFiles = (), **job_options: object) -> list[ScaleRow]:
+    """The training job on 1, 2, 4, 8 GPUs and nodes of 8, with scaling efficiency per GPU count."""
+    cat = _load_catalog(catalog_files)
+    options = {"zero": 3, **job_options}
+    job = _job("train", options)
+    assert isinstance(job, TrainJob)
+    return scaling(resolve_model(model_name), job, cat.gpu(gpu), cat)
+
+
+def serve_sim(
+    model_name: str,
+    *,
+    gpu: str,
+    qps: float,
+    p99_ms: float | None = None,
+    slo: Literal["e2e", "ttft"] = "e2e",
+    requests: int = 400,
+    seed: int = 0,
+    exponential_lengths: bool = False,
+    catalog_files: CatalogFiles = (),
+    **job_options: object,
+) -> ServingReport:
+    """Continuous-batching simulation at ``qps`` (P50/P90/P99 TTFT and end-to-end latency) and the highest rate
+    whose P99 meets ``p99_ms``. Deterministic for a given ``seed``."""
+    if requests < 20:
+        raise ConfigError(f"--requests must be at least 20 for percentiles, got {requests}")
+    if p99_ms is not None and p99_ms <= 0:
+        raise ConfigError(f"--p99-ms must be > 0, got {p99_ms}")
+    cat = _load_catalog(catalog_files)
+    job = _job("infer", job_options)
+    assert isinstance(job, InferJob)
+    return serving_report(resolve_model(model_name), job, cat.gpu(gpu), cat, qps=qps, p99_ms=p99_ms, slo_key=slo,
+                          requests=requests, seed=seed, exponential_lengths=exponential_lengths)

@@ -56,12 +56,24 @@ def estimate_command(
     global_batch: int | None = typer.Option(None, help="[fit] Sequences per optimizer step: gives the "
                                                         "gradient accumulation."),
     emit: str | None = typer.Option(None, help="[fit] 'hf': print matching transformers/PEFT/bitsandbytes settings."),
+    qps: float = typer.Option(10.0, help="[serve-sim] Request rate (Poisson arrivals)."),
+    p99_ms: float | None = typer.Option(None, "--p99-ms", help="[serve-sim] P99 latency SLO: also find the "
+                                                               "highest rate that meets it."),
+    slo: str = typer.Option("e2e", help="[serve-sim] What the SLO bounds: e2e (end-to-end) or ttft."),
+    requests: int = typer.Option(400, help="[serve-sim] Requests to simulate."),
+    seed: int = typer.Option(0, help="[serve-sim] Random seed (same seed, same answer)."),
+    length_dist: str = typer.Option("fixed", help="[serve-sim] Input/output lengths: fixed or exponential."),
     exact: bool = typer.Option(False, "--exact", help="Also count parameters by building the model on PyTorch's "
                                                       "meta device (needs the hf extra and torch)."),
     as_json: bool = JsonOption,
     catalog: list[Path] | None = CatalogOption,
 ) -> None:
     """Per-GPU memory of a training or inference job, component by component."""
+    command = ctx.info_name
+    if command == "serve-sim":
+        task = "infer"
+    elif command == "scale":
+        task = "train"
     options: dict[str, Any] = dict(count=count, nodes=nodes, network=network, tp=tp, batch=batch,
                                    flash_attn=flash_attn)
     if task == "train":
@@ -76,6 +88,10 @@ def estimate_command(
         raise typer.BadParameter(f"--emit {emit!r} is not accepted; use hf")
     from gpuwise.report import estimate as view
 
+    if command in ("scale", "serve-sim"):
+        _perf_command(command, model, gpu, files, options, as_json,
+                      dict(qps=qps, p99_ms=p99_ms, slo=slo, requests=requests, seed=seed, length_dist=length_dist))
+        return
     if ctx.info_name == "fit":
         report = api.fit(model, gpu=gpu, task=task, catalog_files=files, **options)  # type: ignore[arg-type]
         if emit == "hf":
@@ -99,9 +115,33 @@ def estimate_command(
             agree = "agrees" if exact_count == result.model.total_params else "DIFFERS"
             stdout().print(f"meta-device count {exact_count:,} ({agree} with the formula's "
                            f"{result.model.total_params:,})")
+        from gpuwise.report.perf import perf_lines
+
         stdout().print(view.breakdown_table(result))
         stdout().print(view.verdict(result))
+        stdout().print(perf_lines(result))
         stdout().print(view.notes(result))
+
+
+def _perf_command(command: str, model: str, gpu: str, files: tuple[Path, ...], options: dict[str, Any],
+                  as_json: bool, sim: dict[str, Any]) -> None:
+    from gpuwise.report import perf as view
+
+    if command == "scale":
+        if "zero" in options and options["zero"] == 0:
+            options["zero"] = 3  # scaling a model means sharding it; pass --zero 1 or 2 to compare
+        rows = api.scale(model, gpu=gpu, catalog_files=files, **options)
+        print_json([view.scale_row_json(r) for r in rows]) if as_json else stdout().print(view.scale_table(
+            model, gpu, rows))
+        return
+    if sim["slo"] not in ("e2e", "ttft"):
+        raise typer.BadParameter(f"--slo {sim['slo']!r} is not accepted; use e2e or ttft")
+    if sim["length_dist"] not in ("fixed", "exponential"):
+        raise typer.BadParameter(f"--length-dist {sim['length_dist']!r} is not accepted; use fixed or exponential")
+    report = api.serve_sim(model, gpu=gpu, qps=sim["qps"], p99_ms=sim["p99_ms"], slo=sim["slo"],
+                           requests=sim["requests"], seed=sim["seed"],
+                           exponential_lengths=sim["length_dist"] == "exponential", catalog_files=files, **options)
+    print_json(view.serving_json(report)) if as_json else stdout().print(view.serving_view(report))
 
 
 @guarded

@@ -19,6 +19,10 @@ app.add_typer(catalog.app, name="catalog", help="Browse GPUs: datasheet figures 
 app.command("fit", help="Will it fit? Memory breakdown, largest batch, and the changes that make it fit.")(
     estimate_command)
 app.command("estimate", help="Per-GPU memory of a job as a table or the JSON contract (--json).")(estimate_command)
+app.command("scale", help="Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.")(
+    estimate_command)
+app.command("serve-sim", help="Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.")(
+    estimate_command)
 app.command("models", help="List the shipped model presets (work offline).")(models_command)
 
 

@@ -84,3 +84,59 @@ ENGINE_RESERVE_FRACTION = {
     "lmdeploy": Constant(0.80, "of free memory after weights",
                          "LMDeploy TurbomindEngineConfig: cache_max_entry_count default 0.8"),
 }
+
+
+# ---- achievable fractions of peak (performance model) ---------------------------------------------------
+MAMF = ("stas00/ml-engineering, compute/accelerator/benchmarks/mamf-finder.py results table (maximum achievable "
+        "matmul FLOPS, brute-force shape search); copied in benchmarks/data/public-measurements.yaml D-mamf-*")
+GEMM_EFFICIENCY_BY_GPU = {
+    # (gpu id, dtype) -> achieved / dense peak, from a measurement of that very card
+    ("a100-sxm-80gb", "bf16"): Constant(271.2 / 312, "fraction", MAMF + ": A100 SXM bf16 271.2 TFLOPS"),
+    ("a100-pcie-80gb", "bf16"): Constant(252.9 / 312, "fraction", MAMF + ": A100 PCIe bf16 252.9 TFLOPS"),
+    ("h100-sxm-80gb", "bf16"): Constant(794.5 / 989.5, "fraction", MAMF + ": H100 SXM bf16 794.5 TFLOPS"),
+    ("h100-sxm-80gb", "fp8"): Constant(1402.6 / 1979, "fraction", MAMF + ": H100 SXM fp8 1402.6 TFLOPS"),
+    ("h200-sxm-141gb", "fp8"): Constant(1453.4 / 1979, "fraction", MAMF + ": H200 SXM fp8 1453.4 TFLOPS"),
+    ("gh200-96gb", "bf16"): Constant(828.6 / 989.5, "fraction", MAMF + ": GH200 bf16 828.6 TFLOPS"),
+    ("b200-sxm-180gb", "bf16"): Constant(1745 / 2250, "fraction", MAMF + ": B200 bf16 1745 TFLOPS"),
+    ("rtx-4090", "fp16"): Constant(0.95, "fraction", "mli/transformers-benchmarks: RTX 4090 fp16 (fp32 accumulate) "
+                                  "2048^3 matmul 167.1 TFLOPS, above the 165.2 spec (boost clock); capped at 0.95"),
+}
+GEMM_EFFICIENCY_BY_ARCH = {
+    # architecture (lower case, first word) -> fraction of dense peak when the card itself was not measured
+    "ampere": GEMM_EFFICIENCY_BY_GPU[("a100-sxm-80gb", "bf16")],
+    "hopper": GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "bf16")],
+    "blackwell": GEMM_EFFICIENCY_BY_GPU[("b200-sxm-180gb", "bf16")],
+    "ada": GEMM_EFFICIENCY_BY_GPU[("rtx-4090", "fp16")],
+}
+GEMM_EFFICIENCY_FP8_HOPPER = GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "fp8")]
+GEMM_EFFICIENCY_DEFAULT = Constant(0.75, "fraction", "gpuwise assumption for chips without a published matmul "
+                                   "measurement (AMD, Intel, Volta, Turing, edge): below every measured NVIDIA card")
+GEMM_HALF_EFFICIENCY_FLOP = Constant(
+    2e9, "FLOP",
+    "Calculon (calculon-ai/calculon, systems/h100_80g_nvl8.json) matrix efficiency 0.6 at >= 1 GFLOP, 0.9 at >= 16, "
+    "0.95 at >= 128: a GEMM of f FLOP reaches max * f / (f + 2 GFLOP) of peak (0.33, 0.89, 0.98 there)",
+)
+MEMORY_EFFICIENCY = Constant(
+    0.88, "fraction of datasheet bandwidth",
+    "device copy/stream measurements in benchmarks/data/public-measurements.yaml: A100 40GB memcopy 1355 of 1555 "
+    "GB/s (0.87), A800 PCIe 1727 of 1935 (0.89), RTX 5090 BabelStream 1573 of 1792 (0.88)",
+)
+FLASH_ATTENTION_EFFICIENCY = {
+    "ampere": Constant(0.60, "fraction of dense peak", "Dao 2023, FlashAttention-2 (arXiv 2307.08691) sec. 4.1: "
+                       "forward up to 73%, backward up to 63% of A100 peak; 0.60 for both passes at training sizes"),
+    "ada": Constant(0.60, "fraction of dense peak", "FlashAttention-2 on Ampere-class SMs (same kernels on sm_89)"),
+    "hopper": Constant(0.40, "fraction of dense peak", "Shah et al. 2024, FlashAttention-3 (arXiv 2407.08608) "
+                       "fig. 1: FlashAttention-2 reaches 35-40% of H100 peak; cuDNN/FA3 paths reach more"),
+}
+FLASH_ATTENTION_DEFAULT = Constant(0.40, "fraction of dense peak", "gpuwise assumption: FA-2-class kernels on "
+                                   "chips they were not tuned for (as on Hopper per the FlashAttention-3 paper)")
+KERNEL_OVERHEAD = Constant(3e-6, "s per kernel", "NVIDIA aiconfigurator memory-op model: 3 us constant per "
+                           "memory-bound kernel (estimators notes sec. 5.7)")
+EAGER_OVERHEAD = Constant(10e-6, "s per kernel", "gpuwise assumption: eager PyTorch launch and dispatch cost per "
+                          "op without CUDA graphs (Horace He, 'Making Deep Learning Go Brrrr', overhead section)")
+COLLECTIVE_LATENCY = Constant(10e-6, "s per collective", "aiconfigurator p2p latency 10 us; llm-analysis 8 us; "
+                              "Calculon 8-20 us (estimators notes sec. 5.8)")
+OVERLAP_SLOWDOWN = Constant(0.15, "fraction of overlapped compute", "Calculon processor_usage 0.15: compute slows "
+                            "by 15% while communication overlaps it (estimators notes sec. 5.8)")
+MAX_NUM_SEQS = Constant(256, "sequences", "vLLM engine args: max_num_seqs default 256 (the batch limit of the "
+                        "serving simulation)")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.catalog import GPU
+from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import NotEstimable
 from gpuwise.estimate.memory import MemoryEstimate, training_memory
+from gpuwise.estimate.perf import InferPerf, TrainPerf, infer_perf, train_perf
+from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_memory import inference_memory, weight_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob
@@ -21,6 +23,7 @@ class Estimate:
     job: Job
     memory: MemoryEstimate
     warnings: tuple[str, ...]
+    perf: TrainPerf | InferPerf | None = None
 
     @property
     def task(self) -> str:
@@ -62,12 +65,17 @@ def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str,
     return tuple(notes)
 
 
-def estimate(arch: Architecture, job: Job, gpu: GPU) -> Estimate:
-    """Memory of ``job`` on ``job.count`` GPUs of type ``gpu`` (perf and cost come with later issues)."""
+def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = None, *,
+             calibration: Calibration | None = None) -> Estimate:
+    """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_transformer(arch)
     if isinstance(job, TrainJob):
         memory = training_memory(arch, job, capacity_bytes=gpu.memory_bytes)
     else:
         memory = inference_memory(arch, job, capacity_bytes=gpu.memory_bytes)
+    perf: TrainPerf | InferPerf | None = None
+    if catalog is not None:
+        perf = (train_perf(arch, job, gpu, catalog, calibration=calibration) if isinstance(job, TrainJob)
+                else infer_perf(arch, job, gpu, catalog, calibration=calibration))
     return Estimate(model=arch, gpu=gpu, job=job, memory=memory,
-                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu))
+                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu), perf=perf)

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.fit import FitReport
+from gpuwise.estimate.perf import InferPerf, TrainPerf
 from gpuwise.report.format import number
 from gpuwise.workload.job import TrainJob
 
@@ -51,8 +52,43 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "gpu": est.gpu.id, "count": job.count, "nodes": job.nodes,
         "interconnect": est.gpu.scale_up_link or est.gpu.native_link, "network": job.network,
     }
-    return {"workload": workload, "hardware": hardware, "memory": memory,
-            "assumptions": list(mem.assumptions), "warnings": list(est.warnings)}
+    document: dict[str, Any] = {"workload": workload, "hardware": hardware, "memory": memory}
+    assumptions = list(mem.assumptions)
+    if est.perf is not None:
+        document["perf"] = perf_json(est)
+        assumptions += list(est.perf.assumptions)
+    document["assumptions"] = assumptions
+    document["warnings"] = list(est.warnings)
+    return document
+
+
+def perf_json(est: Estimate) -> dict[str, Any]:
+    """The contract's perf block; keys that do not apply to the task are left out, never zero-filled."""
+    perf = est.perf
+    if isinstance(perf, TrainPerf):
+        train: dict[str, Any] = {
+            "step_time_s": perf.step_time_s, "tokens_per_s": perf.tokens_per_s,
+            "tokens_per_s_per_gpu": perf.tokens_per_s_per_gpu, "samples_per_s": perf.samples_per_s,
+            "mfu": perf.mfu, "compute_s": perf.compute_s, "communication_s": perf.communication_s,
+            "bubble_s": perf.bubble_s,
+        }
+        if perf.epoch_time_s is not None:
+            train["epoch_time_s"] = perf.epoch_time_s
+        return {"bound": perf.bound, "train": _rounded(train), "top_ops": _ops(perf.top_ops)}
+    assert isinstance(perf, InferPerf)
+    infer = {k: getattr(perf, k) for k in ("ttft_ms", "tpot_ms", "decode_tokens_per_s", "output_tokens_per_s",
+                                           "e2e_latency_ms", "samples_per_s") if getattr(perf, k) is not None}
+    if est.memory.max_concurrency is not None:
+        infer["max_concurrency"] = est.memory.max_concurrency
+    return {"bound": perf.bound, "infer": _rounded(infer), "top_ops": _ops(perf.top_ops)}
+
+
+def _rounded(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in values.items()}
+
+
+def _ops(top: tuple[tuple[str, float], ...]) -> list[dict[str, Any]]:
+    return [{"op": name, "share": round(share, 4)} for name, share in top]
 
 
 def breakdown_table(est: Estimate) -> Table:

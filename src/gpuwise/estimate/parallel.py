@@ -1,0 +1,63 @@
+"""Collective communication time over the catalog's links (NVIDIA nccl-tests, doc/PERFORMANCE.md).
+
+A ring all-reduce of S bytes over n ranks moves 2(n-1)/n x S per rank; all-gather and reduce-scatter
+(n-1)/n x S. Time = volume / achieved link bandwidth + latency. Worked check: 8 GPUs all-reducing 1 GB over
+NVLink 4 (370 GB/s achieved bus bandwidth) take 2 x 7/8 x 1 GB / 370 GB/s = 4.7 ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog import GPU, Catalog, Interconnect
+from gpuwise.estimate import constants as C
+
+GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class Links:
+    """The link inside a node (GPU to GPU) and between nodes, as catalog records."""
+
+    intra: Interconnect
+    inter: Interconnect | None
+
+    def for_group(self, ranks: int, *, spans_nodes: bool) -> Interconnect:
+        return self.inter if spans_nodes and self.inter is not None else self.intra
+
+
+def intra_node_link(gpu: GPU, catalog: Catalog) -> Interconnect:
+    """NVLink (or the card's scale-up fabric) when it has one in the catalog, else its PCIe link if it supports
+    peer-to-peer, else host memory (GeForce cards without P2P bounce every transfer through the CPU)."""
+    if gpu.scale_up_link and gpu.scale_up_link in catalog.interconnects:
+        return catalog.interconnects[gpu.scale_up_link]
+    if gpu.p2p and gpu.native_link in catalog.interconnects:
+        return catalog.interconnects[gpu.native_link]
+    return catalog.interconnects["host-memory"]
+
+
+def links(gpu: GPU, catalog: Catalog, *, network: str | None, nodes: int) -> Links:
+    inter = None
+    if nodes > 1:
+        inter = catalog.interconnect(network or "ib-ndr")
+    return Links(intra_node_link(gpu, catalog), inter)
+
+
+def all_reduce_s(size_bytes: float, ranks: int, link: Interconnect) -> float:
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * size_bytes / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
+
+
+def all_gather_s(size_bytes: float, ranks: int, link: Interconnect) -> float:
+    """All-gather (or reduce-scatter) of a tensor whose full size is ``size_bytes``."""
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    return (ranks - 1) / ranks * size_bytes / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
+
+
+def pipeline_bubble(stages: int, microbatches: int) -> float:
+    """Idle fraction of a 1F1B pipeline: (p - 1) / (m + p - 1) (Narayanan et al. 2021)."""
+    if stages <= 1:
+        return 0.0
+    return (stages - 1) / (microbatches + stages - 1)

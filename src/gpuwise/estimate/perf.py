@@ -1,0 +1,297 @@
+"""Speed of a training step and of inference (prefill, decode), operator by operator, with communication.
+
+Training, per micro-batch on one GPU: forward + backward (2x the GEMM FLOPs of trainable weights, 1x for
+frozen ones, 2.5x for FlashAttention) + recompute under checkpointing + QLoRA dequantization; per step: the
+optimizer update (memory-bound) and the collectives: tensor-parallel all-reduces per layer (not overlapped),
+data-parallel gradient all-reduce or ZeRO-3 all-gathers and reduce-scatter (overlapped with the backward
+pass, Calculon's 15 % slowdown), and the pipeline bubble (p - 1) / (m + p - 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.catalog.schema import Dtype
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.memory import compute_bytes, lora_params
+from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
+from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, links, pipeline_bubble
+from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
+from gpuwise.estimate.serving_memory import _KV_BYTES, _LINEAR_BITS
+from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import InferJob, TrainJob
+
+_UPDATE_BYTES = {"adamw": 30.0, "adamw-8bit": 18.0, "paged-adamw-8bit": 18.0, "sgd": 18.0, "adafactor": 18.0}
+"""Bytes read and written per trainable parameter by one optimizer step (derived: AdamW reads weight, gradient and
+two fp32 moments and writes weight and moments = 7 x 4 B, plus the 16-bit weight copy = 30 B)."""
+
+
+@dataclass(frozen=True)
+class TrainPerf:
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    samples_per_s: float
+    mfu: float
+    epoch_time_s: float | None
+    bound: str
+    compute_s: float
+    communication_s: float
+    bubble_s: float
+    top_ops: tuple[tuple[str, float], ...]
+    assumptions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InferPerf:
+    bound: str
+    top_ops: tuple[tuple[str, float], ...]
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    decode_tokens_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    e2e_latency_ms: float | None = None
+    samples_per_s: float | None = None
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _train_dtype(precision: str) -> Dtype:
+    return {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16"}.get(precision, "bf16")  # type: ignore[return-value]
+
+
+def _backward(ops: list[Op], *, frozen_gemms: bool) -> list[Op]:
+    out = []
+    for op in ops:
+        if op.kind == "gemm":
+            factor = 1.0 if frozen_gemms and op.name != "lm_head" else 2.0
+            out.append(Op(op.name + ".bwd", "gemm", op.flops * factor, op.bytes * factor, op.count * int(factor)))
+        elif op.kind == "attention":
+            out.append(Op(op.name + ".bwd", "attention", op.flops * 2.5, op.bytes * 2, op.count))
+        else:
+            out.append(Op(op.name + ".bwd", "memory", 0.0, op.bytes * 2, op.count))
+    return out
+
+
+def _micro_batch_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[Op], list[Op]]:
+    """Forward, backward and recompute operators of one micro-batch on one GPU."""
+    e = compute_bytes(job.precision)
+    causal = arch.kind == "decoder"
+    p = Pass(batch=job.batch, query=job.seq, context=job.seq / 2 if causal else job.seq, act_bytes=e,
+             weight_bytes=4.0 if job.precision == "fp32" else 2.0, kv_bytes=e, tp=job.tp, flash=job.flash_attn,
+             loss=True)
+    layers = arch.layers / job.pp
+    fwd = forward_ops(arch, p, layers)
+    bwd = _backward(fwd, frozen_gemms=job.trains_adapters)
+    recompute: list[Op] = []
+    if job.ckpt == "full":
+        recompute = layer_ops(arch, p, layers)
+    elif job.ckpt == "selective":
+        recompute = [op for op in layer_ops(arch, p, layers) if op.kind == "attention" or "softmax" in op.name]
+    if job.trains_adapters:
+        rank_flops = 2.0 * p.tokens * lora_params(arch, job) / (job.tp * job.pp)
+        fwd.append(Op("lora_adapters", "gemm", rank_flops, 0.0, 2 * int(layers)))
+        bwd.append(Op("lora_adapters.bwd", "gemm", 2 * rank_flops, 0.0, 4 * int(layers)))
+    fwd += _framework_traffic(arch, job, p)
+    if job.method == "qlora":
+        passes = 3 if job.ckpt == "full" else 2
+        nf4 = C.NF4_DOUBLE_QUANT_BITS.value / 8
+        linear = arch.params.linear / (job.tp * job.pp)
+        fwd.append(Op("nf4_dequantize", "memory", 0.0, linear * (nf4 + 2) * passes, 7 * int(layers) * passes))
+    return fwd, bwd, recompute
+
+
+def _framework_traffic(arch: Architecture, job: TrainJob, p: Pass) -> list[Op]:
+    """Memory traffic a training framework adds per micro-batch beyond the model's own operators.
+
+    - mixed precision (torch autocast): each forward casts the fp32 weights to 16 bit (read 4 B, write 2 B) and
+      each backward adds the 16-bit weight gradient into the fp32 ``.grad`` (read 2 + 4 B, write 4 B): 16 B per
+      trainable parameter; pure bf16 only accumulates (read 2 + 2, write 2). Under ZeRO-3 the cast happens on the
+      local shard and the all-gather writes the full 16-bit layer (2 B per parameter).
+    - FP8 (Transformer Engine / torchao Float8): every linear quantizes its input, its weight and, in backward,
+      its output gradient (read 2 B, write 1 B each, plus amax reductions).
+    """
+    ops: list[Op] = []
+    shard = 1.0 / (job.tp * job.pp)
+    trainable = (lora_params(arch, job) if job.trains_adapters else arch.total_params) * shard
+    if job.precision in ("bf16", "fp16", "fp8"):
+        per_param = 16.0 / (job.data_parallel if job.zero == 3 else 1)
+    else:
+        per_param = 6.0 if job.precision == "pure-bf16" else 12.0
+    if job.zero == 3 and job.data_parallel > 1:
+        per_param += 2.0 * 2  # gathered 16-bit layers written in forward and in backward
+    ops.append(Op("weight_casts_grad_accumulation", "memory", 0.0, trainable * per_param, 4 * arch.layers))
+    if job.precision == "fp8":
+        linear = arch.params.linear * shard
+        activations = sum(p.tokens * (x.d_in + x.d_out) * x.layers / job.pp for x in arch.params.linears) / job.tp
+        ops.append(Op("fp8_casts", "memory", 0.0, 3.0 * (linear + 2 * activations), 12 * arch.layers))
+    return ops
+
+
+def _steps_per_update(job: TrainJob) -> int:
+    accumulation = 1
+    if job.global_batch:
+        accumulation = math.ceil(job.global_batch / (job.batch * job.data_parallel))
+    if job.pp > 1:
+        return max(job.pp_microbatches or job.pp, accumulation)
+    return accumulation
+
+
+def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, microbatches: int,
+                   window_s: float) -> tuple[float, float]:
+    """(exposed communication seconds, overlap slowdown seconds) of one optimizer step."""
+    link = links(gpu, catalog, network=job.network, nodes=job.nodes)
+    e = compute_bytes(job.precision)
+    layers = arch.layers / job.pp
+    tp_s = 0.0
+    if job.tp > 1:
+        passes = 3 if job.ckpt == "full" else 2
+        size = job.batch * job.seq * arch.hidden * e
+        tp_s = microbatches * passes * 2 * layers * all_reduce_s(size, job.tp, link.intra)
+    dp = job.data_parallel
+    spans = job.nodes > 1 and dp > 1
+    dp_link = link.for_group(dp, spans_nodes=spans)
+    shard_params = (lora_params(arch, job) if job.trains_adapters else arch.total_params) / (job.tp * job.pp)
+    grad_bytes = shard_params * (2 if job.precision == "pure-bf16" else 4)
+    if job.zero == 3 and dp > 1:
+        weight_bytes = arch.total_params / (job.tp * job.pp) * 2
+        # forward and backward each gather every layer once (recompute runs inside the backward gather)
+        overlappable = microbatches * 2 * all_gather_s(weight_bytes, dp, dp_link)
+        overlappable += all_gather_s(grad_bytes, dp, dp_link)
+    else:
+        overlappable = all_reduce_s(grad_bytes, dp, dp_link)
+    exposed = max(0.0, overlappable - window_s)
+    slowdown = C.OVERLAP_SLOWDOWN.value * min(overlappable, window_s)
+    return tp_s + exposed, slowdown
+
+
+def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
+               calibration: Calibration | None = None) -> TrainPerf:
+    m = machine(gpu, _train_dtype(job.precision), calibration=calibration)
+    fwd, bwd, recompute = _micro_batch_ops(arch, job)
+    t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
+    per_micro = t_fwd.seconds + t_bwd.seconds + t_re.seconds
+    microbatches = _steps_per_update(job)
+    trainable = (lora_params(arch, job) if job.trains_adapters else arch.total_params) / (job.tp * job.pp)
+    if job.zero >= 1:
+        trainable /= job.data_parallel
+    update = phase_time([Op("optimizer_step", "memory", 0.0, trainable * _UPDATE_BYTES[job.optimizer], 10)], m)
+    bubble = pipeline_bubble(job.pp, microbatches) * microbatches * per_micro / (1 - pipeline_bubble(
+        job.pp, microbatches)) if job.pp > 1 else 0.0
+    window = microbatches * (t_bwd.seconds + (t_fwd.seconds if job.zero == 3 else 0.0))
+    comm, slowdown = _communication(arch, job, gpu, catalog, microbatches, window)
+    compute = microbatches * per_micro + update.seconds
+    step = compute + bubble + comm + slowdown
+    tokens_per_step = job.data_parallel * microbatches * job.batch * job.seq
+    tokens_per_s = tokens_per_step / step
+    peak = gpu.peak_flops("fp8" if job.precision == "fp8" else ("fp16" if job.precision == "fp16" else "bf16"))
+    flops_per_token = model_flops_per_token(arch, job.seq, weight_gradients=not job.trains_adapters)
+    mfu = flops_per_token * tokens_per_s / (job.count * (peak or m.peak_flops))
+    by_op = _merge([t_fwd.by_op, t_bwd.by_op, t_re.by_op], microbatches)
+    by_op["optimizer_step"] = update.seconds
+    if comm + slowdown > 0:
+        by_op["communication (exposed)"] = comm + slowdown
+    bound = "communication" if comm > 0.5 * compute else (
+        "compute" if (t_fwd.compute_s + t_bwd.compute_s) >= (t_fwd.memory_s + t_bwd.memory_s) else "memory")
+    return TrainPerf(
+        step_time_s=step, tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=tokens_per_s / job.count,
+        samples_per_s=tokens_per_s / job.seq, mfu=mfu,
+        epoch_time_s=job.tokens / tokens_per_s if job.tokens else None, bound=bound, compute_s=compute,
+        communication_s=comm + slowdown, bubble_s=bubble, top_ops=_top(by_op, step),
+        assumptions=_train_assumptions(m, job, microbatches),
+    )
+
+
+def _merge(parts: list[Mapping[str, float]], times: int) -> dict[str, float]:
+    merged: dict[str, float] = {}
+    for part in parts:
+        for name, seconds in part.items():
+            key = name.removesuffix(".bwd")
+            merged[key] = merged.get(key, 0.0) + seconds * times
+    return merged
+
+
+def _top(by_op: Mapping[str, float], total: float, n: int = 6) -> tuple[tuple[str, float], ...]:
+    ranked = sorted(by_op.items(), key=lambda kv: -kv[1])[:n]
+    return tuple((name, seconds / total) for name, seconds in ranked)
+
+
+def _train_assumptions(m: Machine, job: TrainJob, microbatches: int) -> tuple[str, ...]:
+    return (
+        f"matmuls in {m.dtype} at {m.gemm_efficiency:.0%} of the {m.peak_flops / 1e12:,.0f} TFLOPS dense peak "
+        f"(measured maximum for this card or architecture), less for small GEMMs",
+        f"attention kernels at {m.attention_efficiency:.0%} of peak; memory traffic at "
+        f"{m.memory_bytes_per_s / 1e9:,.0f} GB/s ({C.MEMORY_EFFICIENCY.value:.0%} of the datasheet)",
+        f"{microbatches} micro-batch(es) of {job.batch} x {job.seq} tokens per optimizer step on each "
+        f"data-parallel rank",
+    )
+
+
+# ---------------------------------------------------------------- inference
+def _infer_dtype(quant: str) -> Dtype:
+    return {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16", "int8": "int8"}.get(quant, "fp16")  # type: ignore[return-value]
+
+
+def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
+    bits = _LINEAR_BITS[job.quant]
+    return Pass(batch=job.batch, query=query, context=context, act_bytes=4 if job.quant == "fp32" else 2,
+                weight_bytes=bits / 8, kv_bytes=_KV_BYTES[job.kv_dtype], tp=job.tp, flash=job.flash_attn,
+                logits_tokens=job.batch)
+
+
+def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
+    if job.tp <= 1:
+        return 0.0
+    link = links(gpu, catalog, network=job.network, nodes=job.nodes).intra
+    size = tokens * arch.hidden * (4 if job.quant == "fp32" else 2)
+    return 2 * arch.layers * all_reduce_s(size, job.tp, link)
+
+
+def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
+               calibration: Calibration | None = None) -> InferPerf:
+    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
+    causal = arch.kind == "decoder"
+    prefill_pass = _infer_pass(arch, job, query=job.input_len, context=job.input_len / 2 if causal else job.input_len)
+    prefill = phase_time(forward_ops(arch, prefill_pass), m)
+    prefill_s = prefill.seconds + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
+    if not arch.decoder_layers:  # encoders: one forward pass per batch
+        return InferPerf(bound=prefill.bound, top_ops=_top(prefill.by_op, prefill.seconds),
+                         samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
+    average_context = job.input_len + job.output_len / 2
+    decode = phase_time(forward_ops(arch, _infer_pass(arch, job, query=1, context=average_context)), m)
+    tpot = decode.seconds + _tp_comm_s(arch, job, job.batch, gpu, catalog)
+    e2e = prefill_s + max(job.output_len - 1, 0) * tpot
+    return InferPerf(
+        bound=decode.bound, top_ops=_top(decode.by_op, decode.seconds), ttft_ms=prefill_s * 1e3,
+        tpot_ms=tpot * 1e3, decode_tokens_per_s=job.batch / tpot,
+        output_tokens_per_s=job.batch * job.output_len / e2e if job.output_len else None,
+        e2e_latency_ms=e2e * 1e3, assumptions=_infer_assumptions(m),
+    )
+
+
+def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, batch: int,
+                  context: float) -> float:
+    """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
+    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf")
+    shaped = job.model_copy(update={"batch": batch})
+    ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=context))
+    return phase_time(ops, m).seconds + _tp_comm_s(arch, shaped, batch, gpu, catalog)
+
+
+def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, tokens: int) -> float:
+    """Prefill of ``tokens`` prompt tokens (one batch of sequences of the job's input length)."""
+    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf")
+    batch = max(1, round(tokens / job.input_len))
+    shaped = job.model_copy(update={"batch": batch})
+    p = _infer_pass(arch, shaped, query=job.input_len, context=job.input_len / 2)
+    return phase_time(forward_ops(arch, p), m).seconds + _tp_comm_s(arch, shaped, tokens, gpu, catalog)
+
+
+def _infer_assumptions(m: Machine) -> tuple[str, ...]:
+    return (
+        f"matmuls in {m.dtype} at {m.gemm_efficiency:.0%} of the {m.peak_flops / 1e12:,.0f} TFLOPS dense peak; "
+        f"memory traffic at {m.memory_bytes_per_s / 1e9:,.0f} GB/s",
+        f"each kernel costs at least {m.kernel_floor_s * 1e6:.0f} us (launch/tail)",
+    )

@@ -1,0 +1,125 @@
+"""Roofline time of one operator: max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth) + a kernel floor.
+
+Achievable, not peak: a GEMM reaches the measured maximum fraction of dense peak for its card (or its
+architecture), scaled down for small problems (Calculon's size curve); attention kernels reach the
+FlashAttention papers' fraction; memory traffic reaches the measured copy bandwidth fraction. A user's own
+calibration record (``gpuwise bench --save``) replaces the table values for that card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from gpuwise.catalog import GPU
+from gpuwise.catalog.schema import Dtype
+from gpuwise.estimate import constants as C
+
+Kind = Literal["gemm", "attention", "memory"]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator instance (already multiplied by how often it runs in the phase)."""
+
+    name: str
+    kind: Kind
+    flops: float
+    bytes: float
+    count: int = 1  # kernel launches, for the per-kernel floor
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured figures of one card (from ``gpuwise bench``); any left None falls back to the tables."""
+
+    gemm_flops: Mapping[str, float]  # dtype -> achieved FLOP/s
+    memory_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A GPU with the achievable rates the roofline uses, for one matmul dtype."""
+
+    gpu: GPU
+    dtype: str
+    peak_flops: float
+    gemm_efficiency: float
+    attention_efficiency: float
+    memory_bytes_per_s: float
+    kernel_floor_s: float
+
+    def gemm_rate(self, flops: float) -> float:
+        size = flops / (flops + C.GEMM_HALF_EFFICIENCY_FLOP.value) if flops > 0 else 1.0
+        return self.peak_flops * self.gemm_efficiency * size
+
+
+def _arch_key(gpu: GPU) -> str:
+    return gpu.architecture.lower().split()[0]
+
+
+def gemm_efficiency(gpu: GPU, dtype: str) -> float:
+    measured = C.GEMM_EFFICIENCY_BY_GPU.get((gpu.id, dtype))
+    if measured is None and dtype == "fp8" and _arch_key(gpu) == "hopper":
+        measured = C.GEMM_EFFICIENCY_FP8_HOPPER
+    if measured is None and gpu.vendor == "nvidia":
+        measured = C.GEMM_EFFICIENCY_BY_ARCH.get(_arch_key(gpu))
+    return (measured or C.GEMM_EFFICIENCY_DEFAULT).value
+
+
+def machine(gpu: GPU, dtype: Dtype, *, eager: bool = False, calibration: Calibration | None = None) -> Machine:
+    """Achievable rates of ``gpu`` for matmuls in ``dtype`` (fp32, tf32, fp16, bf16, fp8, int8).
+
+    A dtype the chip lacks falls back to the next one it has (bf16 -> fp16 -> fp32), as frameworks do."""
+    peak = gpu.peak_flops(dtype) or gpu.peak_flops("fp16") or gpu.fp32_tflops * 1e12
+    efficiency = gemm_efficiency(gpu, dtype)
+    memory = gpu.memory_bandwidth_bytes_per_s * C.MEMORY_EFFICIENCY.value
+    if calibration is not None:
+        if dtype in calibration.gemm_flops and peak:
+            efficiency = calibration.gemm_flops[dtype] / peak
+        memory = calibration.memory_bytes_per_s or memory
+    attention = C.FLASH_ATTENTION_EFFICIENCY.get(_arch_key(gpu), C.FLASH_ATTENTION_DEFAULT).value
+    floor = C.EAGER_OVERHEAD.value if eager else C.KERNEL_OVERHEAD.value
+    return Machine(gpu, dtype, peak, efficiency, min(attention, efficiency), memory, floor)
+
+
+def op_time(op: Op, m: Machine) -> tuple[float, str]:
+    """Seconds for ``op`` on ``m`` and what bounds it ("compute" or "memory")."""
+    if op.kind == "gemm":
+        rate = m.gemm_rate(op.flops / max(op.count, 1))
+    elif op.kind == "attention":
+        rate = m.peak_flops * m.attention_efficiency
+    else:
+        rate = float("inf")
+    compute = op.flops / rate if rate and op.flops else 0.0
+    memory = op.bytes / m.memory_bytes_per_s
+    return max(compute, memory) + m.kernel_floor_s * op.count, "compute" if compute >= memory else "memory"
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """The time of a list of operators, with the share of each and the dominant bound."""
+
+    seconds: float
+    compute_s: float
+    memory_s: float
+    by_op: Mapping[str, float]
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+
+def phase_time(ops: list[Op], m: Machine) -> PhaseTime:
+    total = compute = memory = 0.0
+    by_op: dict[str, float] = {}
+    for op in ops:
+        seconds, bound = op_time(op, m)
+        total += seconds
+        by_op[op.name] = by_op.get(op.name, 0.0) + seconds
+        if bound == "compute":
+            compute += seconds
+        else:
+            memory += seconds
+    return PhaseTime(total, compute, memory, by_op)

@@ -1,0 +1,53 @@
+"""How much a second, fourth or eighth GPU adds: the same training job over 1, 2, 4, 8 GPUs and nodes of 8."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.parallel import GPUS_PER_NODE
+from gpuwise.estimate.perf import TrainPerf
+from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import TrainJob
+
+COUNTS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class ScaleRow:
+    count: int
+    nodes: int
+    per_gpu_gb: float
+    fits: bool
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    communication_share: float
+    efficiency: float  # tokens/s per GPU relative to the smallest count that fits
+
+
+def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
+            counts: tuple[int, ...] = COUNTS) -> list[ScaleRow]:
+    rows: list[ScaleRow] = []
+    base: float | None = None
+    for count in counts:
+        if count % (job.tp * job.pp):
+            continue
+        nodes = max(1, -(-count // GPUS_PER_NODE))
+        shaped = job.model_copy(update={"count": count, "nodes": nodes,
+                                        "zero": job.zero if count > 1 else 0,
+                                        "offload": job.offload if count > 1 else "none"})
+        result = estimate(arch, TrainJob.model_validate(shaped.model_dump()), gpu, catalog)
+        perf = result.perf
+        assert isinstance(perf, TrainPerf)
+        if base is None and result.memory.fits:
+            base = perf.tokens_per_s_per_gpu
+        rows.append(ScaleRow(
+            count=count, nodes=nodes, per_gpu_gb=result.memory.per_gpu_bytes / 1e9, fits=result.memory.fits,
+            step_time_s=perf.step_time_s, tokens_per_s=perf.tokens_per_s,
+            tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu,
+            communication_share=perf.communication_s / perf.step_time_s,
+            efficiency=perf.tokens_per_s_per_gpu / base if base else 0.0,
+        ))
+    return rows

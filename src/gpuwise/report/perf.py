@@ -1,0 +1,87 @@
+"""Speed results as tables and JSON: training/inference figures, scaling tables, serving simulations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+from gpuwise.estimate.estimate import Estimate
+from gpuwise.estimate.perf import InferPerf, TrainPerf
+from gpuwise.estimate.scaling import ScaleRow
+from gpuwise.estimate.serving import LoadResult, ServingReport
+
+
+def scale_row_json(row: ScaleRow) -> dict[str, Any]:
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in row.__dict__.items()}
+
+
+def scale_table(model: str, gpu: str, rows: list[ScaleRow]) -> Table:
+    table = Table(title=f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "
+                        "that fits)", title_justify="left")
+    for header in ("GPUs", "nodes", "GB/GPU", "fits", "step s", "tokens/s", "tokens/s/GPU", "comm share",
+                   "efficiency"):
+        table.add_column(header, justify="right")
+    for r in rows:
+        table.add_row(str(r.count), str(r.nodes), f"{r.per_gpu_gb:,.1f}", "yes" if r.fits else "[red]no[/red]",
+                      f"{r.step_time_s:,.3f}", f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s_per_gpu:,.0f}",
+                      f"{r.communication_share:.0%}", f"{r.efficiency:.0%}" if r.efficiency else "—")
+    return table
+
+
+def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {
+        "qps": round(result.qps, 4), "requests": result.requests,
+        "ttft_ms": dict(zip(("p50", "p90", "p99"), (round(v, 3) for v in result.ttft_ms), strict=True)),
+        "e2e_ms": dict(zip(("p50", "p90", "p99"), (round(v, 3) for v in result.e2e_ms), strict=True)),
+        "mean_queue_ms": round(result.mean_queue_ms, 3), "mean_batch": round(result.mean_batch, 2),
+        "throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1), "saturated": result.saturated,
+    }
+
+
+def serving_json(report: ServingReport) -> dict[str, Any]:
+    return {"at_rate": _load_json(report.at_rate), "slo_p99_ms": report.slo_p99_ms, "slo": report.slo_key,
+            "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
+            "kv_capacity_tokens": int(report.kv_capacity_tokens)}
+
+
+def serving_view(report: ServingReport) -> Group:
+    table = Table(title="latency under load (simulated continuous batching)", title_justify="left")
+    for header in ("rate QPS", "TTFT P50/P90/P99 ms", "end-to-end P50/P90/P99 ms", "mean batch", "tokens/s", "note"):
+        table.add_column(header, justify="right")
+    for result in (report.at_rate, report.at_max):
+        if result is None:
+            continue
+        table.add_row(f"{result.qps:,.2f}", "/".join(f"{v:,.0f}" for v in result.ttft_ms),
+                      "/".join(f"{v:,.0f}" for v in result.e2e_ms), f"{result.mean_batch:.1f}",
+                      f"{result.throughput_tokens_per_s:,.0f}", "saturated" if result.saturated else "")
+    lines: list[Any] = [table, f"KV cache room: {report.kv_capacity_tokens:,.0f} tokens; batch limit "
+                               f"{report.max_batch} sequences"]
+    if report.slo_p99_ms is not None:
+        lines.append(f"highest rate with P99 {report.slo_key} <= {report.slo_p99_ms:,.0f} ms: "
+                     + (f"[bold]{report.max_qps:,.2f} QPS[/bold]" if report.max_qps else
+                        "[red]none: even a trickle of requests misses the SLO[/red]"))
+    return Group(*lines)
+
+
+def perf_lines(est: Estimate) -> str:
+    perf = est.perf
+    if isinstance(perf, TrainPerf):
+        text = (f"step {perf.step_time_s:,.3f} s, {perf.tokens_per_s:,.0f} tokens/s "
+                f"({perf.tokens_per_s_per_gpu:,.0f} per GPU), MFU {perf.mfu:.0%}, {perf.bound}-bound")
+        if perf.epoch_time_s:
+            text += f"; epoch {perf.epoch_time_s / 3600:,.2f} h"
+    elif isinstance(perf, InferPerf):
+        if perf.samples_per_s is not None:
+            text = f"{perf.samples_per_s:,.1f} samples/s, {perf.bound}-bound"
+        else:
+            text = (f"TTFT {perf.ttft_ms:,.1f} ms, TPOT {perf.tpot_ms:,.2f} ms, "
+                    f"{perf.decode_tokens_per_s:,.0f} tokens/s while decoding, end-to-end {perf.e2e_latency_ms:,.0f} "
+                    f"ms, {perf.bound}-bound")
+    else:
+        return ""
+    top = ", ".join(f"{name} {share:.0%}" for name, share in perf.top_ops[:5])
+    return f"[bold]speed:[/bold] {text}\n[dim]time by operator: {top}[/dim]"

@@ -1,0 +1,152 @@
+"""The speed model against hand-worked rooflines, collectives and queueing theory, plus its invariants."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuwise.catalog import Catalog
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.parallel import all_reduce_s, pipeline_bubble
+from gpuwise.estimate.perf import InferPerf, TrainPerf, decode_step_s
+from gpuwise.estimate.roofline import Op, machine, op_time
+from gpuwise.estimate.serving import Request, percentile, poisson_requests, simulate
+from gpuwise.workload.job import InferJob, TrainJob
+from gpuwise.workload.resolve import resolve_model
+
+
+def test_a_single_large_gemm_is_compute_bound_at_the_measured_efficiency(shipped: Catalog) -> None:
+    h100 = shipped.gpus["h100-sxm-80gb"]
+    m = machine(h100, "bf16")
+    n = 8192  # 8192^3 GEMM: 2n^3 = 1.1e12 FLOP, 3 x 8192^2 x 2 B = 403 MB
+    op = Op("gemm", "gemm", 2 * n**3, 3 * n * n * 2)
+    seconds, bound = op_time(op, m)
+    efficiency = 794.5 / 989.5  # mamf-finder's H100 SXM maximum
+    size = op.flops / (op.flops + 2e9)
+    assert bound == "compute"
+    assert seconds == pytest.approx(op.flops / (989.5e12 * efficiency * size) + C.KERNEL_OVERHEAD.value)
+
+
+def test_a_7b_decode_step_is_the_weights_over_the_bandwidth(shipped: Catalog) -> None:
+    gpu = shipped.gpus["a100-sxm-80gb"]
+    arch = resolve_model("llama-2-7b")
+    step = decode_step_s(arch, InferJob(batch=1), gpu, shipped, batch=1, context=128)
+    floor = arch.total_params * 2 / (2039e9 * C.MEMORY_EFFICIENCY.value)  # 13.5 GB / 1.79 TB/s = 7.5 ms
+    assert floor < step < floor * 1.25  # plus KV reads, activations and kernel floors
+
+
+def test_ring_all_reduce_of_8_gpus_over_nvlink4(shipped: Catalog) -> None:
+    link = shipped.interconnects["nvlink4"]
+    seconds = all_reduce_s(1e9, 8, link)
+    assert seconds == pytest.approx(2 * 7 / 8 * 1e9 / 370e9 + 10e-6)  # 4.7 ms + latency
+    assert all_reduce_s(1e9, 1, link) == 0.0
+
+
+def test_pipeline_bubble() -> None:
+    assert pipeline_bubble(4, 4) == pytest.approx(3 / 7)
+    assert pipeline_bubble(1, 8) == 0.0
+
+
+def test_mfu_uses_the_dense_peak_of_the_matmul_dtype(shipped: Catalog) -> None:
+    arch = resolve_model("llama-3.1-8b")
+    gpu = shipped.gpus["h100-sxm-80gb"]
+    bf16 = estimate(arch, TrainJob(count=8, zero=3, batch=2, seq=4096), gpu, shipped).perf
+    fp8 = estimate(arch, TrainJob(count=8, zero=3, batch=2, seq=4096, precision="fp8"), gpu, shipped).perf
+    assert isinstance(bf16, TrainPerf) and isinstance(fp8, TrainPerf)
+    assert 0.2 < bf16.mfu < 0.8
+    assert fp8.tokens_per_s > bf16.tokens_per_s  # faster ...
+    assert fp8.mfu < bf16.mfu  # ... but measured against a peak twice as high
+
+
+def test_geforce_without_p2p_pays_for_host_memory_hops(shipped: Catalog) -> None:
+    arch = resolve_model("llama-3.2-1b")
+    job = TrainJob(count=4, batch=4, seq=2048)
+    rtx = estimate(arch, job, shipped.gpus["rtx-4090"], shipped).perf
+    assert isinstance(rtx, TrainPerf) and rtx.communication_s > 0
+    pro = estimate(arch, job, shipped.gpus["rtx-6000-ada"], shipped).perf  # P2P over PCIe
+    assert isinstance(pro, TrainPerf) and pro.communication_s < rtx.communication_s
+
+
+def test_inference_keys_and_decode_throughput(shipped: Catalog) -> None:
+    perf = estimate(resolve_model("llama-3.1-8b"), InferJob(batch=8, input_len=1024, output_len=256),
+                    shipped.gpus["l40s"], shipped).perf
+    assert isinstance(perf, InferPerf) and perf.tpot_ms and perf.ttft_ms and perf.e2e_latency_ms
+    assert perf.decode_tokens_per_s == pytest.approx(8 / (perf.tpot_ms / 1e3))
+    assert perf.e2e_latency_ms == pytest.approx(perf.ttft_ms + 255 * perf.tpot_ms)
+    assert perf.samples_per_s is None  # a decoder reports tokens, not samples
+
+
+def test_encoders_report_samples_per_second(shipped: Catalog) -> None:
+    perf = estimate(resolve_model("bert-base-uncased"), InferJob(batch=8, input_len=128, output_len=0),
+                    shipped.gpus["a100-sxm-80gb"], shipped).perf
+    assert isinstance(perf, InferPerf) and perf.samples_per_s and perf.tpot_ms is None
+
+
+# ---- properties ------------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 64), context=st.integers(64, 32768))
+def test_more_bandwidth_never_slows_decode(shipped: Catalog, batch: int, context: int) -> None:
+    arch = resolve_model("llama-3.1-8b")
+    job = InferJob(batch=batch)
+    slow = decode_step_s(arch, job, shipped.gpus["h100-pcie-80gb"], shipped, batch=batch, context=context)
+    fast = decode_step_s(arch, job, shipped.gpus["h100-sxm-80gb"], shipped, batch=batch, context=context)
+    assert fast <= slow
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.integers(1, 32), seq=st.sampled_from([512, 1024, 2048, 4096]))
+def test_doubling_batch_at_least_does_not_halve_tokens_per_s(shipped: Catalog, batch: int, seq: int) -> None:
+    arch, gpu = resolve_model("qwen2.5-1.5b"), shipped.gpus["a100-sxm-80gb"]
+    one = estimate(arch, TrainJob(batch=batch, seq=seq), gpu, shipped).perf
+    two = estimate(arch, TrainJob(batch=2 * batch, seq=seq), gpu, shipped).perf
+    assert isinstance(one, TrainPerf) and isinstance(two, TrainPerf)
+    assert two.tokens_per_s >= one.tokens_per_s * 0.99
+
+
+@pytest.mark.parametrize("count", [2, 4, 8, 16, 32])
+def test_more_gpus_never_raise_per_gpu_memory_under_zero3(shipped: Catalog, count: int) -> None:
+    arch, gpu = resolve_model("llama-3.1-70b"), shipped.gpus["h100-sxm-80gb"]
+    fewer = estimate(arch, TrainJob(count=count, zero=3), gpu).memory.per_gpu_bytes
+    more = estimate(arch, TrainJob(count=2 * count, zero=3), gpu).memory.per_gpu_bytes
+    assert more <= fewer
+
+
+# ---- the serving simulator ---------------------------------------------------------------------------
+def test_simulator_matches_mm1_in_the_degenerate_case() -> None:
+    # one sequence at a time, exponential service (geometric output length x fixed step), instant prefill:
+    # an M/M/1 queue with mean wait rho / (mu - lambda)
+    step, mean_out, rate = 0.001, 50, 10.0
+    requests = poisson_requests(rate, 20000, 1, mean_out, seed=7, exponential_lengths=True)
+    result = simulate(requests, decode_step=lambda b, c: step, prefill=lambda t: 0.0, max_batch=1,
+                      kv_capacity_tokens=1e12)
+    service = sum(r.output_len for r in requests) / len(requests) * step  # ~50 ms
+    mu = 1 / service
+    rho = rate / mu
+    expected_wait_ms = rho / (mu - rate) * 1e3
+    assert result.mean_queue_ms == pytest.approx(expected_wait_ms, rel=0.15)
+
+
+def test_simulator_is_deterministic_under_a_seed() -> None:
+    a = poisson_requests(5.0, 300, 100, 20, seed=3, exponential_lengths=True)
+    b = poisson_requests(5.0, 300, 100, 20, seed=3, exponential_lengths=True)
+    assert a == b
+    run = [simulate(x, decode_step=lambda b, c: 0.01, prefill=lambda t: 0.02, max_batch=8,
+                    kv_capacity_tokens=10_000) for x in (a, b)]
+    assert run[0] == run[1]
+
+
+def test_batching_shares_steps_and_kv_capacity_limits_admission() -> None:
+    burst = [Request(0.0, 10, 5) for _ in range(4)]
+    wide = simulate(burst, decode_step=lambda b, c: 0.01, prefill=lambda t: 0.0, max_batch=4,
+                    kv_capacity_tokens=1e9)
+    narrow = simulate(burst, decode_step=lambda b, c: 0.01, prefill=lambda t: 0.0, max_batch=4,
+                      kv_capacity_tokens=15)  # room for one 10+5-token sequence at a time
+    assert wide.e2e_ms[2] == pytest.approx(40.0)  # prefill step gives token 1, four decode steps the rest
+    assert narrow.e2e_ms[2] > 3 * wide.e2e_ms[2]
+
+
+def test_percentile() -> None:
+    assert percentile([1, 2, 3, 4, 5], 0.5) == 3
+    assert percentile([0, 10], 0.9) == pytest.approx(9)
