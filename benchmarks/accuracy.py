@@ -78,6 +78,14 @@ def evaluate(metric: str) -> list[dict[str, Any]]:
     return [run_case(runner, case) for case in load_cases(metric)]
 
 
+def percentile_of(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     errors = [abs(r["error_pct"]) for r in rows if "error_pct" in r]
     return {"cases": len(rows), "scored": len(errors),
@@ -108,6 +116,12 @@ def main() -> int:
     s = summary(rows)
     print(f"\n{ns.metric}: {s['scored']}/{s['cases']} cases, median |error| {s['median_abs_pct']:.1f}%, "
           f"max {s['max_abs_pct']:.1f}%")
+    keys = sorted({c["key"] for c in load_cases(ns.metric)})
+    if len(keys) > 1:
+        for key in keys:
+            part = summary([r for r, c in zip(rows, load_cases(ns.metric), strict=True) if c["key"] == key])
+            print(f"  {key}: {part['scored']} cases, median |error| {part['median_abs_pct']:.1f}%, "
+                  f"max {part['max_abs_pct']:.1f}%")
     return 0
 
 

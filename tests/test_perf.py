@@ -150,3 +150,22 @@ def test_batching_shares_steps_and_kv_capacity_limits_admission() -> None:
 def test_percentile() -> None:
     assert percentile([1, 2, 3, 4, 5], 0.5) == 3
     assert percentile([0, 10], 0.9) == pytest.approx(9)
+
+
+def test_every_speed_figure_carries_a_band_from_the_measured_errors(shipped: Catalog) -> None:
+    from gpuwise.estimate.bands import _regimes, band
+    from gpuwise.report.estimate import estimate_json
+
+    regimes = _regimes()
+    assert {"train", "decode", "prefill"} <= set(regimes)
+    for ratios in regimes.values():
+        assert 0 < ratios["low_ratio"] <= ratios["high_ratio"] and ratios["cases"] >= 2
+    low, _ = band("train", "tokens_per_s", 1000.0) or (0, 0)
+    assert low == pytest.approx(1000 * regimes["train"]["low_ratio"])
+    t_low, _ = band("train", "step_time_s", 2.0) or (0, 0)  # times scale inversely
+    assert t_low == pytest.approx(2.0 / regimes["train"]["high_ratio"])
+    doc = estimate_json(estimate(resolve_model("llama-3.1-8b"), TrainJob(), shipped.gpus["h100-sxm-80gb"], shipped))
+    figures = doc["perf"]["train"]
+    for key, likely in figures["band"].items():
+        assert likely["low"] < likely["high"], key
+    assert set(figures["band"]) >= {"tokens_per_s", "step_time_s", "mfu"}

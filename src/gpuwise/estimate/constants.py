@@ -102,11 +102,12 @@ GEMM_EFFICIENCY_BY_GPU = {
                                   "2048^3 matmul 167.1 TFLOPS, above the 165.2 spec (boost clock); capped at 0.95"),
 }
 GEMM_EFFICIENCY_BY_ARCH = {
-    # architecture (lower case, first word) -> fraction of dense peak when the card itself was not measured
-    "ampere": GEMM_EFFICIENCY_BY_GPU[("a100-sxm-80gb", "bf16")],
-    "hopper": GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "bf16")],
-    "blackwell": GEMM_EFFICIENCY_BY_GPU[("b200-sxm-180gb", "bf16")],
-    "ada": GEMM_EFFICIENCY_BY_GPU[("rtx-4090", "fp16")],
+    # (architecture, segment) -> fraction of dense peak when the card itself was not measured; a measurement
+    # stands only for cards of its own segment (GeForce boost clocks run above spec, data-center cards at TDP)
+    ("ampere", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("a100-sxm-80gb", "bf16")],
+    ("hopper", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "bf16")],
+    ("blackwell", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("b200-sxm-180gb", "bf16")],
+    ("ada", "consumer"): GEMM_EFFICIENCY_BY_GPU[("rtx-4090", "fp16")],
 }
 GEMM_EFFICIENCY_FP8_HOPPER = GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "fp8")]
 GEMM_EFFICIENCY_DEFAULT = Constant(0.75, "fraction", "gpuwise assumption for chips without a published matmul "

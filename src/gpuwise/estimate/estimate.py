@@ -30,12 +30,12 @@ class Estimate:
         return "train" if isinstance(self.job, TrainJob) else "infer"
 
 
-def _require_transformer(arch: Architecture) -> None:
-    if arch.kind in ("cnn", "unet"):
-        weights_gb = weight_bytes(arch, "fp16") / 1e9 if arch.kind == "unet" else arch.total_params * 4 / 1e9
+def _require_modelled(arch: Architecture) -> None:
+    if arch.kind == "unet":
+        weights_gb = weight_bytes(arch, "fp16") / 1e9
         raise NotEstimable(
-            f"{arch.name} is a {arch.kind.upper()} model: gpuwise models transformer activations only "
-            f"({arch.total_params:,} parameters, {weights_gb:.2f} GB of weights)"
+            f"{arch.name} is a UNET model: gpuwise models transformers and ResNets only "
+            f"({arch.total_params:,} parameters, {weights_gb:.2f} GB of fp16 weights)"
         )
 
 
@@ -68,7 +68,7 @@ def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str,
 def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = None, *,
              calibration: Calibration | None = None) -> Estimate:
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
-    _require_transformer(arch)
+    _require_modelled(arch)
     if isinstance(job, TrainJob):
         memory = training_memory(arch, job, capacity_bytes=gpu.memory_bytes)
     else:

@@ -176,6 +176,14 @@ def _trained_groups(job: TrainJob) -> tuple[str, ...]:
 
 
 def activations(arch: Architecture, job: TrainJob) -> float:
+    if arch.kind == "cnn":
+        from gpuwise.estimate.cnn import activation_bytes_per_image
+
+        return job.batch * activation_bytes_per_image(arch.config, compute_bytes(job.precision))
+    return _transformer_activations(arch, job)
+
+
+def _transformer_activations(arch: Architecture, job: TrainJob) -> float:
     """Activation bytes on the busiest GPU (the first pipeline stage holds pp micro-batches in flight).
 
     Full checkpointing keeps each layer's input; the backward pass then recomputes one layer at a time,

@@ -167,10 +167,17 @@ def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog
     return tp_s + exposed, slowdown
 
 
+def _cnn_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[Op], list[Op]]:
+    from gpuwise.estimate.cnn import conv_ops
+
+    ops = conv_ops(arch.config, batch=job.batch, act_bytes=compute_bytes(job.precision), train=True)
+    return ops, [], []
+
+
 def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
                calibration: Calibration | None = None) -> TrainPerf:
     m = machine(gpu, _train_dtype(job.precision), calibration=calibration)
-    fwd, bwd, recompute = _micro_batch_ops(arch, job)
+    fwd, bwd, recompute = _cnn_ops(arch, job) if arch.kind == "cnn" else _micro_batch_ops(arch, job)
     t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
     per_micro = t_fwd.seconds + t_bwd.seconds + t_re.seconds
     microbatches = _steps_per_update(job)
@@ -184,10 +191,16 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
     comm, slowdown = _communication(arch, job, gpu, catalog, microbatches, window)
     compute = microbatches * per_micro + update.seconds
     step = compute + bubble + comm + slowdown
-    tokens_per_step = job.data_parallel * microbatches * job.batch * job.seq
+    seq = 1 if arch.kind == "cnn" else job.seq  # a CNN "token" is an image
+    tokens_per_step = job.data_parallel * microbatches * job.batch * seq
     tokens_per_s = tokens_per_step / step
     peak = gpu.peak_flops("fp8" if job.precision == "fp8" else ("fp16" if job.precision == "fp16" else "bf16"))
-    flops_per_token = model_flops_per_token(arch, job.seq, weight_gradients=not job.trains_adapters)
+    if arch.kind == "cnn":
+        from gpuwise.estimate.cnn import forward_flops_per_image
+
+        flops_per_token = 3 * forward_flops_per_image(arch.config)
+    else:
+        flops_per_token = model_flops_per_token(arch, job.seq, weight_gradients=not job.trains_adapters)
     mfu = flops_per_token * tokens_per_s / (job.count * (peak or m.peak_flops))
     by_op = _merge([t_fwd.by_op, t_bwd.by_op, t_re.by_op], microbatches)
     by_op["optimizer_step"] = update.seconds
@@ -197,7 +210,7 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
         "compute" if (t_fwd.compute_s + t_bwd.compute_s) >= (t_fwd.memory_s + t_bwd.memory_s) else "memory")
     return TrainPerf(
         step_time_s=step, tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=tokens_per_s / job.count,
-        samples_per_s=tokens_per_s / job.seq, mfu=mfu,
+        samples_per_s=tokens_per_s / seq, mfu=mfu,
         epoch_time_s=job.tokens / tokens_per_s if job.tokens else None, bound=bound, compute_s=compute,
         communication_s=comm + slowdown, bubble_s=bubble, top_ops=_top(by_op, step),
         assumptions=_train_assumptions(m, job, microbatches),
@@ -231,7 +244,8 @@ def _train_assumptions(m: Machine, job: TrainJob, microbatches: int) -> tuple[st
 
 # ---------------------------------------------------------------- inference
 def _infer_dtype(quant: str) -> Dtype:
-    return {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16", "int8": "int8"}.get(quant, "fp16")  # type: ignore[return-value]
+    dtype = {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16", "int8": "int8"}.get(quant, "fp16")
+    return dtype  # type: ignore[return-value]
 
 
 def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
@@ -239,6 +253,15 @@ def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float
     return Pass(batch=job.batch, query=query, context=context, act_bytes=4 if job.quant == "fp32" else 2,
                 weight_bytes=bits / 8, kv_bytes=_KV_BYTES[job.kv_dtype], tp=job.tp, flash=job.flash_attn,
                 logits_tokens=job.batch)
+
+
+def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
+    """Batched GEMMs on weight-only formats (AWQ/GPTQ/GGUF) unpack the weights to fp16 first (AutoAWQ's GEMM path
+    above its batch threshold, llama.cpp's cuBLAS path): read the packed weights, write and read fp16 copies."""
+    if job.quant not in ("awq-int4", "gptq-int4", "gguf-q4_k_m", "gguf-q8_0"):
+        return []
+    linear = arch.params.linear / job.tp
+    return [Op("dequantize", "memory", 0.0, linear * (_LINEAR_BITS[job.quant] / 8 + 2 + 2), 7 * arch.layers)]
 
 
 def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
@@ -252,9 +275,15 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
 def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
                calibration: Calibration | None = None) -> InferPerf:
     m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
+    if arch.kind == "cnn":
+        from gpuwise.estimate.cnn import conv_ops
+
+        images = phase_time(conv_ops(arch.config, batch=job.batch, act_bytes=2, train=False), m)
+        return InferPerf(bound=images.bound, top_ops=_top(images.by_op, images.seconds),
+                         samples_per_s=job.batch / images.seconds, assumptions=_infer_assumptions(m))
     causal = arch.kind == "decoder"
     prefill_pass = _infer_pass(arch, job, query=job.input_len, context=job.input_len / 2 if causal else job.input_len)
-    prefill = phase_time(forward_ops(arch, prefill_pass), m)
+    prefill = phase_time(forward_ops(arch, prefill_pass) + _dequantize(arch, job), m)
     prefill_s = prefill.seconds + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=_top(prefill.by_op, prefill.seconds),
@@ -286,7 +315,7 @@ def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, 
     batch = max(1, round(tokens / job.input_len))
     shaped = job.model_copy(update={"batch": batch})
     p = _infer_pass(arch, shaped, query=job.input_len, context=job.input_len / 2)
-    return phase_time(forward_ops(arch, p), m).seconds + _tp_comm_s(arch, shaped, tokens, gpu, catalog)
+    return phase_time(forward_ops(arch, p) + _dequantize(arch, shaped), m).seconds + _tp_comm_s(arch, shaped, tokens, gpu, catalog)
 
 
 def _infer_assumptions(m: Machine) -> tuple[str, ...]:

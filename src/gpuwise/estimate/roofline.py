@@ -64,7 +64,7 @@ def gemm_efficiency(gpu: GPU, dtype: str) -> float:
     if measured is None and dtype == "fp8" and _arch_key(gpu) == "hopper":
         measured = C.GEMM_EFFICIENCY_FP8_HOPPER
     if measured is None and gpu.vendor == "nvidia":
-        measured = C.GEMM_EFFICIENCY_BY_ARCH.get(_arch_key(gpu))
+        measured = C.GEMM_EFFICIENCY_BY_ARCH.get((_arch_key(gpu), gpu.segment))
     return (measured or C.GEMM_EFFICIENCY_DEFAULT).value
 
 

@@ -45,6 +45,10 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
     """Live activations of the prefill of the whole batch: residual, MLP tensors, scores without FlashAttention,
     and fp32 logits of the last position of each sequence."""
     e = 4 if job.quant == "fp32" else 2
+    if arch.kind == "cnn":
+        from gpuwise.estimate.cnn import convolutions
+
+        return 2.0 * job.batch * max(c.out_hw**2 * c.c_out for c in convolutions(arch.config)) * e
     tokens = job.batch * job.input_len
     width = arch.intermediate * max(arch.experts_per_token, 1) / job.tp
     live = e * tokens * (2 * arch.hidden + 3 * width)
@@ -104,5 +108,5 @@ def _warnings(arch: Architecture, job: InferJob) -> tuple[str, ...]:
     if arch.max_positions and job.context > arch.max_positions:
         warnings.append(f"context {job.context} exceeds the model's {arch.max_positions} positions")
     if not arch.decoder_layers:
-        warnings.append(f"{arch.name} is an encoder model: no KV cache, the workspace is one forward pass")
+        warnings.append(f"{arch.name} is not a generative model: no KV cache, the workspace is one forward pass")
     return tuple(warnings)

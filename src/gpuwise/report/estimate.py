@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from gpuwise.estimate.bands import band
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.perf import InferPerf, TrainPerf
@@ -74,13 +75,26 @@ def perf_json(est: Estimate) -> dict[str, Any]:
         }
         if perf.epoch_time_s is not None:
             train["epoch_time_s"] = perf.epoch_time_s
+        train["band"] = _bands("train", train, ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu",
+                                                "samples_per_s", "mfu", "epoch_time_s"))
         return {"bound": perf.bound, "train": _rounded(train), "top_ops": _ops(perf.top_ops)}
     assert isinstance(perf, InferPerf)
     infer = {k: getattr(perf, k) for k in ("ttft_ms", "tpot_ms", "decode_tokens_per_s", "output_tokens_per_s",
                                            "e2e_latency_ms", "samples_per_s") if getattr(perf, k) is not None}
+    band = _bands("infer", infer, tuple(infer))
     if est.memory.max_concurrency is not None:
         infer["max_concurrency"] = est.memory.max_concurrency
+    infer["band"] = band
     return {"bound": perf.bound, "infer": _rounded(infer), "top_ops": _ops(perf.top_ops)}
+
+
+def _bands(task: str, values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """perf.*.band: the likely range of each figure, from the measured error distribution of its regime."""
+    out = {}
+    for key in keys:
+        if key in values and (likely := band(task, key, values[key])) is not None:
+            out[key] = {"low": round(likely[0], 6), "high": round(likely[1], 6)}
+    return out
 
 
 def _rounded(values: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from gpuwise.estimate.bands import band
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.perf import InferPerf, TrainPerf
 from gpuwise.estimate.scaling import ScaleRow
@@ -67,20 +68,28 @@ def serving_view(report: ServingReport) -> Group:
     return Group(*lines)
 
 
+def _likely(task: str, key: str, value: float, fmt: str) -> str:
+    likely = band(task, key, value)
+    shown = format(value, fmt)
+    return shown if likely is None else f"{shown} (likely {format(likely[0], fmt)}-{format(likely[1], fmt)})"
+
+
 def perf_lines(est: Estimate) -> str:
     perf = est.perf
     if isinstance(perf, TrainPerf):
-        text = (f"step {perf.step_time_s:,.3f} s, {perf.tokens_per_s:,.0f} tokens/s "
-                f"({perf.tokens_per_s_per_gpu:,.0f} per GPU), MFU {perf.mfu:.0%}, {perf.bound}-bound")
+        text = (f"{_likely('train', 'tokens_per_s', perf.tokens_per_s, ',.0f')} tokens/s, step "
+                f"{perf.step_time_s:,.3f} s ({perf.tokens_per_s_per_gpu:,.0f} tokens/s per GPU), MFU {perf.mfu:.0%}, "
+                f"{perf.bound}-bound")
         if perf.epoch_time_s:
-            text += f"; epoch {perf.epoch_time_s / 3600:,.2f} h"
+            text += f"; epoch {_likely('train', 'epoch_time_s', perf.epoch_time_s / 3600, ',.2f')} h"
     elif isinstance(perf, InferPerf):
         if perf.samples_per_s is not None:
-            text = f"{perf.samples_per_s:,.1f} samples/s, {perf.bound}-bound"
+            text = f"{_likely('infer', 'samples_per_s', perf.samples_per_s, ',.1f')} samples/s, {perf.bound}-bound"
         else:
-            text = (f"TTFT {perf.ttft_ms:,.1f} ms, TPOT {perf.tpot_ms:,.2f} ms, "
-                    f"{perf.decode_tokens_per_s:,.0f} tokens/s while decoding, end-to-end {perf.e2e_latency_ms:,.0f} "
-                    f"ms, {perf.bound}-bound")
+            assert perf.ttft_ms is not None and perf.tpot_ms is not None and perf.decode_tokens_per_s is not None
+            text = (f"TTFT {_likely('infer', 'ttft_ms', perf.ttft_ms, ',.1f')} ms, TPOT {perf.tpot_ms:,.2f} ms, "
+                    f"{_likely('infer', 'decode_tokens_per_s', perf.decode_tokens_per_s, ',.0f')} tokens/s while "
+                    f"decoding, end-to-end {perf.e2e_latency_ms:,.0f} ms, {perf.bound}-bound")
     else:
         return ""
     top = ", ".join(f"{name} {share:.0%}" for name, share in perf.top_ops[:5])
