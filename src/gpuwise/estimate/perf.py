@@ -315,7 +315,8 @@ def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, 
     batch = max(1, round(tokens / job.input_len))
     shaped = job.model_copy(update={"batch": batch})
     p = _infer_pass(arch, shaped, query=job.input_len, context=job.input_len / 2)
-    return phase_time(forward_ops(arch, p) + _dequantize(arch, shaped), m).seconds + _tp_comm_s(arch, shaped, tokens, gpu, catalog)
+    compute = phase_time(forward_ops(arch, p) + _dequantize(arch, shaped), m).seconds
+    return compute + _tp_comm_s(arch, shaped, tokens, gpu, catalog)
 
 
 def _infer_assumptions(m: Machine) -> tuple[str, ...]:
