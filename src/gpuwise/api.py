@@ -13,6 +13,7 @@ from typing import Literal
 from gpuwise.catalog import GPU, Catalog, Comparison, compare
 from gpuwise.catalog import load_catalog as _load_catalog
 from gpuwise.errors import ConfigError
+from gpuwise.estimate.cost import Usage
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
 from gpuwise.estimate.fit import FitReport
@@ -20,6 +21,10 @@ from gpuwise.estimate.fit import fit as _fit
 from gpuwise.estimate.load import serving_report
 from gpuwise.estimate.scaling import ScaleRow, scaling
 from gpuwise.estimate.serving import ServingReport
+from gpuwise.estimate.tco_report import TcoReport, tco_report
+from gpuwise.recommend.engine import Recommendation
+from gpuwise.recommend.rank import recommend as _recommend
+from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob, make_job
 from gpuwise.workload.presets import Preset, presets
@@ -149,3 +154,17 @@ def serve_sim(
     assert isinstance(job, InferJob)
     return serving_report(resolve_model(model_name), job, cat.gpu(gpu), cat, qps=qps, p99_ms=p99_ms, slo_key=slo,
                           requests=requests, seed=seed, exponential_lengths=exponential_lengths)
+
+
+def recommend(request: Request, *, catalog_files: CatalogFiles = ()) -> Recommendation:
+    """Rank every GPU x count x buy/rent way to run the request's workloads; see ``gpuwise.recommend.request``."""
+    return _recommend(request, _load_catalog(catalog_files))
+
+
+def tco(gpu: str, *, count: int = 1, price_usd: float | None = None, used: bool = False,
+        hours_per_day: float = 8.0, years: float = 3.0, usd_per_kwh: float = 0.16, pue: float = 1.0,
+        catalog_files: CatalogFiles = ()) -> TcoReport:
+    """Year-by-year cost of owning ``count`` cards against renting them from each catalog offer."""
+    cat = _load_catalog(catalog_files)
+    return tco_report(cat.gpu(gpu), cat, count=count, price_usd=price_usd, used=used,
+                      usage=Usage(hours_per_day=hours_per_day, years=years, usd_per_kwh=usd_per_kwh, pue=pue))

@@ -23,9 +23,10 @@ def _choices(field: str) -> str:
 @guarded
 def estimate_command(
     ctx: typer.Context,
-    model: str = typer.Argument(..., help="Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a "
+    model: str = typer.Argument(None, help="Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a "
                                            "config.json path. `gpuwise models` lists the presets."),
-    gpu: str = typer.Option(..., "--gpu", help="Catalog id or loose name of the GPU: rtx-4090, 'H100 SXM'."),
+    gpu: str = typer.Option(None, "--gpu", help="Catalog id or loose name of the GPU: rtx-4090, 'H100 SXM' "
+                                                "(recommend: not needed)."),
     count: int = typer.Option(1, help="GPUs in the job."),
     task: str = typer.Option("train", help="train or infer."),
     method: str = typer.Option("full", help=f"[train] {_choices('method')}."),
@@ -56,13 +57,50 @@ def estimate_command(
     global_batch: int | None = typer.Option(None, help="[fit] Sequences per optimizer step: gives the "
                                                         "gradient accumulation."),
     emit: str | None = typer.Option(None, help="[fit] 'hf': print matching transformers/PEFT/bitsandbytes settings."),
-    qps: float = typer.Option(10.0, help="[serve-sim] Request rate (Poisson arrivals)."),
+    qps: float = typer.Option(10.0, help="[serve-sim, recommend --task infer] Request rate to sustain."),
     p99_ms: float | None = typer.Option(None, "--p99-ms", help="[serve-sim] P99 latency SLO: also find the "
                                                                "highest rate that meets it."),
     slo: str = typer.Option("e2e", help="[serve-sim] What the SLO bounds: e2e (end-to-end) or ttft."),
     requests: int = typer.Option(400, help="[serve-sim] Requests to simulate."),
     seed: int = typer.Option(0, help="[serve-sim] Random seed (same seed, same answer)."),
     length_dist: str = typer.Option("fixed", help="[serve-sim] Input/output lengths: fixed or exponential."),
+    objective: str = typer.Option("tco", help="[recommend] tco, cost-per-job, time, perf-per-dollar or perf-per-watt.",
+                                  rich_help_panel="Recommend"),
+    buy: bool = typer.Option(False, "--buy", help="[recommend] Consider buying new (default: all three ways).",
+                             rich_help_panel="Recommend"),
+    buy_used: bool = typer.Option(False, "--buy-used", help="[recommend] Consider buying used.",
+                                  rich_help_panel="Recommend"),
+    rent: bool = typer.Option(False, "--rent", help="[recommend] Consider renting.", rich_help_panel="Recommend"),
+    provider: list[str] | None = typer.Option(None, "--provider", help="[recommend] Only these cloud providers.",
+                                              rich_help_panel="Recommend"),
+    budget_usd: float | None = typer.Option(None, help="[recommend] Purchase budget.", rich_help_panel="Recommend"),
+    monthly_budget_usd: float | None = typer.Option(None, help="[recommend] Monthly rental budget.",
+                                                    rich_help_panel="Recommend"),
+    max_gpus: int = typer.Option(64, help="[recommend] Most GPUs to consider.", rich_help_panel="Recommend"),
+    top: int = typer.Option(10, help="[recommend] Options to show.", rich_help_panel="Recommend"),
+    deadline_hours: float | None = typer.Option(None, help="[recommend] A training job must finish within.",
+                                                rich_help_panel="Recommend"),
+    hours_per_day: float = typer.Option(8.0, help="[recommend] Hours of use per day.", rich_help_panel="Recommend"),
+    years: float = typer.Option(3.0, help="[recommend] Horizon.", rich_help_panel="Recommend"),
+    usd_per_kwh: float = typer.Option(0.16, help="[recommend] Electricity price.", rich_help_panel="Recommend"),
+    pue: float = typer.Option(1.0, help="[recommend] Power usage effectiveness (1.0 at home).",
+                              rich_help_panel="Recommend"),
+    psu_watts: float | None = typer.Option(None, help="[recommend] Power supply to fit in.",
+                                           rich_help_panel="Recommend"),
+    chassis: str | None = typer.Option(None, help="[recommend] desktop, workstation or server.",
+                                       rich_help_panel="Recommend"),
+    os_name: str = typer.Option("linux", "--os", help="[recommend] linux, windows or wsl2.",
+                                rich_help_panel="Recommend"),
+    need: list[str] | None = typer.Option(None, "--need", help="[recommend] ecc, mig, nvlink, fp8, bf16, "
+                                          "bitsandbytes, flash-attention-2, vllm (repeatable).",
+                                          rich_help_panel="Recommend"),
+    exclude_vendor: list[str] | None = typer.Option(None, "--exclude-vendor", help="[recommend] nvidia, amd, intel.",
+                                                    rich_help_panel="Recommend"),
+    scenario: Path | None = typer.Option(None, help="[recommend] YAML scenario with everything (workloads, money, "
+                                                    "constraints); flags are then ignored.",
+                                         rich_help_panel="Recommend"),
+    report: Path | None = typer.Option(None, help="[recommend] Also write a Markdown report to this file.",
+                                       rich_help_panel="Recommend"),
     exact: bool = typer.Option(False, "--exact", help="Also count parameters by building the model on PyTorch's "
                                                       "meta device (needs the hf extra and torch)."),
     as_json: bool = JsonOption,
@@ -70,6 +108,10 @@ def estimate_command(
 ) -> None:
     """Per-GPU memory of a training or inference job, component by component."""
     command = ctx.info_name
+    if model is None and not (command == "recommend" and scenario is not None):
+        raise typer.BadParameter("give a MODEL: a preset id, a hub id or a config.json path", param_hint="MODEL")
+    if gpu is None and command != "recommend":
+        raise typer.BadParameter("--gpu is required: a catalog id or loose name such as rtx-4090", param_hint="--gpu")
     if command == "serve-sim":
         task = "infer"
     elif command == "scale":
@@ -88,20 +130,35 @@ def estimate_command(
         raise typer.BadParameter(f"--emit {emit!r} is not accepted; use hf")
     from gpuwise.report import estimate as view
 
+    if command == "recommend":
+        from gpuwise.cli.recommend import run_recommend
+
+        acquisitions = [a for a, on in (("buy-new", buy), ("buy-used", buy_used), ("rent", rent)) if on]
+        run_recommend(model=model, task=task, options=options, files=files, as_json=as_json, scenario=scenario,
+                      report=report, settings=dict(
+                          objective=objective, acquisitions=acquisitions or ["buy-new", "buy-used", "rent"],
+                          providers=provider or None, budget_usd=budget_usd, monthly_budget_usd=monthly_budget_usd,
+                          top=top, usage=dict(hours_per_day=hours_per_day, years=years, usd_per_kwh=usd_per_kwh,
+                                              pue=pue),
+                          constraints=dict(psu_watts=psu_watts, chassis=chassis, max_gpus=max_gpus, os=os_name,
+                                           needs=need or [], exclude_vendors=exclude_vendor or [])),
+                      targets=dict(deadline_hours=deadline_hours, qps=qps if task == "infer" else None,
+                                   p99_ms=p99_ms, tokens=tokens if task == "train" else None))
+        return
     if command in ("scale", "serve-sim"):
         _perf_command(command, model, gpu, files, options, as_json,
                       dict(qps=qps, p99_ms=p99_ms, slo=slo, requests=requests, seed=seed, length_dist=length_dist))
         return
     if ctx.info_name == "fit":
-        report = api.fit(model, gpu=gpu, task=task, catalog_files=files, **options)  # type: ignore[arg-type]
+        fitted = api.fit(model, gpu=gpu, task=task, catalog_files=files, **options)  # type: ignore[arg-type]
         if emit == "hf":
             from gpuwise.report.hf_settings import hf_settings
 
-            typer.echo(hf_settings(report), nl=False)
+            typer.echo(hf_settings(fitted), nl=False)
         elif as_json:
-            print_json(view.fit_json(report))
+            print_json(view.fit_json(fitted))
         else:
-            stdout().print(view.fit_view(report))
+            stdout().print(view.fit_view(fitted))
         return
     result = api.estimate(model, gpu=gpu, task=task, catalog_files=files, **options)  # type: ignore[arg-type]
     exact_count = api.exact_params(model) if exact else None

@@ -7,6 +7,7 @@ import typer
 from gpuwise import __version__
 from gpuwise.cli import catalog
 from gpuwise.cli.estimate import estimate_command, models_command
+from gpuwise.cli.recommend import tco_command
 
 app = typer.Typer(
     name="gpuwise",
@@ -16,6 +17,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(catalog.app, name="catalog", help="Browse GPUs: datasheet figures with sources, dated prices.")
+app.command("recommend", help="Which GPU? Every GPU x count x buy/rent ranked, with reasons for each rejection.")(
+    estimate_command)
+app.command("tco", help="Owning N cards against renting them, year by year, with the break-even usage.")(tco_command)
 app.command("fit", help="Will it fit? Memory breakdown, largest batch, and the changes that make it fit.")(
     estimate_command)
 app.command("estimate", help="Per-GPU memory of a job as a table or the JSON contract (--json).")(estimate_command)

@@ -1,0 +1,254 @@
+"""The recommender: every GPU x count x acquisition, filtered with a reason for each rejection, ranked.
+
+Order of the checks, cheapest first: the card itself (vendor, OS, needed features, stack), the system it
+must sit in when bought (chassis, PSU, slots), the workloads (memory, deadline, SLO via ``evaluate``),
+then money (purchase budget, monthly budget). Deadline-driven sizing falls out of the enumeration: for
+each GPU type and acquisition only the smallest count that meets every target is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gpuwise.catalog import GPU, Catalog, CloudOffer
+from gpuwise.estimate import cost as tco
+from gpuwise.recommend.evaluate import Fit, Rejection, evaluate
+from gpuwise.recommend.request import Request
+from gpuwise.workload.architecture import Architecture
+
+COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
+PSU_HEADROOM = 1.2  # Dettmers / Puget: size the PSU 10-20% above the sustained draw for transients
+SLOTS = {"desktop": 2, "workstation": 4, "server": 8}
+
+
+@dataclass(frozen=True)
+class Option:
+    gpu: str
+    count: int
+    acquisition: str  # buy-new, buy-used, rent:<provider>:<instance>
+    fit: Fit
+    usd_per_hour: float  # owned: TCO spread over the used hours; rented: the bill per hour
+    tco_usd: float
+    cost_per_job_usd: float | None
+    capex_usd: float | None
+    wall_kw: float
+    why: str = ""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def throughput(self) -> float:
+        return self.fit.tokens_per_s or self.fit.qps_capacity or 0.0
+
+
+@dataclass(frozen=True)
+class Rejected:
+    gpu: str
+    count: int
+    acquisition: str
+    code: str
+    reason: str
+    gap: float = 1.0
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    request: Request
+    options: tuple[Option, ...]
+    rejected: tuple[Rejected, ...]
+    pareto: tuple[Option, ...]
+    nearest: tuple[Rejected, ...] = ()
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+
+def card_rejection(gpu: GPU, request: Request, archs: dict[str, Architecture]) -> Rejection | None:
+    c = request.constraints
+    if gpu.vendor in c.exclude_vendors:
+        return Rejection("vendor", f"{gpu.vendor} is excluded")
+    if c.os == "windows" and gpu.software.stack != "cuda":
+        return Rejection("os", f"{gpu.software.stack} has no PyTorch build for native Windows")
+    if gpu.form_factor == "module" and c.os != "linux":
+        return Rejection("os", "Jetson modules run Linux (JetPack) only")
+    features = {"ecc": gpu.ecc, "mig": gpu.mig_max_instances > 0, "nvlink": (gpu.scale_up_link or "").startswith(
+        "nvlink"), "fp8": gpu.software.fp8, "bf16": gpu.software.bf16, "bitsandbytes": gpu.software.bitsandbytes,
+        "flash-attention-2": gpu.software.flash_attention_2, "vllm": gpu.software.vllm}
+    for need in c.needs:
+        if not features[need]:
+            return Rejection("feature", f"no {need}")
+    for workload in request.workloads:
+        o = workload.options
+        if workload.task == "train" and o.get("precision", "bf16") in ("bf16", "pure-bf16") and not (
+                gpu.software.bf16 and gpu.bf16_dense_tflops):
+            return Rejection("feature", "no BF16 tensor cores (use --precision fp16 to consider it)")
+        if o.get("precision") == "fp8" and not gpu.software.fp8:
+            return Rejection("feature", "no FP8 tensor cores")
+        needs_bnb = o.get("method") == "qlora" or str(o.get("optimizer", "")).endswith("8bit")
+        if needs_bnb and not gpu.software.bitsandbytes:
+            return Rejection("stack", f"bitsandbytes has no {gpu.software.stack} build for this card")
+        if workload.task == "infer" and o.get("engine", "vllm") == "vllm" and not gpu.software.vllm:
+            return Rejection("stack", f"vLLM does not run on {gpu.software.stack} for this card")
+    del archs
+    return None
+
+
+def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None:
+    """Checks that apply when the cards are bought and installed: chassis, airflow, slots, power."""
+    c = request.constraints
+    if gpu.form_factor == "module" and c.chassis is not None:
+        return Rejection("chassis", "a Jetson module is a standalone embedded computer, not a card for a "
+                                    f"{c.chassis}")
+    if gpu.form_factor in ("sxm", "oam", "superchip") and c.chassis in ("desktop", "workstation"):
+        board = "an HGX baseboard" if gpu.form_factor == "sxm" else "an OAM/superchip server"
+        return Rejection("chassis", f"{gpu.form_factor.upper()} module needs {board} (server chassis)")
+    if gpu.cooling == "passive" and gpu.form_factor == "pcie" and c.chassis in ("desktop", "workstation"):
+        return Rejection("chassis", "passive data-center card needs server airflow")
+    if c.chassis is not None:
+        nodes = -(-count // SLOTS[c.chassis])
+        if c.chassis != "server" and nodes > 1:
+            return Rejection("chassis", f"{count} cards exceed the {SLOTS[c.chassis]} slots of a {c.chassis}",
+                             count / SLOTS[c.chassis])
+        if c.max_nodes is not None and nodes > c.max_nodes:
+            return Rejection("count", f"needs {nodes} nodes > {c.max_nodes}", nodes / c.max_nodes)
+    if c.psu_watts is not None:
+        draw = (count * gpu.tdp_w + 200.0) * PSU_HEADROOM
+        if draw > c.psu_watts:
+            return Rejection("power", f"{count} x {gpu.tdp_w:,.0f} W + host, with 20% transient headroom, "
+                                      f"exceeds the {c.psu_watts:,.0f} W PSU", draw / c.psu_watts)
+    return None
+
+
+def _acquisitions(gpu: GPU, catalog: Catalog, request: Request) -> list[tuple[str, float | None, CloudOffer | None]]:
+    """(label, unit purchase price or None, offer or None) for each way to get this GPU."""
+    out: list[tuple[str, float | None, CloudOffer | None]] = []
+    price = gpu.price
+    if "buy-new" in request.acquisitions and price and (price.street_usd or price.msrp_usd):
+        out.append(("buy-new", price.street_usd or price.msrp_usd, None))
+    if "buy-used" in request.acquisitions and price and price.used_usd:
+        out.append(("buy-used", price.used_usd, None))
+    if "rent" in request.acquisitions:
+        for offer in catalog.offers_for(gpu.id):
+            if request.providers is None or offer.provider in request.providers:
+                tier = "" if offer.tier == "on-demand" else f"{offer.tier}:"
+                out.append((f"rent:{offer.provider}:{tier}{offer.instance}", None, offer))
+    return out
+
+
+def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudOffer | None, fit: Fit,
+            request: Request) -> Option | Rejected:
+    usage = tco.Usage(**request.usage.model_dump())
+    if offer is not None:
+        if count % offer.gpus:
+            return Rejected(gpu.id, count, label, "offer", f"the instance has {offer.gpus} GPUs; {count} is not a "
+                                                           "multiple")
+        per_hour = tco.rent_usd_per_hour(offer, count)
+        total = tco.rent_cost(offer, count, usage)
+        kw = tco.wall_kw(gpu, count)
+        monthly = per_hour * request.usage.hours_per_day * 365 / 12
+        if request.monthly_budget_usd is not None and monthly > request.monthly_budget_usd:
+            return Rejected(gpu.id, count, label, "budget", f"{monthly:,.0f} USD a month > the monthly budget "
+                                                            f"{request.monthly_budget_usd:,.0f}",
+                            monthly / request.monthly_budget_usd)
+        capex = None
+    else:
+        assert price is not None
+        buy = tco.buy_cost(gpu, count, price, usage)
+        if request.budget_usd is not None and buy.capex_usd > request.budget_usd:
+            return Rejected(gpu.id, count, label, "budget", f"purchase {buy.capex_usd:,.0f} USD (cards + host) > "
+                                                            f"budget {request.budget_usd:,.0f}",
+                            buy.capex_usd / request.budget_usd)
+        total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
+    job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
+    return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw, warnings=_warnings(gpu, label))
+
+
+def _warnings(gpu: GPU, label: str) -> tuple[str, ...]:
+    notes = []
+    if label == "buy-used":
+        notes.append("used card: run `gpuwise burn-in` (memory test, thermals) before paying; mining wear is common")
+    if gpu.power_connector and "16-pin" in gpu.power_connector and not label.startswith("rent"):
+        notes.append("16-pin 12VHPWR/12V-2x6: seat the plug fully and avoid bending the cable near it")
+    if gpu.segment == "consumer" and not gpu.p2p and not label.startswith("rent"):
+        notes.append("no GPU peer-to-peer on GeForce: multi-GPU traffic goes through host memory")
+    return tuple(notes)
+
+
+def candidate_counts(request: Request) -> list[int]:
+    """Counts to try: 1-8 and multiples of 8, within max_gpus and divisible by every workload's TP x PP."""
+    step = 1
+    for w in request.workloads:
+        if w.task == "train":
+            group = int(w.options.get("tp", 1)) * int(w.options.get("pp", 1))
+            step = step * group // _gcd(step, group)
+    return [n for n in COUNTS if n <= request.constraints.max_gpus and n % step == 0]
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture]
+                      ) -> tuple[list[Option], list[Rejected]]:
+    options: list[Option] = []
+    rejected: list[Rejected] = []
+    gpus = [catalog.gpu(g) for g in request.gpus] if request.gpus else list(catalog.gpus.values())
+    has_target = any(w.deadline_hours or w.qps or w.p99_ms for w in request.workloads)
+    for gpu in gpus:
+        ways = _acquisitions(gpu, catalog, request)
+        if not ways:
+            rejected.append(Rejected(gpu.id, 0, "-", "offer", "no price or cloud offer matches the allowed "
+                                                              "acquisitions"))
+            continue
+        problem = card_rejection(gpu, request, archs)
+        if problem is not None:
+            rejected += [Rejected(gpu.id, 0, label, problem.code, problem.reason, problem.gap) for label, _, _ in ways]
+            continue
+        found = _options_for_gpu(gpu, ways, request, catalog, archs, stop_at_first=has_target)
+        options += found[0]
+        rejected += found[1]
+    return options, rejected
+
+
+def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | None]], request: Request,
+                     catalog: Catalog, archs: dict[str, Architecture], *, stop_at_first: bool
+                     ) -> tuple[list[Option], list[Rejected]]:
+    options: list[Option] = []
+    rejected: list[Rejected] = []
+    open_ways = list(ways)
+    for count in candidate_counts(request):
+        if not open_ways:
+            break
+        outcome = evaluate(archs, request.workloads, gpu, catalog, count)
+        still_open = []
+        for label, price, offer in open_ways:
+            if isinstance(outcome, Rejection):
+                rejected.append(Rejected(gpu.id, count, label, outcome.code, outcome.reason, outcome.gap))
+                still_open.append((label, price, offer))
+                continue
+            system = system_rejection(gpu, count, request) if offer is None else None
+            if system is not None:
+                rejected.append(Rejected(gpu.id, count, label, system.code, system.reason, system.gap))
+                continue  # more cards only make the system problem worse
+            made = _option(gpu, count, label, price, offer, outcome, request)
+            if isinstance(made, Rejected):
+                if made.code == "offer":  # this count does not fill whole instances: try the next count
+                    still_open.append((label, price, offer))
+                else:
+                    rejected.append(made)
+                continue
+            options.append(made)
+            if not stop_at_first and count < 8:
+                still_open.append((label, price, offer))
+        open_ways = still_open
+    return options, rejected
+
+
+def best_per_gpu_and_way(options: Iterable[Option], key: object) -> list[Option]:
+    """Keep, for each GPU type and acquisition, the best count by the ranking key."""
+    best: dict[tuple[str, str], Option] = {}
+    for option in options:
+        slot = (option.gpu, option.acquisition)
+        if slot not in best or key(option) < key(best[slot]):  # type: ignore[operator]
+            best[slot] = option
+    return list(best.values())

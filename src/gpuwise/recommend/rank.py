@@ -1,0 +1,94 @@
+"""Ranking by the user's objective, the cost-vs-time Pareto front, and a plain reason for every option."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpuwise.catalog import Catalog
+from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
+from gpuwise.recommend.request import Request
+from gpuwise.workload.resolve import resolve_model
+
+
+def _time(option: Option) -> float:
+    if option.fit.job_hours is not None:
+        return option.fit.job_hours
+    return option.fit.p99_ms or 0.0
+
+
+def ranking_key(objective: str) -> Callable[[Option], tuple[float, float]]:
+    """Smaller is better; ties broken by total cost."""
+    def key(o: Option) -> tuple[float, float]:
+        if objective == "cost-per-job":
+            primary = o.cost_per_job_usd if o.cost_per_job_usd is not None else o.usd_per_hour
+        elif objective == "time":
+            primary = _time(o)
+        elif objective == "perf-per-dollar":
+            primary = -o.throughput / max(o.tco_usd, 1e-9)
+        elif objective == "perf-per-watt":
+            primary = -o.throughput / max(o.wall_kw, 1e-9)
+        else:
+            primary = o.tco_usd
+        return primary, o.tco_usd
+    return key
+
+
+def pareto_front(options: list[Option]) -> list[Option]:
+    """Options no other option beats on both total cost and time (time per job, or P99 latency)."""
+    front = []
+    for o in options:
+        dominated = any(
+            (p.tco_usd <= o.tco_usd and _time(p) <= _time(o)) and (p.tco_usd < o.tco_usd or _time(p) < _time(o))
+            for p in options
+        )
+        if not dominated:
+            front.append(o)
+    return sorted(front, key=lambda o: o.tco_usd)
+
+
+def _why(option: Option, rank: int, best: Option | None, request: Request, capacity_gb: float) -> str:
+    u = request.usage
+    parts = [f"{option.fit.per_gpu_gb:,.1f} of {capacity_gb:,.0f} GB per GPU"]
+    if option.fit.job_hours is not None:
+        parts.append(f"{option.fit.job_hours:,.1f} h per job")
+    if option.fit.qps_capacity is not None:
+        parts.append(f"{option.fit.qps_capacity:,.1f} QPS within the SLO (TP {option.fit.tp})")
+    horizon = f"{option.tco_usd:,.0f} USD over {u.years:g} y at {u.hours_per_day:g} h/day"
+    if rank == 0:
+        lead = f"best by {request.objective}: {horizon}"
+    elif best is not None:
+        lead = f"{option.tco_usd / max(best.tco_usd, 1e-9):.2f}x the winner's cost: {horizon}"
+    else:
+        lead = horizon
+    return "; ".join([lead, *parts])
+
+
+def _nearest(rejected: list[Rejected]) -> tuple[Rejected, ...]:
+    """When nothing qualifies: the rejections closest to acceptable, one per GPU type."""
+    best: dict[str, Rejected] = {}
+    for r in rejected:
+        if r.count and (r.gpu not in best or r.gap < best[r.gpu].gap):
+            best[r.gpu] = r
+    return tuple(sorted(best.values(), key=lambda r: r.gap)[:5])
+
+
+def recommend(request: Request, catalog: Catalog) -> Recommendation:
+    archs = {w.model: resolve_model(w.model) for w in request.workloads}
+    options, rejected = enumerate_options(request, catalog, archs)
+    key = ranking_key(request.objective)
+    best = sorted(best_per_gpu_and_way(options, key), key=key)
+    winner = best[0] if best else None
+    explained = tuple(
+        Option(**{**o.__dict__, "why": _why(o, i, winner, request, catalog.gpus[o.gpu].memory_bytes / 1e9)})
+        for i, o in enumerate(best)
+    )
+    assumptions = (
+        "training on several GPUs shards with ZeRO-3/FSDP over nodes of 8; serving uses the smallest TP that fits, "
+        "then replicas planned at 80% of saturation",
+        "buying: cards + host share + energy (GPUs at 70% of TDP + host) x PUE + expected repairs - residual value; "
+        "renting: the on-demand list price (storage and egress not included)",
+        f"prices as of their catalog dates; {request.usage.hours_per_day:g} h/day for {request.usage.years:g} years "
+        f"at {request.usage.usd_per_kwh:g} USD/kWh, PUE {request.usage.pue:g}",
+    )
+    return Recommendation(request, explained, tuple(rejected), tuple(pareto_front(list(best))),
+                          nearest=() if explained else _nearest(rejected), assumptions=assumptions)

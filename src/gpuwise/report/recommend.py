@@ -1,0 +1,150 @@
+"""Recommendations and TCO as rich tables, JSON and Markdown."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+from gpuwise.estimate.tco_report import TcoReport
+from gpuwise.recommend.engine import Option, Recommendation, Rejected
+
+
+def _time_text(o: Option) -> str:
+    if o.fit.job_hours is not None:
+        return f"{o.fit.job_hours:,.1f} h/job"
+    if o.fit.qps_capacity is not None:
+        return f"{o.fit.qps_capacity:,.1f} QPS, P99 {o.fit.p99_ms:,.0f} ms"
+    return "—"
+
+
+def option_json(o: Option) -> dict[str, Any]:
+    return {
+        "gpu": o.gpu, "count": o.count, "acquisition": o.acquisition, "fits": True,
+        "per_gpu_gb": round(o.fit.per_gpu_gb, 3), "job_hours": o.fit.job_hours, "tokens_per_s": o.fit.tokens_per_s,
+        "qps_capacity": o.fit.qps_capacity, "p99_ms": o.fit.p99_ms, "tp": o.fit.tp,
+        "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
+        "usd_per_hour": round(o.usd_per_hour, 4),
+        "capex_usd": o.capex_usd, "wall_kw": round(o.wall_kw, 3), "why": o.why, "warnings": list(o.warnings),
+    }
+
+
+def rejected_json(r: Rejected) -> dict[str, Any]:
+    return {"gpu": r.gpu, "count": r.count, "acquisition": r.acquisition, "code": r.code, "reason": r.reason}
+
+
+def recommendation_json(rec: Recommendation) -> dict[str, Any]:
+    return {
+        "request": rec.request.model_dump(mode="json"),
+        "options": [option_json(o) for o in rec.options[: rec.request.top]],
+        "pareto": [{"gpu": o.gpu, "count": o.count, "acquisition": o.acquisition, "tco_usd": round(o.tco_usd, 2),
+                    "time": o.fit.job_hours if o.fit.job_hours is not None else o.fit.p99_ms} for o in rec.pareto],
+        "rejected": [rejected_json(r) for r in rec.rejected],
+        "nearest": [rejected_json(r) for r in rec.nearest],
+        "assumptions": list(rec.assumptions),
+    }
+
+
+def _groups(rejected: tuple[Rejected, ...]) -> list[tuple[str, int, list[str]]]:
+    by_code: dict[str, list[Rejected]] = defaultdict(list)
+    for r in rejected:
+        by_code[r.code].append(r)
+    out = []
+    for code, items in sorted(by_code.items(), key=lambda kv: -len(kv[1])):
+        examples: list[str] = []
+        for r in items:
+            text = f"{r.count} x {r.gpu}: {r.reason}" if r.count else f"{r.gpu}: {r.reason}"
+            if len(examples) < 3 and r.gpu not in " ".join(examples):
+                examples.append(text)
+        out.append((code, len(items), examples))
+    return out
+
+
+def recommendation_view(rec: Recommendation) -> Group:
+    parts: list[Any] = []
+    if rec.options:
+        table = Table(title=f"best ways to run it, by {rec.request.objective}", title_justify="left")
+        for header in ("#", "configuration", "acquisition", "GB/GPU", "time / capacity", "USD/job", "TCO USD",
+                       "USD/h", "kW"):
+            table.add_column(header, justify="left" if header in ("configuration", "acquisition") else "right")
+        for i, o in enumerate(rec.options[: rec.request.top], 1):
+            table.add_row(str(i), f"{o.count} x {o.gpu}", o.acquisition, f"{o.fit.per_gpu_gb:,.1f}", _time_text(o),
+                          f"{o.cost_per_job_usd:,.0f}" if o.cost_per_job_usd is not None else "—",
+                          f"{o.tco_usd:,.0f}", f"{o.usd_per_hour:,.2f}", f"{o.wall_kw:,.2f}")
+        parts.append(table)
+        winner = rec.options[0]
+        parts.append(f"[bold]why #1:[/bold] {winner.why}")
+        for note in winner.warnings:
+            parts.append(f"[yellow]note:[/yellow] {note}")
+        front = ", ".join(f"{o.count} x {o.gpu} ({o.acquisition})" for o in rec.pareto[:6])
+        parts.append(f"[dim]Pareto front (cost vs time): {front}[/dim]")
+    else:
+        parts.append("[red]nothing meets every requirement.[/red] Nearest options and what would have to change:")
+        for r in rec.nearest:
+            parts.append(f"- {r.count} x {r.gpu} ({r.acquisition}): {r.reason}")
+    for code, n, examples in _groups(rec.rejected):
+        parts.append(f"[dim]rejected for {code} ({n}): {'; '.join(examples)}[/dim]")
+    parts.append("[dim]" + "\n".join(f"- {a}" for a in rec.assumptions) + "[/dim]")
+    return Group(*parts)
+
+
+def markdown(rec: Recommendation) -> str:
+    lines = ["# gpuwise recommendation", "", "## Inputs", "", "```yaml"]
+    import yaml
+
+    lines += [yaml.safe_dump(rec.request.model_dump(mode="json"), sort_keys=False).rstrip(), "```", "", "## Options",
+              "", "| # | configuration | acquisition | GB/GPU | time / capacity | USD/job | TCO USD | USD/h | why |",
+              "|---|---|---|---:|---|---:|---:|---:|---|"]
+    for i, o in enumerate(rec.options[: rec.request.top], 1):
+        job = f"{o.cost_per_job_usd:,.0f}" if o.cost_per_job_usd is not None else "—"
+        lines.append(f"| {i} | {o.count} x {o.gpu} | {o.acquisition} | {o.fit.per_gpu_gb:,.1f} | {_time_text(o)} | "
+                     f"{job} | {o.tco_usd:,.0f} | {o.usd_per_hour:,.2f} | {o.why} |")
+    if not rec.options:
+        lines += ["", "Nothing meets every requirement. Nearest:", ""]
+        lines += [f"- {r.count} x {r.gpu} ({r.acquisition}): {r.reason}" for r in rec.nearest]
+    lines += ["", "## Pareto front (total cost vs time)", "", "| configuration | acquisition | TCO USD | time |",
+              "|---|---|---:|---:|"]
+    for o in rec.pareto:
+        lines.append(f"| {o.count} x {o.gpu} | {o.acquisition} | {o.tco_usd:,.0f} | {_time_text(o)} |")
+    lines += ["", "## Rejected", ""]
+    for code, n, examples in _groups(rec.rejected):
+        lines.append(f"- **{code}** ({n}): " + "; ".join(examples))
+    lines += ["", "## Assumptions and sources", ""] + [f"- {a}" for a in rec.assumptions]
+    lines += ["- datasheet figures, prices and offers: `gpuwise catalog show GPU` lists each with its source and date",
+              "- efficiency factors and cost constants: src/gpuwise/estimate/constants.py, each with its source", ""]
+    return "\n".join(lines)
+
+
+def tco_json(report: TcoReport) -> dict[str, Any]:
+    return {
+        "gpu": report.gpu.id, "count": report.count, "unit_price_usd": report.unit_price_usd,
+        "price_basis": report.price_basis, "usage": report.usage.__dict__,
+        "buy": {**{k: round(v, 2) for k, v in report.buy.__dict__.items()}, "capex_usd": round(report.buy.capex_usd, 2),
+                "tco_usd": round(report.buy.tco_usd, 2), "by_year_usd": [round(v, 2) for v in report.buy_by_year_usd]},
+        "rent": [{"offer": line.offer.id, "provider": line.offer.provider, "instance": line.offer.instance,
+                  "usd_per_hour": round(line.per_hour_usd, 4), "by_year_usd": [round(v, 2) for v in line.by_year_usd],
+                  "break_even_hours_per_month": line.break_even_hours_per_month, "as_of": str(line.offer.as_of)}
+                 for line in report.rent],
+    }
+
+
+def tco_view(report: TcoReport) -> Group:
+    table = Table(title=f"{report.count} x {report.gpu.id}: cumulative cost, buying ({report.unit_price_usd:,.0f} "
+                        f"USD each, {report.price_basis}) vs renting, {report.usage.hours_per_day:g} h/day",
+                  title_justify="left")
+    table.add_column("way")
+    for year in range(1, len(report.buy_by_year_usd) + 1):
+        table.add_column(f"year {year}", justify="right")
+    table.add_column("break-even h/month", justify="right")
+    table.add_row("buy", *[f"{v:,.0f}" for v in report.buy_by_year_usd], "—")
+    for line in report.rent:
+        even = f"{line.break_even_hours_per_month:,.0f}" if line.break_even_hours_per_month else "never"
+        table.add_row(f"rent {line.offer.provider} {line.offer.tier} {line.offer.instance} ({line.offer.as_of})",
+                      *[f"{v:,.0f}" for v in line.by_year_usd], even)
+    b = report.buy
+    detail = (f"buy = cards {b.gpus_usd:,.0f} + host {b.host_usd:,.0f} + energy {b.energy_usd:,.0f} "
+              f"({b.wall_kw:,.2f} kW at the wall) + repairs {b.repairs_usd:,.0f} - residual {b.residual_usd:,.0f}")
+    return Group(table, detail, "[dim]break-even: hours of use per month above which buying is cheaper over the "
+                                "horizon[/dim]")

@@ -1,0 +1,171 @@
+"""The recommender against hand-reasoned expectations, the seeds' scenarios, and its TCO arithmetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuwise.catalog import Catalog
+from gpuwise.cli.main import app
+from gpuwise.estimate import cost
+from gpuwise.recommend.rank import recommend
+from gpuwise.recommend.request import load_scenario, parse_request
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+runner = CliRunner()
+
+
+def _request(**workload: object) -> dict[str, object]:
+    return {"workloads": [workload]}
+
+
+def test_7b_qlora_is_not_recommended_on_an_80_gb_card_to_own(shipped: Catalog) -> None:
+    req = parse_request({**_request(model="qwen2-7b", options={"method": "qlora", "ckpt": "full"}),
+                         "acquisitions": ["buy-new"]})
+    best = recommend(req, shipped).options[0]
+    assert shipped.gpus[best.gpu].memory_gb < 80
+    assert best.count == 1
+
+
+def test_70b_full_fine_tuning_is_never_offered_on_one_24_gb_card(shipped: Catalog) -> None:
+    rec = recommend(parse_request(_request(model="llama-3.1-70b", options={"method": "full"})), shipped)
+    assert not any(o.count == 1 and shipped.gpus[o.gpu].memory_gb <= 24 for o in rec.options)
+    one_4090 = [r for r in rec.rejected if r.gpu == "rtx-4090" and r.count == 1]
+    assert one_4090 and one_4090[0].code == "memory" and "GB per GPU, has" in one_4090[0].reason
+
+
+def test_psu_and_chassis_rejections_carry_their_reasons(shipped: Catalog) -> None:
+    req = parse_request({**_request(model="llama-3.1-8b", options={"method": "lora"}), "acquisitions": ["buy-new"],
+                         "constraints": {"psu_watts": 1000, "chassis": "desktop"}})
+    rec = recommend(req, shipped)
+    codes = {(r.gpu, r.code) for r in rec.rejected}
+    assert ("h100-sxm-80gb", "chassis") in codes
+    sxm = next(r for r in rec.rejected if r.gpu == "h100-sxm-80gb")
+    assert "HGX baseboard" in sxm.reason
+    assert ("a100-pcie-40gb", "chassis") in codes  # passive card in a desktop
+    power = [r for r in rec.rejected if r.code == "power"]
+    # 2 x 575 W RTX 5090 + 200 W host = 1,350 W x 1.2 > 1,000 W
+    assert any(r.gpu == "rtx-5090" for r in power) or all(o.gpu != "rtx-5090" or o.count == 1 for o in rec.options)
+    assert all(o.count * shipped.gpus[o.gpu].tdp_w + 200 <= 1000 / 1.2 + 1e-6 for o in rec.options)
+
+
+def test_deadline_sizing_finds_the_smallest_count(shipped: Catalog) -> None:
+    req = parse_request({**_request(model="llama-3.1-8b", options={"method": "full", "ckpt": "full", "batch": 2,
+                                                                  "seq": 4096}, tokens=2e9, deadline_hours=6),
+                         "gpus": ["h100-sxm-80gb"], "acquisitions": ["rent"]})
+    rec = recommend(req, shipped)
+    counts = {o.count for o in rec.options}
+    assert counts and all(o.fit.job_hours is not None and o.fit.job_hours <= 6 for o in rec.options)
+    smaller = [r for r in rec.rejected if r.code == "deadline"]
+    assert smaller and max(r.count for r in smaller) < min(counts)
+
+
+def test_a_budget_below_every_option_names_the_nearest(shipped: Catalog) -> None:
+    req = parse_request({**_request(model="llama-3.1-70b", options={"method": "qlora", "ckpt": "full"}),
+                         "acquisitions": ["buy-new"], "budget_usd": 300})
+    rec = recommend(req, shipped)
+    assert not rec.options and rec.nearest
+    assert all(r.code == "budget" or r.code == "memory" for r in rec.nearest)
+    result = runner.invoke(app, ["recommend", "llama-3.1-70b", "--method", "qlora", "--grad-ckpt", "--buy",
+                                 "--budget-usd", "300"])
+    assert result.exit_code == 0 and "nothing meets every requirement" in result.stdout
+    assert "budget" in result.stdout
+
+
+def test_serving_slo_rejections_and_capacity(shipped: Catalog) -> None:
+    req = parse_request({**_request(model="llama-3.1-8b", task="infer", qps=50, p99_ms=2000,
+                                    options={"input_len": 512, "output_len": 128}), "acquisitions": ["rent"],
+                         "gpus": ["h100-sxm-80gb", "l4"]})
+    rec = recommend(req, shipped)
+    assert rec.options and all(o.fit.qps_capacity and o.fit.qps_capacity >= 50 for o in rec.options)
+    assert all(o.fit.p99_ms and o.fit.p99_ms <= 2000 for o in rec.options)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_scenarios_run_and_give_sane_answers(shipped: Catalog, scenario: Path) -> None:
+    rec = recommend(load_scenario(scenario), shipped)
+    assert rec.options, scenario
+    best = rec.options[0]
+    if scenario.stem in ("individual-learner", "qlora-qwen2-7b-16gb"):
+        assert best.count == 1 and shipped.gpus[best.gpu].memory_gb <= 32  # one consumer-class card
+    if scenario.stem == "enterprise-pretrain":
+        assert best.count >= 32 and shipped.gpus[best.gpu].segment == "datacenter"
+    if scenario.stem == "small-team-finetune":
+        assert best.count <= 4 and best.fit.job_hours is not None and best.fit.job_hours <= 48
+
+
+def test_recommend_json_interface() -> None:
+    result = runner.invoke(app, ["recommend", "qwen2-7b", "--method", "qlora", "--grad-ckpt", "--top", "3", "--json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0 and len(doc["options"]) == 3
+    first = doc["options"][0]
+    for key in ("gpu", "count", "acquisition", "fits", "per_gpu_gb", "cost_per_job_usd", "tco_usd", "usd_per_hour",
+                "why"):
+        assert key in first
+    assert first["acquisition"] in ("buy-new", "buy-used") or first["acquisition"].startswith("rent:")
+    assert all({"gpu", "count", "acquisition", "reason", "code"} <= set(r) for r in doc["rejected"])
+    assert doc["pareto"]
+
+
+def test_report_markdown(tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    result = runner.invoke(app, ["recommend", "--scenario", str(EXAMPLES / "individual-learner.yaml"), "--report",
+                                 str(out)])
+    assert result.exit_code == 0
+    text = out.read_text()
+    for heading in ("## Inputs", "## Options", "## Pareto front", "## Rejected", "## Assumptions and sources"):
+        assert heading in text
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["recommend", "llama-3.1-8b", "--objective", "cheapest"], "objective"),
+        (["recommend", "llama-3.1-8b", "--chassis", "garage"], "chassis"),
+        (["recommend", "--scenario", "/nonexistent.yaml"], "cannot read scenario"),
+        (["recommend", "llama-3.1-8b", "--task", "train", "--deadline-hours", "-1"], "deadline_hours"),
+        (["tco", "a40"], "has no purchase price"),
+        (["tco", "rtx-4090", "--count", "0"], "--count must be >= 1"),
+    ],
+)
+def test_bad_recommend_input_is_one_line(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert needle in result.stderr and result.stderr.strip().count("\n") == 0
+
+
+# ---- TCO arithmetic, by hand ----------------------------------------------------------------------------
+def test_buy_cost_of_a_4090_desktop_by_hand(shipped: Catalog) -> None:
+    gpu = shipped.gpus["rtx-4090"]
+    usage = cost.Usage(hours_per_day=8, years=3, usd_per_kwh=0.16, pue=1.0)
+    buy = cost.buy_cost(gpu, 1, 2500, usage)
+    kw = (450 * 0.7 + 200) / 1000  # 0.515 kW at the wall
+    assert buy.wall_kw == pytest.approx(kw)
+    assert buy.energy_usd == pytest.approx(kw * 8 * 365 * 3 * 0.16)  # 722 USD
+    assert buy.host_usd == 1000
+    assert buy.residual_usd == pytest.approx(2500 * 0.5 ** (3 / 5.5))
+    assert buy.repairs_usd == pytest.approx(1 * 0.05 * 3 * 0.5 * 2500)
+    assert buy.tco_usd == pytest.approx(2500 + 1000 + buy.energy_usd + buy.repairs_usd - buy.residual_usd)
+
+
+def test_break_even_hours(shipped: Catalog) -> None:
+    gpu = shipped.gpus["rtx-4090"]
+    usage = cost.Usage(hours_per_day=8, years=3)
+    buy = cost.buy_cost(gpu, 1, 2500, usage)
+    hours = cost.break_even_hours_per_month(buy, usage, rent_per_hour=0.34)
+    assert hours is not None
+    fixed = buy.capex_usd + buy.repairs_usd - buy.residual_usd
+    assert hours * 36 * (0.34 - buy.wall_kw * 0.16) == pytest.approx(fixed)
+    assert cost.break_even_hours_per_month(buy, usage, rent_per_hour=0.01) is None  # renting always wins
+
+
+def test_tco_command_year_by_year() -> None:
+    result = runner.invoke(app, ["tco", "rtx-4090", "--years", "3", "--json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0 and len(doc["buy"]["by_year_usd"]) == 3
+    rents = doc["rent"]
+    assert rents and all(len(r["by_year_usd"]) == 3 for r in rents)
+    assert rents[0]["by_year_usd"][2] == pytest.approx(3 * rents[0]["by_year_usd"][0])  # renting is linear
