@@ -13,7 +13,7 @@ def test_all_is_sorted_and_pinned() -> None:
     assert set(gpuwise.__all__) == {
         "AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "NotEstimable", "ProbeUnavailable",
         "UnknownGPU", "UnknownModel", "__version__", "compare_gpus", "estimate", "exact_params", "find_gpu",
-        "fit", "list_gpus", "list_models", "load_catalog", "model",
+        "fit", "list_gpus", "list_models", "load_catalog", "model", "recommend", "scale", "serve_sim", "tco",
     }
 
 

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from gpuwise.api import compare_gpus, estimate, exact_params, find_gpu, fit, list_gpus, list_models, load_catalog, model
+from gpuwise.api import (
+    compare_gpus,
+    estimate,
+    exact_params,
+    find_gpu,
+    fit,
+    list_gpus,
+    list_models,
+    load_catalog,
+    model,
+    recommend,
+    scale,
+    serve_sim,
+    tco,
+)
 from gpuwise.errors import (
     AmbiguousGPU,
     CatalogError,
@@ -40,4 +54,8 @@ __all__ = [
     "list_models",
     "load_catalog",
     "model",
+    "recommend",
+    "scale",
+    "serve_sim",
+    "tco",
 ]

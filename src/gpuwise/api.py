@@ -24,7 +24,7 @@ from gpuwise.estimate.serving import ServingReport
 from gpuwise.estimate.tco_report import TcoReport, tco_report
 from gpuwise.recommend.engine import Recommendation
 from gpuwise.recommend.rank import recommend as _recommend
-from gpuwise.recommend.request import Request
+from gpuwise.recommend.request import Request, parse_request
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob, make_job
 from gpuwise.workload.presets import Preset, presets
@@ -156,8 +156,11 @@ def serve_sim(
                           requests=requests, seed=seed, exponential_lengths=exponential_lengths)
 
 
-def recommend(request: Request, *, catalog_files: CatalogFiles = ()) -> Recommendation:
-    """Rank every GPU x count x buy/rent way to run the request's workloads; see ``gpuwise.recommend.request``."""
+def recommend(request: Request | dict[str, object], *, catalog_files: CatalogFiles = ()) -> Recommendation:
+    """Rank every GPU x count x buy/rent way to run the request's workloads (a Request, or the same as a dict:
+    ``{"workloads": [{"model": "qwen2-7b", "options": {"method": "qlora"}}], "budget_usd": 2000}``)."""
+    if isinstance(request, dict):
+        request = parse_request(request)
     return _recommend(request, _load_catalog(catalog_files))
 
 

@@ -75,6 +75,9 @@ def card_rejection(gpu: GPU, request: Request, archs: dict[str, Architecture]) -
     for need in c.needs:
         if not features[need]:
             return Rejection("feature", f"no {need}")
+    if gpu.segment == "edge" and any(w.task == "train" for w in request.workloads) and not request.gpus:
+        return Rejection("feature", "edge module built for deployment, not training (LPDDR shared with the CPU, "
+                                    "no multi-GPU); list it in the request's gpus to consider it anyway")
     for workload in request.workloads:
         o = workload.options
         if workload.task == "train" and o.get("precision", "bf16") in ("bf16", "pure-bf16") and not (
@@ -94,6 +97,8 @@ def card_rejection(gpu: GPU, request: Request, archs: dict[str, Architecture]) -
 def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None:
     """Checks that apply when the cards are bought and installed: chassis, airflow, slots, power."""
     c = request.constraints
+    if gpu.form_factor == "module" and count > 1:
+        return Rejection("count", "Jetson modules do not pool into one multi-GPU system", count)
     if gpu.form_factor == "module" and c.chassis is not None:
         return Rejection("chassis", "a Jetson module is a standalone embedded computer, not a card for a "
                                     f"{c.chassis}")
@@ -158,16 +163,17 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
                             buy.capex_usd / request.budget_usd)
         total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
-    return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw, warnings=_warnings(gpu, label))
+    return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
+                  warnings=_warnings(gpu, count, label))
 
 
-def _warnings(gpu: GPU, label: str) -> tuple[str, ...]:
+def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:
     notes = []
     if label == "buy-used":
         notes.append("used card: run `gpuwise burn-in` (memory test, thermals) before paying; mining wear is common")
     if gpu.power_connector and "16-pin" in gpu.power_connector and not label.startswith("rent"):
         notes.append("16-pin 12VHPWR/12V-2x6: seat the plug fully and avoid bending the cable near it")
-    if gpu.segment == "consumer" and not gpu.p2p and not label.startswith("rent"):
+    if gpu.segment == "consumer" and not gpu.p2p and count > 1:
         notes.append("no GPU peer-to-peer on GeForce: multi-GPU traffic goes through host memory")
     return tuple(notes)
 
@@ -226,7 +232,8 @@ def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | 
                 rejected.append(Rejected(gpu.id, count, label, outcome.code, outcome.reason, outcome.gap))
                 still_open.append((label, price, offer))
                 continue
-            system = system_rejection(gpu, count, request) if offer is None else None
+            system = system_rejection(gpu, count, request) if offer is None else (
+                system_rejection(gpu, count, request) if gpu.form_factor == "module" else None)
             if system is not None:
                 rejected.append(Rejected(gpu.id, count, label, system.code, system.reason, system.gap))
                 continue  # more cards only make the system problem worse
