@@ -20,7 +20,7 @@ from gpuwise.estimate.memory import compute_bytes, lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, links, pipeline_bubble
 from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
-from gpuwise.estimate.serving_memory import _KV_BYTES, _LINEAR_BITS
+from gpuwise.estimate.serving_memory import KV_BYTES, LINEAR_BITS
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob
 
@@ -249,9 +249,9 @@ def _infer_dtype(quant: str) -> Dtype:
 
 
 def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
-    bits = _LINEAR_BITS[job.quant]
+    bits = LINEAR_BITS[job.quant]
     return Pass(batch=job.batch, query=query, context=context, act_bytes=4 if job.quant == "fp32" else 2,
-                weight_bytes=bits / 8, kv_bytes=_KV_BYTES[job.kv_dtype], tp=job.tp, flash=job.flash_attn,
+                weight_bytes=bits / 8, kv_bytes=KV_BYTES[job.kv_dtype], tp=job.tp, flash=job.flash_attn,
                 logits_tokens=job.batch)
 
 
@@ -261,7 +261,7 @@ def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
     if job.quant not in ("awq-int4", "gptq-int4", "gguf-q4_k_m", "gguf-q8_0"):
         return []
     linear = arch.params.linear / job.tp
-    return [Op("dequantize", "memory", 0.0, linear * (_LINEAR_BITS[job.quant] / 8 + 2 + 2), 7 * arch.layers)]
+    return [Op("dequantize", "memory", 0.0, linear * (LINEAR_BITS[job.quant] / 8 + 2 + 2), 7 * arch.layers)]
 
 
 def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:

@@ -12,17 +12,17 @@ from gpuwise.estimate.memory import COMPONENTS, MemoryEstimate, framework_overhe
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob
 
-_LINEAR_BITS = {
+LINEAR_BITS = {
     "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": C.FP8_BITS.value, "int8": C.INT8_BITS.value,
     "awq-int4": C.INT4_GROUP128_BITS.value, "gptq-int4": C.INT4_GROUP128_BITS.value,
     "gguf-q4_k_m": C.GGUF_Q4_K_M_BITS.value, "gguf-q8_0": C.GGUF_Q8_0_BITS.value,
 }
-_KV_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
+KV_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
 
 
 def weight_bytes(arch: Architecture, quant: str) -> float:
     """Stored weights. GGUF formats quantize every tensor; the others keep embeddings, head and norms 16-bit."""
-    bits = _LINEAR_BITS[quant]
+    bits = LINEAR_BITS[quant]
     if quant.startswith("gguf"):
         return arch.total_params * bits / 8
     rest_bits = 32.0 if quant == "fp32" else 16.0
@@ -33,7 +33,7 @@ def weight_bytes(arch: Architecture, quant: str) -> float:
 def kv_bytes_per_token(arch: Architecture, job: InferJob) -> float:
     """K and V of one token on one GPU; tensor parallelism splits KV heads (at least one per GPU)."""
     kv_heads = max(arch.kv_heads / job.tp, 1.0)
-    return 2 * arch.decoder_layers * kv_heads * arch.head_dim * _KV_BYTES[job.kv_dtype]
+    return 2 * arch.decoder_layers * kv_heads * arch.head_dim * KV_BYTES[job.kv_dtype]
 
 
 def cached_tokens(arch: Architecture, context: int) -> int:
@@ -94,7 +94,7 @@ def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: flo
 
 def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
     notes = [f"{arch.name}: {arch.total_params:,} parameters; weights as {job.quant} "
-             f"({_LINEAR_BITS[job.quant]:.3g} bits per linear weight)",
+             f"({LINEAR_BITS[job.quant]:.3g} bits per linear weight)",
              f"KV cache {job.kv_dtype}: 2 x {arch.decoder_layers} layers x {arch.kv_heads} KV heads x "
              f"{arch.head_dim} dims per token"]
     fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
