@@ -7,7 +7,7 @@ import typer
 from gpuwise import __version__
 from gpuwise.cli import catalog
 from gpuwise.cli.estimate import estimate_command, models_command
-from gpuwise.cli.recommend import tco_command
+from gpuwise.cli.recommend import doctor_command, tco_command
 
 app = typer.Typer(
     name="gpuwise",
@@ -27,6 +27,8 @@ app.command("scale", help="Training speed on 1, 2, 4, 8 GPUs and nodes of 8: wha
     estimate_command)
 app.command("serve-sim", help="Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.")(
     estimate_command)
+app.command("doctor", help="Is the card healthy? PCIe link, power, throttling, ECC, memory errors, driver stack.")(
+    doctor_command)
 app.command("models", help="List the shipped model presets (work offline).")(models_command)
 
 

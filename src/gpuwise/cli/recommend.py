@@ -57,3 +57,30 @@ def tco_command(
         print_json(view.tco_json(result))
     else:
         stdout().print(view.tco_view(result))
+
+
+@guarded
+def doctor_command(
+    as_json: bool = JsonOption,
+    save_snapshot: Path | None = typer.Option(None, "--save-snapshot", metavar="FILE",
+                                              help="Write everything the checks read to FILE (JSON)."),
+    from_file: Path | None = typer.Option(None, "--from", metavar="FILE",
+                                          help="Run the checks on a snapshot saved by --save-snapshot."),
+    load_seconds: float = typer.Option(2.0, help="Seconds of matmul load while reading the PCIe link (0: idle)."),
+    catalog: list[Path] | None = CatalogOption,
+) -> None:
+    """Check this machine's GPUs: PCIe link under load, power cap, throttling, temperature, ECC, retired pages and
+    remapped rows, replays, modes, processes, and the driver/torch stack. Exit 0 all pass, 1 warn/fail, 3 no GPU."""
+    from gpuwise.probe.backend import read_machine, read_snapshot, write_snapshot
+    from gpuwise.probe.checks import run_checks
+    from gpuwise.report.doctor import doctor_json, doctor_view
+
+    snapshot = read_snapshot(from_file) if from_file is not None else read_machine(load_seconds=load_seconds)
+    if save_snapshot is not None:
+        write_snapshot(snapshot, save_snapshot)
+    report = run_checks(snapshot, api.load_catalog(catalog_files=catalog_files(catalog)))
+    if as_json:
+        print_json(doctor_json(report))
+    else:
+        stdout().print(doctor_view(report))
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,1 @@
+"""Real hardware: NVML readings (or recorded snapshots), rule-based health checks, benchmarks."""

@@ -1,0 +1,160 @@
+"""`gpuwise doctor` on recorded snapshots (tests/fixtures/snapshots), and the NVML door behind a fake."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuwise.catalog import Catalog
+from gpuwise.cli.main import app
+from gpuwise.errors import ProbeUnavailable
+from gpuwise.probe.backend import read_machine, read_snapshot
+from gpuwise.probe.checks import match_catalog, run_checks
+
+SNAPSHOTS = Path(__file__).parent / "fixtures" / "snapshots"
+runner = CliRunner()
+
+
+def statuses(name: str, shipped: Catalog) -> dict[str, str]:
+    report = run_checks(read_snapshot(SNAPSHOTS / f"{name}.json"), shipped)
+    return {c.id: c.status for c in report.checks}
+
+
+def test_a_healthy_h100_passes_everything_it_reports(shipped: Catalog) -> None:
+    got = statuses("healthy-h100-sxm", shipped)
+    assert set(got.values()) <= {"PASS", "N/A"}
+    assert got["retired_pages"] == "N/A"  # Hopper remaps rows; page retirement is a pre-Ampere query
+    report = run_checks(read_snapshot(SNAPSHOTS / "healthy-h100-sxm.json"), shipped)
+    assert report.exit_code == 0 and report.inventory[0].catalog_id == "h100-sxm-80gb"
+
+
+def test_a_4090_in_a_chipset_x4_slot_fails_the_link_check(shipped: Catalog) -> None:
+    # NVML's max width is already the slot's (4 = current = max), so only the catalog's native x16 reveals it
+    report = run_checks(read_snapshot(SNAPSHOTS / "rtx4090-in-x4-chipset-slot.json"), shipped)
+    link = next(c for c in report.checks if c.id == "pcie_link")
+    assert link.status == "FAIL" and "x4" in link.measured and "x16" in link.expected
+    assert "x16 slot" in link.fix
+
+
+def test_power_cap_thermal_throttling_and_memory_faults(shipped: Catalog) -> None:
+    assert statuses("power-capped-a100", shipped)["power_limit"] == "FAIL"  # 250 of 400 W
+    hot = statuses("thermal-throttling-rtx3090", shipped)
+    assert hot["throttle_reasons"] == "FAIL" and hot["temperature"] == "FAIL"
+    assert hot["pcie_replays"] == "WARN" and hot["processes"] == "WARN"
+    sick = statuses("pending-remapped-rows-a100", shipped)
+    assert sick["remapped_rows"] == "FAIL" and sick["ecc"] == "FAIL"
+
+
+def test_not_supported_is_never_a_pass(shipped: Catalog) -> None:
+    got = statuses("consumer-card-notsupported", shipped)
+    for check in ("throttle_reasons", "ecc", "remapped_rows", "pcie_replays", "processes"):
+        assert got[check] == "N/A"
+    assert got["torch"] == "FAIL"  # a CPU-only torch build
+
+
+def test_torch_built_for_a_newer_cuda_than_the_driver(shipped: Catalog) -> None:
+    got = statuses("torch-newer-than-driver", shipped)
+    assert got["torch_cuda"] == "FAIL" and got["cuda_available"] == "FAIL"
+
+
+@pytest.mark.parametrize("snapshot", sorted(SNAPSHOTS.glob("*.json")), ids=lambda p: p.stem)
+def test_cli_json_and_exit_codes(snapshot: Path) -> None:
+    result = runner.invoke(app, ["doctor", "--from", str(snapshot), "--json"])
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "gpuwise.doctor/1"
+    bad = doc["summary"]["WARN"] + doc["summary"]["FAIL"]
+    assert result.exit_code == (1 if bad else 0)
+    assert all({"id", "gpu", "status", "measured", "expected", "fix"} <= set(c) for c in doc["checks"])
+
+
+def test_save_and_replay_a_snapshot(tmp_path: Path) -> None:
+    saved = tmp_path / "copy.json"
+    source = SNAPSHOTS / "power-capped-a100.json"
+    result = runner.invoke(app, ["doctor", "--from", str(source), "--save-snapshot", str(saved), "--json"])
+    assert result.exit_code == 1
+    assert read_snapshot(saved) == read_snapshot(source)
+
+
+def test_a_malformed_snapshot_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"gpus": [{"index": "zero"}]}')
+    result = runner.invoke(app, ["doctor", "--from", str(bad)])
+    assert result.exit_code == 2 and "field 'gpus.0" in result.stderr
+
+
+def test_catalog_matching_of_nvml_names(shipped: Catalog) -> None:
+    assert match_catalog("NVIDIA GeForce RTX 4090", 24564, shipped)[0].id == "rtx-4090"  # type: ignore[union-attr]
+    assert match_catalog("NVIDIA A100-SXM4-80GB", 81920, shipped)[0].id == "a100-sxm-80gb"  # type: ignore[union-attr]
+    h200, note = match_catalog("NVIDIA H200", 143771, shipped)
+    assert h200 is not None and h200.id == "h200-sxm-141gb" and "matched" in note
+    unknown, note = match_catalog("NVIDIA GeForce GTX 1080 Ti", 11264, shipped)
+    assert unknown is None and note.startswith("not in catalog")
+
+
+# ---- the NVML door, behind a fake pynvml ------------------------------------------------------------------
+class _NVMLError(Exception):
+    pass
+
+
+def _fake_pynvml(*, init_error: bool = False, count: int = 1) -> types.ModuleType:
+    fake: Any = types.ModuleType("pynvml")
+    fake.NVMLError = _NVMLError
+
+    def init() -> None:
+        if init_error:
+            raise _NVMLError("NVML Shared Library Not Found")
+
+    def unsupported(*_: object) -> None:
+        raise _NVMLError("Not Supported")
+
+    fake.nvmlInit = init
+    fake.nvmlShutdown = lambda: None
+    fake.nvmlDeviceGetCount = lambda: count
+    fake.nvmlDeviceGetHandleByIndex = lambda i: i
+    fake.nvmlDeviceGetName = lambda h: b"NVIDIA GeForce RTX 4090"
+    fake.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=24564 * 2**20, used=2**30)
+    fake.nvmlDeviceGetMaxPcieLinkWidth = lambda h: 4
+    fake.nvmlDeviceGetCurrPcieLinkWidth = lambda h: 4
+    fake.nvmlDeviceGetMaxPcieLinkGeneration = lambda h: 4
+    fake.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: 4
+    fake.nvmlDeviceGetEnforcedPowerLimit = lambda h: 450000
+    fake.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: 450000
+    fake.nvmlDeviceGetCurrentClocksEventReasons = lambda h: 0x4 | 0x1
+    fake.nvmlDeviceGetEccMode = unsupported
+    fake.nvmlSystemGetCudaDriverVersion = lambda: 12040
+    fake.nvmlSystemGetDriverVersion = lambda: "550.90.07"
+    for name in ("NVML_CLOCK_SM", "NVML_TEMPERATURE_GPU", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
+                 "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED",
+                 "NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC", "NVML_AGGREGATE_ECC"):
+        setattr(fake, name, 0)
+    return fake
+
+
+def test_nvml_readings_through_the_fake(monkeypatch: pytest.MonkeyPatch, shipped: Catalog) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    snapshot = read_machine(load_seconds=0)
+    g = snapshot.gpus[0]
+    assert g.name == "NVIDIA GeForce RTX 4090" and g.power_limit_w == 450
+    assert g.clock_event_reasons == ("gpu_idle", "sw_power_cap")
+    assert g.ecc_enabled is None  # NotSupported stays unknown
+    assert snapshot.cuda_driver_version == "12.4"
+    link = next(c for c in run_checks(snapshot, shipped).checks if c.id == "pcie_link")
+    assert link.status == "FAIL"
+
+
+@pytest.mark.parametrize(("fake", "needle"), [
+    ({"init_error": True}, "no NVIDIA driver"),
+    ({"count": 0}, "sees no GPU"),
+])
+def test_no_driver_and_no_gpu_exit_3(monkeypatch: pytest.MonkeyPatch, fake: dict[str, Any], needle: str) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(**fake))
+    with pytest.raises(ProbeUnavailable, match=needle):
+        read_machine(load_seconds=0)
+    result = runner.invoke(app, ["doctor", "--load-seconds", "0"])
+    assert result.exit_code == 3 and needle in result.stderr and "Traceback" not in result.stderr
