@@ -21,3 +21,20 @@ def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
 @pytest.fixture(scope="session")
 def shipped() -> Catalog:
     return load_catalog(use_user_dir=False)
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` run only where torch sees a CUDA device (scripts/gpu-check runs them on one)."""
+    if any("gpu" in item.keywords for item in items) and not _has_cuda():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU visible to torch")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)

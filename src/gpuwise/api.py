@@ -19,6 +19,7 @@ from gpuwise.estimate.estimate import estimate as _estimate
 from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.fit import fit as _fit
 from gpuwise.estimate.load import serving_report
+from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.scaling import ScaleRow, scaling
 from gpuwise.estimate.serving import ServingReport
 from gpuwise.estimate.tco_report import TcoReport, tco_report
@@ -98,14 +99,26 @@ def estimate(
     gpu: str,
     task: Literal["train", "infer"] = "train",
     catalog_files: CatalogFiles = (),
+    calibration: Path | str | None = None,
     **job_options: object,
 ) -> Estimate:
-    """Per-GPU memory (and, with later issues, speed and cost) of a job; options are the CLI flags.
+    """Per-GPU memory and speed of a job; options are the CLI flags. ``calibration`` is a record written by
+    ``gpuwise bench --save`` whose measured rates replace the efficiency tables for that card.
 
     ``gpuwise.estimate("llama-3.1-8b", gpu="rtx-4090", method="qlora", batch=2, seq=2048)``
     """
     cat = _load_catalog(catalog_files)
-    return _estimate(resolve_model(model_name), _job(task, job_options), cat.gpu(gpu), cat)
+    card = cat.gpu(gpu)
+    measured = None
+    if calibration is not None:
+        from gpuwise.probe.bench import load_calibration
+
+        record = load_calibration(Path(calibration))
+        if record.gpu != card.id:
+            raise ConfigError(f"calibration {str(calibration)!r} was measured on {record.gpu}, not {card.id}")
+        measured = Calibration(gemm_flops={k: v * 1e12 for k, v in record.gemm_tflops.items()},
+                               memory_bytes_per_s=record.memory_gb_s * 1e9 if record.memory_gb_s else None)
+    return _estimate(resolve_model(model_name), _job(task, job_options), card, cat, calibration=measured)
 
 
 def fit(

@@ -101,6 +101,8 @@ def estimate_command(
                                          rich_help_panel="Recommend"),
     report: Path | None = typer.Option(None, help="[recommend] Also write a Markdown report to this file.",
                                        rich_help_panel="Recommend"),
+    calibration: Path | None = typer.Option(None, "--calibration", metavar="FILE",
+                                            help="Measured rates from `gpuwise bench --save FILE` for this card."),
     exact: bool = typer.Option(False, "--exact", help="Also count parameters by building the model on PyTorch's "
                                                       "meta device (needs the hf extra and torch)."),
     as_json: bool = JsonOption,
@@ -160,7 +162,8 @@ def estimate_command(
         else:
             stdout().print(view.fit_view(fitted))
         return
-    result = api.estimate(model, gpu=gpu, task=task, catalog_files=files, **options)  # type: ignore[arg-type]
+    result = api.estimate(model, gpu=gpu, task=task, catalog_files=files,  # type: ignore[arg-type]
+                          calibration=calibration, **options)
     exact_count = api.exact_params(model) if exact else None
     if as_json:
         document = view.estimate_json(result)

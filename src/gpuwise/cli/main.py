@@ -7,7 +7,7 @@ import typer
 from gpuwise import __version__
 from gpuwise.cli import catalog
 from gpuwise.cli.estimate import estimate_command, models_command
-from gpuwise.cli.recommend import doctor_command, tco_command
+from gpuwise.cli.recommend import bench_command, doctor_command, tco_command
 
 app = typer.Typer(
     name="gpuwise",
@@ -29,6 +29,8 @@ app.command("serve-sim", help="Serving under load: P50/P90/P99 latency at a requ
     estimate_command)
 app.command("doctor", help="Is the card healthy? PCIe link, power, throttling, ECC, memory errors, driver stack.")(
     doctor_command)
+app.command("bench", help="Measure the card: GEMM per dtype, memory and host bandwidth, vs the datasheet.")(
+    bench_command)
 app.command("models", help="List the shipped model presets (work offline).")(models_command)
 
 

@@ -84,3 +84,52 @@ def doctor_command(
     else:
         stdout().print(doctor_view(report))
     raise typer.Exit(report.exit_code)
+
+
+@guarded
+def bench_command(
+    device: str = typer.Option("cuda:0", help="torch device to measure: cuda:0, cuda:1 ... (cpu: only to try it)."),
+    quick: bool = typer.Option(False, "--quick", help="Smaller problems and fewer repeats (about 10 s)."),
+    save: Path | None = typer.Option(None, "--save", metavar="FILE",
+                                     help="Write a calibration record that `estimate --calibration FILE` uses."),
+    gpu: str | None = typer.Option(None, "--gpu", help="Catalog id of the card (default: from the device name)."),
+    as_json: bool = JsonOption,
+    catalog: list[Path] | None = CatalogOption,
+) -> None:
+    """Measure the card: GEMM TFLOPS per dtype, memory copy/triad, host<->device pinned/pageable, vs the catalog."""
+    from gpuwise.probe.bench import CalibrationRecord, run, today
+    from gpuwise.probe.checks import match_catalog
+    from gpuwise.report.bench import bench_json, bench_view
+
+    cat = api.load_catalog(catalog_files=catalog_files(catalog))
+    name, driver, torch_version = _device_identity(device)
+    card = cat.gpu(gpu) if gpu else match_catalog(name, None, cat)[0]
+    link = cat.interconnects.get(card.native_link) if card else None
+    results = run(card, device=device, quick=quick, link_gb_s=link.nominal_gb_s if link else None)
+    if save is not None:
+        CalibrationRecord(gpu=card.id if card else name, name=name, driver=driver, torch=torch_version, date=today(),
+                          gemm_tflops={r.metric.removeprefix("gemm_"): r.value for r in results
+                                       if r.metric.startswith("gemm_")},
+                          memory_gb_s=next((r.value for r in results if r.metric == "memory_copy"), None)).save(save)
+    if as_json:
+        print_json(bench_json(name, card.id if card else None, results))
+    else:
+        stdout().print(bench_view(name, card.id if card else None, results))
+    raise typer.Exit(1 if any(r.verdict in ("WARN", "FAIL") for r in results) else 0)
+
+
+def _device_identity(device: str) -> tuple[str, str | None, str | None]:
+    from gpuwise.errors import ProbeUnavailable
+
+    try:
+        import torch
+    except ImportError:
+        raise ProbeUnavailable("bench needs PyTorch: install the torch build for your GPU (pytorch.org)") from None
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ProbeUnavailable("torch sees no CUDA device (CPU-only build, no driver, or no GPU): run "
+                                   "`gpuwise doctor` to find which")
+        return torch.cuda.get_device_name(device), None, torch.__version__
+    if device != "cpu":
+        raise typer.BadParameter(f"device {device!r}; use cuda:N or cpu")
+    return "cpu", None, torch.__version__
