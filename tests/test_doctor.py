@@ -158,3 +158,9 @@ def test_no_driver_and_no_gpu_exit_3(monkeypatch: pytest.MonkeyPatch, fake: dict
         read_machine(load_seconds=0)
     result = runner.invoke(app, ["doctor", "--load-seconds", "0"])
     assert result.exit_code == 3 and needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_doctor_without_nvidia_ml_py_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    result = runner.invoke(app, ["doctor"])
+    assert result.exit_code == 3 and "pip install 'gpuwise[probe]'" in result.stderr

@@ -7,7 +7,8 @@ import typer
 from gpuwise import __version__
 from gpuwise.cli import catalog
 from gpuwise.cli.estimate import estimate_command, models_command
-from gpuwise.cli.recommend import bench_command, doctor_command, tco_command
+from gpuwise.cli.hardware import bench_command, burn_in_command, doctor_command, monitor_command
+from gpuwise.cli.recommend import tco_command
 
 app = typer.Typer(
     name="gpuwise",
@@ -22,7 +23,8 @@ app.command("recommend", help="Which GPU? Every GPU x count x buy/rent ranked, w
 app.command("tco", help="Owning N cards against renting them, year by year, with the break-even usage.")(tco_command)
 app.command("fit", help="Will it fit? Memory breakdown, largest batch, and the changes that make it fit.")(
     estimate_command)
-app.command("estimate", help="Per-GPU memory of a job as a table or the JSON contract (--json).")(estimate_command)
+app.command("estimate", help="Per-GPU memory and speed of a job, as a table or the JSON contract (--json).")(
+    estimate_command)
 app.command("scale", help="Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.")(
     estimate_command)
 app.command("serve-sim", help="Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.")(
@@ -31,6 +33,9 @@ app.command("doctor", help="Is the card healthy? PCIe link, power, throttling, E
     doctor_command)
 app.command("bench", help="Measure the card: GEMM per dtype, memory and host bandwidth, vs the datasheet.")(
     bench_command)
+app.command("burn-in", help="Sustained load + memory test with telemetry; for a new or used card.")(burn_in_command)
+app.command("monitor", help="Live view of every GPU with plain hints (input-bound, memory full, throttling).")(
+    monitor_command)
 app.command("models", help="List the shipped model presets (work offline).")(models_command)
 
 
