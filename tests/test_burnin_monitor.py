@@ -51,14 +51,14 @@ def test_clocks_that_sag_are_reported() -> None:
 
 
 def test_it_stops_at_the_temperature_limit_and_fails() -> None:
-    hot = steady(10) + [burnin.Sample(t_s=10, sm_clock_mhz=1900, temperature_c=91.0, ecc_uncorrected=0)] + steady(50)
+    hot = [*steady(10), burnin.Sample(t_s=10, sm_clock_mhz=1900, temperature_c=91.0, ecc_uncorrected=0), *steady(50)]
     result = fake_run(hot, seconds=60, shutdown_c=95.0)
     assert result.status == "FAIL" and not result.completed and "stop point (90 C)" in result.reasons[0]
     assert len(result.samples) == 11
 
 
 def test_new_ecc_errors_and_wrong_results_stop_the_test() -> None:
-    ecc = steady(5) + [burnin.Sample(t_s=5, sm_clock_mhz=1980, temperature_c=70, ecc_uncorrected=1)] + steady(40)
+    ecc = [*steady(5), burnin.Sample(t_s=5, sm_clock_mhz=1980, temperature_c=70, ecc_uncorrected=1), *steady(40)]
     assert "new uncorrected ECC" in fake_run(ecc, seconds=30).reasons[0]
     wrong = fake_run(steady(40), seconds=30, wrong_at=3)
     assert wrong.status == "FAIL" and "differed from the reference" in wrong.reasons[0]
