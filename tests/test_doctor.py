@@ -23,7 +23,7 @@ runner = CliRunner()
 
 def statuses(name: str, shipped: Catalog) -> dict[str, str]:
     report = run_checks(read_snapshot(SNAPSHOTS / f"{name}.json"), shipped)
-    return {c.id: c.status for c in report.checks}
+    return {c.id: c.status for c in report.checks if c.gpu in (0, None)}  # GPU 0 and machine-wide checks
 
 
 def test_a_healthy_h100_passes_everything_it_reports(shipped: Catalog) -> None:
@@ -164,3 +164,17 @@ def test_doctor_without_nvidia_ml_py_exits_3(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(sys.modules, "pynvml", None)
     result = runner.invoke(app, ["doctor"])
     assert result.exit_code == 3 and "pip install 'gpuwise[probe]'" in result.stderr
+
+
+def test_topology_and_precision_support(shipped: Catalog) -> None:
+    h100 = run_checks(read_snapshot(SNAPSHOTS / "healthy-h100-sxm.json"), shipped)
+    topo = [c for c in h100.checks if c.id == "topology"]
+    assert topo and topo[0].status == "PASS" and "nvlink" in topo[0].measured
+    precisions = next(c for c in h100.checks if c.id == "precisions" and c.gpu == 0)
+    assert "sm_90" in precisions.measured and "FP8" in precisions.measured
+    rig = run_checks(read_snapshot(SNAPSHOTS / "thermal-throttling-rtx3090.json"), shipped)
+    # GeForce without P2P (bridge not fitted): expected by design, explained, not a failure
+    topo = next(c for c in rig.checks if c.id == "topology")
+    assert topo.status == "PASS" and "P2P no" in topo.measured and "via host" in topo.expected
+    ampere = next(c for c in rig.checks if c.id == "precisions")
+    assert "FP8" not in ampere.measured and "Ada" in ampere.fix

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuwise.errors import ConfigError, ProbeUnavailable
-from gpuwise.probe.snapshot import GpuReading, Process, Snapshot, Software
+from gpuwise.probe.snapshot import GpuReading, PeerLink, Process, Snapshot, Software
 
 REASON_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
                0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake"}
@@ -136,6 +136,22 @@ def _gpu(nvml: Any, index: int, under_load: bool) -> GpuReading:
     )
 
 
+TOPOLOGY = {0: "nvlink", 10: "pix", 20: "pxb", 30: "phb", 40: "node", 50: "sys"}
+
+
+def read_peers(nvml: Any, count: int) -> tuple[PeerLink, ...]:
+    """Every GPU pair's path and whether peer-to-peer reads work (NVML P2P status index 0 = read)."""
+    links = []
+    for a in range(count):
+        for b in range(a + 1, count):
+            ha, hb = nvml.nvmlDeviceGetHandleByIndex(a), nvml.nvmlDeviceGetHandleByIndex(b)
+            level = query(nvml, "nvmlDeviceGetTopologyCommonAncestor", ha, hb)
+            status = query(nvml, "nvmlDeviceGetP2PStatus", ha, hb, 0)
+            links.append(PeerLink(a=a, b=b, path=TOPOLOGY.get(level) if level is not None else None,
+                                  p2p_read=None if status is None else status == 0))
+    return tuple(links)
+
+
 def read_software() -> Software:
     try:
         import torch
@@ -208,7 +224,8 @@ def read_machine(*, load_seconds: float = 2.0) -> Snapshot:
             taken_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), host=platform.node(),
             os=platform.platform(), driver_version=_text(query(nvml, "nvmlSystemGetDriverVersion")),
             cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-            nvml_version=_text(query(nvml, "nvmlSystemGetNVMLVersion")), gpus=gpus, software=read_software(),
+            nvml_version=_text(query(nvml, "nvmlSystemGetNVMLVersion")), gpus=gpus, peers=read_peers(nvml, count),
+            software=read_software(),
         )
     finally:
         query(nvml, "nvmlShutdown")

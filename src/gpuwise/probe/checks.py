@@ -218,9 +218,35 @@ def processes(g: GpuReading, card: GPU | None) -> Check:
     return Check("processes", g.index, "PASS", measured, "no other process holding memory")
 
 
-GPU_CHECKS: tuple[Callable[[GpuReading, GPU | None], Check], ...] = (
-    pcie_link, power_limit, throttling, temperature, ecc, retired_pages, remapped_rows, pcie_replays, modes, processes,
-)
+def precision_support(g: GpuReading, card: GPU | None) -> Check:
+    """What tensor formats this card runs natively, from its compute capability (catalog)."""
+    if card is None or card.compute_capability is None:
+        return _na("precisions", g.index, "compute capability (card not in catalog)")
+    supported = [name for name, ok in (("TF32/BF16", card.software.bf16), ("FP8", card.software.fp8)) if ok]
+    missing = [name for name, ok in (("TF32/BF16", card.software.bf16), ("FP8", card.software.fp8)) if not ok]
+    measured = f"sm_{card.compute_capability.replace('.', '')}: " + (", ".join(supported) or "FP16 only")
+    fix = ("use --precision fp16 (with a GradScaler) instead of bf16" if "TF32/BF16" in missing else
+           "FP8 training needs Ada (sm_89) or Hopper (sm_90) or newer" if missing else "")
+    return Check("precisions", g.index, "PASS", measured, "informational", fix)
+
+
+def peer_checks(snapshot: Snapshot, catalog_cards: dict[int, GPU | None]) -> list[Check]:
+    """Multi-GPU paths: NVLink or P2P over PCIe is fast; through the CPU (no P2P) costs all-reduce time."""
+    checks = []
+    for link in snapshot.peers:
+        measured = f"GPU{link.a}<->GPU{link.b}: {link.path or '?'}, P2P {'yes' if link.p2p_read else 'no'}"
+        card = catalog_cards.get(link.a)
+        if link.p2p_read is None:
+            checks.append(Check("topology", None, "N/A", measured, "P2P status not reported"))
+        elif link.p2p_read or link.path == "nvlink":
+            checks.append(Check("topology", None, "PASS", measured, "NVLink or P2P"))
+        elif card is not None and card.segment == "consumer":
+            checks.append(Check("topology", None, "PASS", measured, "GeForce: no P2P by design (traffic via host)",
+                                "expect slower multi-GPU all-reduce; NCCL_P2P_DISABLE=1 is what NCCL does anyway"))
+        else:
+            checks.append(Check("topology", None, "WARN", measured, "P2P between data-center/workstation GPUs",
+                                "check IOMMU/ACS settings in the BIOS and that the GPUs share a PCIe root"))
+    return checks
 
 
 def _version(text: str | None) -> tuple[int, int] | None:
@@ -256,6 +282,12 @@ def software_checks(snapshot: Snapshot) -> list[Check]:
     return checks
 
 
+GPU_CHECKS: tuple[Callable[[GpuReading, GPU | None], Check], ...] = (
+    pcie_link, power_limit, throttling, temperature, ecc, retired_pages, remapped_rows, pcie_replays, modes, processes,
+    precision_support,
+)
+
+
 @dataclass(frozen=True)
 class Report:
     inventory: tuple[Inventory, ...]
@@ -270,9 +302,12 @@ class Report:
 def run_checks(snapshot: Snapshot, catalog: Catalog) -> Report:
     inventory = []
     checks: list[Check] = []
+    cards: dict[int, GPU | None] = {}
     for g in snapshot.gpus:
         card, note = match_catalog(g.name, g.memory_total_mib, catalog)
+        cards[g.index] = card
         inventory.append(Inventory(g.index, g.name, g.uuid, g.serial, g.vbios, card.id if card else None, note))
         checks += [check(g, card) for check in GPU_CHECKS]
+    checks += peer_checks(snapshot, cards)
     checks += software_checks(snapshot)
     return Report(tuple(inventory), tuple(checks), snapshot)

@@ -69,6 +69,15 @@ class GpuReading(_Plain):
     processes: tuple[Process, ...] | None = None
 
 
+class PeerLink(_Plain):
+    """How two GPUs reach each other (nvidia-smi topo -m): NVLink, a PCIe switch, the host bridge or the CPU link."""
+
+    a: int
+    b: int
+    path: str | None = Field(default=None, description="nvlink, pix, pxb, phb, node, sys")
+    p2p_read: bool | None = None
+
+
 class Software(_Plain):
     torch_version: str | None = None
     torch_cuda: str | None = Field(default=None, description="torch.version.cuda; None for CPU-only builds")
@@ -89,6 +98,7 @@ class Snapshot(_Plain):
     cuda_driver_version: str | None = Field(default=None, description="e.g. '12.8' (nvidia-smi 'CUDA Version')")
     nvml_version: str | None = None
     gpus: tuple[GpuReading, ...] = ()
+    peers: tuple[PeerLink, ...] = ()
     software: Software = Software()
     problem: str | None = Field(default=None, description="no_driver or no_gpu, with the reason in detail")
     problem_detail: str | None = None
