@@ -155,6 +155,15 @@ def host_transfers(*, n_bytes: int, device: str, repeats: int) -> dict[str, floa
     return out
 
 
+def peer_copy_gb_s(*, n_bytes: int, source: str, target: str, repeats: int) -> float:
+    """One-way device-to-device copy between two GPUs (NVLink, PCIe P2P, or through the host when P2P is off)."""
+    torch = _torch()
+    measure = _timer(torch, source)
+    a = torch.empty(n_bytes, dtype=torch.uint8, device=source)
+    b = torch.empty(n_bytes, dtype=torch.uint8, device=target)
+    return transfer_gb_s(n_bytes, measure(lambda: b.copy_(a, non_blocking=True), repeats))
+
+
 @dataclass(frozen=True)
 class CalibrationRecord:
     """What `bench --save` writes and `estimate --calibration` reads: measured rates of one card."""
@@ -231,4 +240,13 @@ def run(card: Any, *, device: str, quick: bool, link_gb_s: float | None) -> list
             results.append(Result(name, value, "GB/s", reference,
                                   verdict(value, reference, pass_at=LINK_PASS, fail_below=LINK_FAIL)
                                   if reference else "N/A", "256 MiB"))
+        torch = _torch()
+        if torch.cuda.device_count() > 1:
+            other = "cuda:1" if device != "cuda:1" else "cuda:0"
+            value = peer_copy_gb_s(n_bytes=256 * 2**20, source=device, target=other, repeats=repeats)
+            peer = getattr(card, "scale_up_gb_s", None)
+            reference = peer / 2 if peer else link_gb_s  # NVLink totals count both directions
+            results.append(Result(f"p2p_{device}_to_{other}", value, "GB/s", reference,
+                                  verdict(value, reference, pass_at=LINK_PASS, fail_below=LINK_FAIL)
+                                  if reference else "N/A", "256 MiB, one direction"))
     return results
