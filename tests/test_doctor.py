@@ -178,3 +178,31 @@ def test_topology_and_precision_support(shipped: Catalog) -> None:
     assert topo.status == "PASS" and "P2P no" in topo.measured and "via host" in topo.expected
     ampere = next(c for c in rig.checks if c.id == "precisions")
     assert "FP8" not in ampere.measured and "Ada" in ampere.fix
+
+
+def test_amd_gpus_are_read_through_amdsmi(monkeypatch: pytest.MonkeyPatch, shipped: Catalog) -> None:
+    amd: Any = types.ModuleType("amdsmi")
+    amd.amdsmi_init = lambda *a: 0
+    amd.amdsmi_shut_down = lambda: 0
+    amd.amdsmi_get_processor_handles = lambda: ["h0"]
+    amd.amdsmi_get_gpu_asic_info = lambda h: {"market_name": "AMD Instinct MI300X"}
+    amd.amdsmi_get_pcie_info = lambda h: {"pcie_static": {"max_pcie_width": 16, "max_pcie_speed": 32000},
+                                          "pcie_metric": {"pcie_width": 16, "pcie_speed": 32000,
+                                                          "pcie_replay_count": 0}}
+    amd.amdsmi_get_power_cap_info = lambda h: {"power_cap": 750_000_000, "default_power_cap": 750_000_000}
+
+    def unsupported(*_: object) -> None:
+        raise RuntimeError("AMDSMI_STATUS_NOT_SUPPORTED")
+
+    amd.amdsmi_get_temp_metric = unsupported
+    amd.amdsmi_get_gpu_total_ecc_count = lambda h: {"correctable_count": 0, "uncorrectable_count": 0}
+    monkeypatch.setitem(sys.modules, "amdsmi", amd)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVIDIA stack on this machine
+    snapshot = read_machine(load_seconds=0)
+    g = snapshot.gpus[0]
+    assert g.name == "AMD Instinct MI300X" and g.pcie_gen_max == 5 and g.power_limit_w == 750
+    assert g.temperature_c is None  # unsupported stays unknown
+    report = run_checks(snapshot, shipped)
+    assert report.inventory[0].catalog_id == "mi300x"
+    assert next(c for c in report.checks if c.id == "pcie_link").status == "PASS"
+    assert next(c for c in report.checks if c.id == "temperature").status == "N/A"

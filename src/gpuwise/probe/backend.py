@@ -195,15 +195,32 @@ def _load(seconds: float) -> threading.Thread | None:
     return thread
 
 
+def _amd_snapshot() -> Snapshot | None:
+    from gpuwise.probe.amd import read_amd
+
+    gpus = read_amd()
+    if not gpus:
+        return None
+    return Snapshot(taken_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), host=platform.node(),
+                    os=platform.platform(), gpus=gpus, software=read_software())
+
+
 def read_machine(*, load_seconds: float = 2.0) -> Snapshot:
     """Read this machine through NVML; ProbeUnavailable (exit code 3) says whether the driver or the GPU is missing."""
     try:
         import pynvml as nvml  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
-        raise ProbeUnavailable("doctor needs nvidia-ml-py: pip install 'gpuwise[probe]'") from None
+        amd = _amd_snapshot()
+        if amd is not None:
+            return amd
+        raise ProbeUnavailable("doctor needs nvidia-ml-py for NVIDIA GPUs (pip install 'gpuwise[probe]') or "
+                               "amdsmi from ROCm for AMD GPUs") from None
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
+        amd = _amd_snapshot()
+        if amd is not None:
+            return amd
         raise ProbeUnavailable(f"no NVIDIA driver ({exc}): install the NVIDIA driver (nvidia-smi must work), or "
                                "pass the GPU into the container (--gpus all)") from None
     try:
