@@ -7,12 +7,13 @@ Every function takes keyword-only options and returns plain dataclasses or pydan
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from gpuwise.catalog import GPU, Catalog, Comparison, compare
 from gpuwise.catalog import load_catalog as _load_catalog
-from gpuwise.errors import ConfigError
+from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.estimate.cost import Usage
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
@@ -26,9 +27,11 @@ from gpuwise.estimate.tco_report import TcoReport, tco_report
 from gpuwise.recommend.engine import Recommendation
 from gpuwise.recommend.rank import recommend as _recommend
 from gpuwise.recommend.request import Request, parse_request
+from gpuwise.troubleshoot.context import RunContext, read_context
+from gpuwise.troubleshoot.matcher import Match
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob, make_job
-from gpuwise.workload.presets import Preset, presets
+from gpuwise.workload.presets import Preset, hub_index, presets
 from gpuwise.workload.resolve import resolve_model
 
 CatalogFiles = Sequence[Path | str]
@@ -184,3 +187,58 @@ def tco(gpu: str, *, count: int = 1, price_usd: float | None = None, used: bool 
     cat = _load_catalog(catalog_files)
     return tco_report(cat.gpu(gpu), cat, count=count, price_usd=price_usd, used=used,
                       usage=Usage(hours_per_day=hours_per_day, years=years, usd_per_kwh=usd_per_kwh, pue=pue))
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    matches: tuple[Match, ...]
+    checklist: tuple[str, ...]
+    context: RunContext
+    memory_advice: str | None = None
+
+
+def _doctor_facts(report: dict[str, object]) -> dict[str, str]:
+    """Worst status per check id in a `gpuwise doctor --json` document."""
+    order = {"FAIL": 3, "WARN": 2, "PASS": 1, "N/A": 0}
+    facts: dict[str, str] = {}
+    for check in report.get("checks", []):  # type: ignore[attr-defined]
+        cid, status = str(check.get("id")), str(check.get("status"))
+        if order.get(status, 0) > order.get(facts.get(cid, "N/A"), 0):
+            facts[cid] = status
+    return facts
+
+
+def _memory_advice(context: RunContext, catalog_files: CatalogFiles) -> str | None:
+    if context.model is None or context.capacity_gib is None:
+        return None
+    cat = _load_catalog(catalog_files)
+    card = min(cat.gpus.values(), key=lambda g: abs(g.memory_bytes / 2**30 - context.capacity_gib))  # type: ignore[operator]
+    options: dict[str, Any] = {"method": context.method}
+    if context.batch:
+        options["batch"] = context.batch
+    if context.seq:
+        options["seq"] = context.seq
+    try:
+        report = fit(context.model, gpu=card.id, **options)
+    except GpuwiseError:
+        return None
+    memory = report.estimate.memory
+    line = (f"{context.model} ({context.method}, batch {context.batch or 1}, seq {context.seq or 2048}) needs about "
+            f"{memory.per_gpu_bytes / 1e9:,.1f} GB per GPU; the card has {context.capacity_gib * 2**30 / 1e9:,.1f} GB "
+            f"(sized like a {card.id})")
+    if report.plan:
+        line += f"; the smallest change that fits: {' '.join(report.plan)}"
+    return line
+
+
+def diagnose(text: str, *, doctor_report: dict[str, object] | None = None,
+             catalog_files: CatalogFiles = ()) -> Diagnosis:
+    """Known error signatures in a log, best first, with evidence; doctor facts confirm or rule out causes."""
+    from gpuwise.troubleshoot.matcher import GENERIC_CHECKLIST, diagnose_text
+
+    matches = diagnose_text(text, facts=_doctor_facts(doctor_report) if doctor_report else None)
+    context = read_context(text, dict(hub_index()))
+    advice = None
+    if any("oom" in m.entry.id or "out-of-memory" in m.entry.id for m in matches):
+        advice = _memory_advice(context, catalog_files)
+    return Diagnosis(tuple(matches), () if matches else GENERIC_CHECKLIST, context, advice)

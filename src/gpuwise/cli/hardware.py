@@ -173,3 +173,43 @@ def monitor_command(
         pass
     finally:
         nvml.nvmlShutdown()
+
+
+@guarded
+def diagnose_command(
+    file: str | None = typer.Argument(None, help="Log or traceback file; '-' reads standard input."),
+    text: str | None = typer.Option(None, "--text", help="The error text itself."),
+    doctor: Path | None = typer.Option(None, "--doctor", metavar="FILE",
+                                       help="A `gpuwise doctor --json` report whose findings confirm or rule out "
+                                            "causes."),
+    top: int = typer.Option(5, help="Causes to show."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Why did it fail? Known error signatures in a log, with cause, how to confirm, fix and sources."""
+    import json
+    import sys
+
+    from gpuwise.errors import ConfigError
+    from gpuwise.report.diagnose import diagnosis_json, diagnosis_view
+
+    if text is None and file is None:
+        raise typer.BadParameter("give a FILE, '-' for standard input, or --text '...'")
+    if text is None:
+        if file == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(str(file)).read_text("utf-8", errors="replace")
+            except OSError as exc:
+                raise ConfigError(f"cannot read {file!r}: {exc.strerror or exc}") from None
+    report = None
+    if doctor is not None:
+        try:
+            report = json.loads(doctor.read_text("utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"--doctor {str(doctor)!r} is not a doctor JSON report ({exc})") from None
+    result = api.diagnose(text, doctor_report=report)
+    if as_json:
+        print_json(diagnosis_json(result))
+    else:
+        stdout().print(diagnosis_view(result, top=top))

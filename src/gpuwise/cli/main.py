@@ -7,7 +7,13 @@ import typer
 from gpuwise import __version__
 from gpuwise.cli import catalog
 from gpuwise.cli.estimate import estimate_command, models_command
-from gpuwise.cli.hardware import bench_command, burn_in_command, doctor_command, monitor_command
+from gpuwise.cli.hardware import (
+    bench_command,
+    burn_in_command,
+    diagnose_command,
+    doctor_command,
+    monitor_command,
+)
 from gpuwise.cli.recommend import tco_command
 
 app = typer.Typer(
@@ -36,6 +42,8 @@ app.command("bench", help="Measure the card: GEMM per dtype, memory and host ban
 app.command("burn-in", help="Sustained load + memory test with telemetry; for a new or used card.")(burn_in_command)
 app.command("monitor", help="Live view of every GPU with plain hints (input-bound, memory full, throttling).")(
     monitor_command)
+app.command("diagnose", help="Why did it fail? Causes, how to confirm, fixes and sources for errors in a log.")(
+    diagnose_command)
 app.command("models", help="List the shipped model presets (work offline).")(models_command)
 
 

@@ -1,0 +1,1 @@
+"""Error signatures -> cause, evidence to collect, fix; a data file and a matcher."""
