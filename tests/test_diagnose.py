@@ -42,7 +42,6 @@ def test_every_listed_xid_is_recognised(xid: int) -> None:
 def test_fragmentation_outranks_the_generic_oom() -> None:
     text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
             "23.64 GiB of which 1.19 GiB is free. Of the allocated memory 17.51 GiB is allocated by PyTorch, and "
-            "4.47 GiB "
             "4.47 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
     matches = diagnose_text(text)
