@@ -47,6 +47,22 @@ app.command("diagnose", help="Why did it fail? Causes, how to confirm, fixes and
 app.command("models", help="List the shipped model presets (work offline).")(models_command)
 
 
+@app.command("serve", help="The web app and HTTP API on this machine: charts for fit, recommend, compare, TCO, doctor.")
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to bind (127.0.0.1: this machine only)."),
+    port: int = typer.Option(8000, help="Port."),
+) -> None:
+    """Start the web app (needs the web extra: pip install 'gpuwise[web]'); OpenAPI docs at /docs."""
+    try:
+        import uvicorn
+
+        from gpuwise.web.app import create_app
+    except ImportError:
+        typer.echo("error: the web app needs the web extra: pip install 'gpuwise[web]'", err=True)
+        raise typer.Exit(3) from None
+    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpuwise {__version__}")
@@ -64,3 +80,7 @@ def main(
 
 def run() -> None:
     app()
+
+
+if __name__ == "__main__":
+    run()

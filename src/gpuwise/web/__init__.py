@@ -1,0 +1,1 @@
+"""The web shell: FastAPI JSON API and server-rendered pages with bundled plotly charts (no CDN)."""

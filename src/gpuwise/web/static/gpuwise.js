@@ -1,0 +1,120 @@
+// gpuwise pages: small vanilla JS over the JSON API; charts with the plotly bundled in the Python package.
+"use strict";
+const gpuwise = (() => {
+  const $ = (sel) => document.querySelector(sel);
+  const form = (el) => Object.fromEntries(new FormData(el).entries());
+  const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+
+  async function post(url, body) {
+    const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const data = await r.json();
+    if (!r.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
+    return data;
+  }
+
+  function fitPage() {
+    $("#fit-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const f = form(ev.target);
+      const options = { batch: +f.batch, count: +f.count };
+      if (f.task === "train") Object.assign(options, { method: f.method, seq: +f.seq, ckpt: f.ckpt });
+      else Object.assign(options, { input_len: +f.seq });
+      try {
+        const data = await post("/api/fit", { model: f.model, gpu: f.gpu, task: f.task, options });
+        const mem = data.estimate.memory;
+        $("#fit-verdict").innerHTML = `<span class="${mem.fits ? "ok" : "error"}">${mem.fits ? "fits" : "does not fit"}</span>: `
+          + `${mem.per_gpu_gb.toFixed(1)} of ${mem.capacity_gb.toFixed(1)} GB per GPU, headroom ${mem.headroom_gb.toFixed(1)} GB`
+          + (data.plan && data.plan.length ? `; fits with <code>${esc(data.plan.join(" "))}</code>` : "");
+        const parts = Object.entries(mem.breakdown_gb).filter(([, v]) => v > 0);
+        const traces = parts.map(([k, v]) => ({ type: "bar", name: k, x: ["per GPU"], y: [v] }));
+        Plotly.newPlot("fit-chart", traces, {
+          barmode: "stack", title: `${data.estimate.workload.model} on ${data.estimate.hardware.gpu}`, yaxis: { title: "GB" },
+          shapes: [{ type: "line", x0: -0.5, x1: 0.5, y0: mem.capacity_gb, y1: mem.capacity_gb, line: { color: "red", dash: "dash" } }],
+        }, { displayModeBar: false });
+        $("#fit-changes tbody").innerHTML = data.changes.slice(0, 10).map((c) =>
+          `<tr><td><code>${esc(c.flags)}</code></td><td>${esc(c.description)}</td><td>${c.per_gpu_gb.toFixed(1)}</td>`
+          + `<td>${c.saving_gb.toFixed(1)}</td><td>${c.fits ? "yes" : "no"}</td></tr>`).join("");
+      } catch (err) { $("#fit-verdict").innerHTML = `<span class="error">${esc(err.message)}</span>`; }
+    });
+  }
+
+  function recommendPage() {
+    $("#rec-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const f = form(ev.target);
+      const body = {
+        workloads: [{ model: f.model, task: "train", tokens: +f.tokens, options: { method: f.method, seq: +f.seq, ckpt: "full" } }],
+        objective: f.objective, usage: { hours_per_day: +f.hours }, top: 15,
+      };
+      if (f.budget) body.budget_usd = +f.budget;
+      try {
+        const data = await post("/api/recommend", body);
+        const opts = data.options;
+        const front = new Set(data.pareto.map((p) => `${p.gpu}|${p.count}|${p.acquisition}`));
+        const all = { type: "scatter", mode: "markers", name: "options", x: opts.map((o) => o.job_hours), y: opts.map((o) => o.tco_usd),
+          text: opts.map((o) => `${o.count} x ${o.gpu} (${o.acquisition})`), marker: { size: 9 } };
+        const pareto = data.pareto.slice().sort((a, b) => a.time - b.time);
+        const line = { type: "scatter", mode: "lines+markers", name: "Pareto front", x: pareto.map((p) => p.time), y: pareto.map((p) => p.tco_usd),
+          text: pareto.map((p) => `${p.count} x ${p.gpu}`), line: { color: "red" } };
+        Plotly.newPlot("rec-chart", [all, line], { title: "total cost vs time per job", xaxis: { title: "hours per job", type: "log" },
+          yaxis: { title: "TCO USD", type: "log" } }, { displayModeBar: false });
+        $("#rec-table tbody").innerHTML = opts.map((o, i) => `<tr><td>${i + 1}</td><td>${o.count} x ${esc(o.gpu)}`
+          + `${front.has(`${o.gpu}|${o.count}|${o.acquisition}`) ? " ★" : ""}</td><td>${esc(o.acquisition)}</td><td>${o.per_gpu_gb.toFixed(1)}</td>`
+          + `<td>${o.job_hours == null ? "—" : o.job_hours.toFixed(1)}</td><td>${Math.round(o.tco_usd).toLocaleString()}</td><td>${esc(o.why)}</td></tr>`).join("");
+        const groups = {};
+        for (const r of data.rejected) (groups[r.code] ||= []).push(r);
+        $("#rec-rejected").innerHTML = Object.entries(groups).map(([code, rs]) =>
+          `<li><b>${esc(code)}</b> (${rs.length}): ${esc(rs.slice(0, 3).map((r) => `${r.count} x ${r.gpu}: ${r.reason}`).join("; "))}</li>`).join("")
+          + (opts.length ? "" : `<li class="error">nothing qualifies; nearest: ${esc(data.nearest.map((r) => `${r.gpu}: ${r.reason}`).join("; "))}</li>`);
+      } catch (err) { $("#rec-rejected").innerHTML = `<li class="error">${esc(err.message)}</li>`; }
+    });
+  }
+
+  function comparePage() {
+    $("#cmp-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const ids = Object.values(form(ev.target)).filter((v) => v);
+      const r = await fetch(`/api/compare?ids=${encodeURIComponent(ids.join(","))}`);
+      const data = await r.json();
+      if (!r.ok) { $("#cmp-chart").innerHTML = `<p class="error">${esc(data.detail)}</p>`; return; }
+      const rows = data.rows.filter((row) => !row.derived || row.key.includes("per"));
+      const traces = data.gpus.map((g) => ({ type: "bar", name: g, x: rows.map((row) => row.label), y: rows.map((row) => row.ratios[g]) }));
+      Plotly.newPlot("cmp-chart", traces, { barmode: "group", title: `ratio to ${data.baseline}`, yaxis: { title: "x" } }, { displayModeBar: false });
+    });
+  }
+
+  function tcoPage() {
+    $("#tco-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const f = form(ev.target);
+      try {
+        const data = await post("/api/tco", { gpu: f.gpu, count: +f.count, hours_per_day: +f.hours_per_day, years: +f.years, usd_per_kwh: +f.usd_per_kwh });
+        const years = data.buy.by_year_usd.map((_, i) => i + 1);
+        const traces = [{ type: "scatter", mode: "lines+markers", name: "buy", x: years, y: data.buy.by_year_usd, line: { width: 4 } }]
+          .concat(data.rent.map((r) => ({ type: "scatter", mode: "lines", name: `rent ${r.provider} ${r.instance}`, x: years, y: r.by_year_usd })));
+        Plotly.newPlot("tco-chart", traces, { title: `${data.count} x ${data.gpu}: cumulative cost`, xaxis: { title: "year", dtick: 1 },
+          yaxis: { title: "USD" } }, { displayModeBar: false });
+        $("#tco-detail").textContent = `buy: ${Math.round(data.buy.gpus_usd)} cards + ${Math.round(data.buy.host_usd)} host + `
+          + `${Math.round(data.buy.energy_usd)} energy + ${Math.round(data.buy.repairs_usd)} repairs - ${Math.round(data.buy.residual_usd)} residual (${data.price_basis})`;
+      } catch (err) { $("#tco-detail").innerHTML = `<span class="error">${esc(err.message)}</span>`; }
+    });
+  }
+
+  function doctorPage() {
+    $("#doc-file").addEventListener("change", async (ev) => {
+      const file = ev.target.files[0];
+      if (!file) return;
+      try {
+        const report = JSON.parse(await file.text());
+        if (!Array.isArray(report.checks)) throw new Error("not a `gpuwise doctor --json` report (no checks)");
+        const s = report.summary || {};
+        $("#doc-summary").textContent = `${report.host || "machine"}: ${s.PASS || 0} pass, ${s.WARN || 0} warn, ${s.FAIL || 0} fail, ${s["N/A"] || 0} n/a`;
+        const style = { PASS: "ok", FAIL: "error", WARN: "error" };
+        $("#doc-table tbody").innerHTML = report.checks.map((c) => `<tr><td>${c.gpu ?? "—"}</td><td>${esc(c.id)}</td>`
+          + `<td class="${style[c.status] || "muted"}">${esc(c.status)}</td><td>${esc(c.measured)}</td><td>${esc(c.expected)}</td><td>${esc(c.fix)}</td></tr>`).join("");
+      } catch (err) { $("#doc-summary").innerHTML = `<span class="error">${esc(err.message)}</span>`; }
+    });
+  }
+
+  return { fitPage, recommendPage, comparePage, tcoPage, doctorPage };
+})();

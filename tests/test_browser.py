@@ -1,0 +1,104 @@
+"""The pages in a real browser: Debian's chromium driven by Playwright against a server this test starts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("fastapi")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium)", allow_module_level=True)
+ARTIFACTS = Path(os.environ.get("GPUWISE_TEST_ARTIFACTS", Path(__file__).parents[1] / "test-artifacts"))
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwise.cli.main", "serve", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/api/models", timeout=1):
+                break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        message = proc.stderr.read().decode() if proc.stderr else ""
+        if proc.stderr is not None:
+            proc.stderr.close()
+        pytest.fail("the server did not start: " + message)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def page(server: str) -> Iterator[object]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        tab = browser.new_page(viewport={"width": 1200, "height": 1000})
+        yield tab
+        browser.close()
+
+
+def test_fit_form_renders_the_breakdown_chart(server: str, page: object) -> None:
+    tab = page  # a playwright Page
+    tab.goto(server + "/fit")  # type: ignore[attr-defined]
+    tab.select_option("select[name=model]", "qwen2-7b")  # type: ignore[attr-defined]
+    tab.select_option("select[name=gpu]", "rtx-4070-ti-super")  # type: ignore[attr-defined]
+    tab.click("#fit-go")  # type: ignore[attr-defined]
+    tab.wait_for_selector("#fit-chart .main-svg", timeout=15000)  # type: ignore[attr-defined]
+    bars = tab.locator("#fit-chart .bars path").count()  # type: ignore[attr-defined]
+    assert bars >= 3  # weights, activations, overhead ... stacked
+    verdict = tab.inner_text("#fit-verdict")  # type: ignore[attr-defined]
+    assert "GB per GPU" in verdict and "fits" in verdict
+    tab.screenshot(path=str(ARTIFACTS / "fit.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_recommend_gives_a_table_and_a_pareto_scatter(server: str, page: object) -> None:
+    tab = page
+    tab.goto(server + "/recommend")  # type: ignore[attr-defined]
+    tab.click("#rec-go")  # type: ignore[attr-defined]
+    tab.wait_for_selector("#rec-table tbody tr", timeout=20000)  # type: ignore[attr-defined]
+    tab.wait_for_selector("#rec-chart .main-svg", timeout=10000)  # type: ignore[attr-defined]
+    assert tab.locator("#rec-table tbody tr").count() >= 5  # type: ignore[attr-defined]
+    assert tab.locator("#rec-chart .scatterlayer .point").count() >= 5  # type: ignore[attr-defined]
+    assert "memory" in tab.inner_text("#rec-rejected") or tab.locator("#rec-rejected li").count() > 0  # type: ignore[attr-defined]
+    tab.screenshot(path=str(ARTIFACTS / "recommend.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_compare_and_tco_charts(server: str, page: object) -> None:
+    tab = page
+    tab.goto(server + "/compare")  # type: ignore[attr-defined]
+    tab.click("#cmp-go")  # type: ignore[attr-defined]
+    tab.wait_for_selector("#cmp-chart .bars path", timeout=10000)  # type: ignore[attr-defined]
+    tab.goto(server + "/tco")  # type: ignore[attr-defined]
+    tab.click("#tco-go")  # type: ignore[attr-defined]
+    tab.wait_for_selector("#tco-chart .scatterlayer .trace", timeout=10000)  # type: ignore[attr-defined]
+    assert "residual" in tab.inner_text("#tco-detail")  # type: ignore[attr-defined]
+    tab.screenshot(path=str(ARTIFACTS / "tco.png"), full_page=True)  # type: ignore[attr-defined]

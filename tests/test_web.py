@@ -1,0 +1,78 @@
+"""The web API with FastAPI's client: the same documents as the CLI's JSON, 4xx for bad input, no file paths."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient
+
+from gpuwise.web.app import create_app
+
+client = TestClient(create_app())
+
+
+def test_pages_and_bundled_plotly() -> None:
+    for page in ("/", "/fit", "/recommend", "/compare", "/tco", "/doctor"):
+        r = client.get(page)
+        assert r.status_code == 200 and "/static/plotly.min.js" in r.text
+        assert "cdn" not in r.text.lower()  # works offline
+    js = client.get("/static/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000
+    assert client.get("/nope").status_code == 404
+    assert client.get("/docs").status_code == 200 and client.get("/openapi.json").status_code == 200
+
+
+def test_catalog_endpoints() -> None:
+    records = client.get("/api/catalog", params={"vendor": "amd"}).json()
+    assert records and all(r["vendor"] == "amd" for r in records)
+    one = client.get("/api/catalog/RTX 4090").json()
+    assert one["id"] == "rtx-4090" and one["memory_bandwidth_gb_s"] == 1008
+    assert client.get("/api/catalog/rtx-4909").status_code == 404
+    assert client.get("/api/catalog", params={"vendor": "nvdia"}).status_code == 422
+
+
+def test_estimate_matches_the_cli_contract() -> None:
+    from gpuwise import api
+    from gpuwise.report.estimate import estimate_json
+
+    body = {"model": "llama-3.1-8b", "gpu": "rtx-4090", "task": "train", "options": {"method": "qlora", "seq": 1024}}
+    web = client.post("/api/estimate", json=body).json()
+    direct = estimate_json(api.estimate("llama-3.1-8b", gpu="rtx-4090", method="qlora", seq=1024))
+    assert web == direct
+
+
+def test_uploaded_config_instead_of_a_preset() -> None:
+    config = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+              "intermediate_size": 1024, "vocab_size": 1000}
+    r = client.post("/api/fit", json={"config": config, "gpu": "t4", "options": {"precision": "fp16"}})
+    assert r.status_code == 200 and r.json()["estimate"]["workload"]["params"] == 2 * 1000 * 512 + 4 * (
+        4 * 512 * 512 + 3 * 512 * 1024 + 2 * 512) + 512
+
+
+@pytest.mark.parametrize(("body", "status", "needle"), [
+    ({"model": "/etc/passwd", "gpu": "rtx-4090"}, 422, "never file paths"),
+    ({"model": "../secrets/config.json", "gpu": "rtx-4090"}, 422, "not a preset"),
+    ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"batch": 0}}, 422, "--batch"),
+    ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"method": "dora"}}, 422, "--method 'dora'"),
+    ({"model": "llama-3.1-8b", "gpu": "h200"}, 422, "ambiguous"),
+    ({"model": "llama-3.1-8b", "gpu": "gtx-9999"}, 404, "unknown GPU"),
+    ({"gpu": "rtx-4090"}, 422, "give 'model'"),
+    ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "bogus": 1}, 422, "bogus"),
+])
+def test_bad_input_is_a_4xx_that_names_the_problem(body: dict[str, object], status: int, needle: str) -> None:
+    r = client.post("/api/estimate", json=body)
+    assert r.status_code == status and needle in str(r.json()["detail"])
+
+
+def test_recommend_tco_diagnose() -> None:
+    rec = client.post("/api/recommend", json={"workloads": [{"model": "qwen2-7b", "options": {"method": "qlora"}}],
+                                              "top": 3}).json()
+    assert len(rec["options"]) == 3 and rec["rejected"] and rec["pareto"]
+    bad = client.post("/api/recommend", json={"workloads": [{"model": "/tmp/x.json"}]})
+    assert bad.status_code == 422
+    tco = client.post("/api/tco", json={"gpu": "rtx-4090", "years": 3}).json()
+    assert len(tco["buy"]["by_year_usd"]) == 3
+    assert client.post("/api/tco", json={"gpu": "rtx-4090", "count": 0}).status_code == 422
+    diag = client.post("/api/diagnose", json={"text": "RuntimeError: CUDA error: device-side assert triggered"}).json()
+    assert diag["matches"][0]["id"] == "device-side-assert"

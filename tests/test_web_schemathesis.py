@@ -1,0 +1,20 @@
+"""Property-based API testing against the OpenAPI schema: no request, however odd, gets a 500."""
+
+from __future__ import annotations
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis")
+pytest.importorskip("fastapi")
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from gpuwise.web.app import create_app  # noqa: E402
+
+schema = schemathesis.openapi.from_asgi("/openapi.json", create_app())
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_server_errors(case: schemathesis.Case) -> None:
+    response = case.call()
+    assert response.status_code < 500, (case.method, case.path, case.body, response.text[:300])
