@@ -141,7 +141,7 @@ def monitor_command(
     from gpuwise.probe import monitor
 
     try:
-        import pynvml as nvml  # type: ignore[import-not-found,unused-ignore]
+        import pynvml as nvml
     except ImportError:
         raise ProbeUnavailable("monitor needs nvidia-ml-py: pip install 'gpuwise[probe]'") from None
     try:

@@ -32,7 +32,7 @@ def _gen(speed: Any) -> int | None:
 def read_amd() -> tuple[GpuReading, ...]:
     """Every AMD GPU amdsmi sees; an empty tuple when amdsmi is not installed or finds none."""
     try:
-        import amdsmi as amd  # type: ignore[import-not-found,unused-ignore]
+        import amdsmi as amd
     except ImportError:
         return ()
     if _call(amd, "amdsmi_init") is None and not hasattr(amd, "amdsmi_get_processor_handles"):

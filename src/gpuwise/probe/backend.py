@@ -162,7 +162,7 @@ def read_software() -> Software:
     nccl = None
     if available:
         try:
-            nccl = ".".join(str(v) for v in torch.cuda.nccl.version())  # type: ignore[no-untyped-call]
+            nccl = ".".join(str(v) for v in torch.cuda.nccl.version())  # type: ignore[no-untyped-call,unused-ignore]
         except (RuntimeError, AttributeError):
             nccl = None
     return Software(torch_version=torch.__version__, torch_cuda=cuda, torch_hip=getattr(torch.version, "hip", None),
@@ -208,7 +208,7 @@ def _amd_snapshot() -> Snapshot | None:
 def read_machine(*, load_seconds: float = 2.0) -> Snapshot:
     """Read this machine through NVML; ProbeUnavailable (exit code 3) says whether the driver or the GPU is missing."""
     try:
-        import pynvml as nvml  # type: ignore[import-not-found,unused-ignore]
+        import pynvml as nvml
     except ImportError:
         amd = _amd_snapshot()
         if amd is not None:

@@ -148,7 +148,7 @@ def torch_workload(device: str, memory_fraction: float = 0.8) -> Callable[[], tu
 
 def nvml_sampler(index: int) -> tuple[Callable[[], Sample], float | None, Callable[[], None]]:
     """(sample function, shutdown temperature, close function) reading NVML for GPU ``index``."""
-    import pynvml as nvml  # type: ignore[import-not-found,unused-ignore]
+    import pynvml as nvml
 
     from gpuwise.probe.backend import REASON_BITS, query
 
@@ -181,7 +181,7 @@ def write_timeline(result: BurnInResult, path: Path) -> None:
         path.write_text("\n".join(rows) + "\n", encoding="utf-8")
         return
     try:
-        import plotly.graph_objects as go  # type: ignore[import-not-found,unused-ignore]
+        import plotly.graph_objects as go
     except ImportError:
         path.with_suffix(".csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
         return

@@ -51,7 +51,7 @@ def cpu_busy_fraction() -> float | None:
 
 def read_all() -> list[Reading]:
     """One reading of every GPU through NVML (the doctor's query door)."""
-    import pynvml as nvml  # type: ignore[import-not-found,unused-ignore]
+    import pynvml as nvml
 
     from gpuwise.probe.backend import REASON_BITS, query
 

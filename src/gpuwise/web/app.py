@@ -153,7 +153,7 @@ def create_app() -> FastAPI:
 
     @app.get("/static/plotly.min.js", include_in_schema=False)
     def plotly_js() -> FileResponse:
-        import plotly  # type: ignore[import-untyped,unused-ignore]
+        import plotly
 
         return FileResponse(Path(plotly.__file__).parent / "package_data" / "plotly.min.js",
                             media_type="application/javascript")
