@@ -24,27 +24,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(catalog.app, name="catalog", help="Browse GPUs: datasheet figures with sources, dated prices.")
-app.command("recommend", help="Which GPU? Every GPU x count x buy/rent ranked, with reasons for each rejection.")(
-    estimate_command)
-app.command("tco", help="Owning N cards against renting them, year by year, with the break-even usage.")(tco_command)
-app.command("fit", help="Will it fit? Memory breakdown, largest batch, and the changes that make it fit.")(
-    estimate_command)
-app.command("estimate", help="Per-GPU memory and speed of a job, as a table or the JSON contract (--json).")(
-    estimate_command)
-app.command("scale", help="Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.")(
-    estimate_command)
-app.command("serve-sim", help="Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.")(
-    estimate_command)
-app.command("doctor", help="Is the card healthy? PCIe link, power, throttling, ECC, memory errors, driver stack.")(
-    doctor_command)
-app.command("bench", help="Measure the card: GEMM per dtype, memory and host bandwidth, vs the datasheet.")(
-    bench_command)
-app.command("burn-in", help="Sustained load + memory test with telemetry; for a new or used card.")(burn_in_command)
-app.command("monitor", help="Live view of every GPU with plain hints (input-bound, memory full, throttling).")(
-    monitor_command)
-app.command("diagnose", help="Why did it fail? Causes, how to confirm, fixes and sources for errors in a log.")(
-    diagnose_command)
-app.command("models", help="List the shipped model presets (work offline).")(models_command)
+COMMANDS = (
+    ("recommend", "Which GPU? Every GPU x count x buy/rent ranked, with reasons for each rejection.", estimate_command),
+    ("tco", "Owning N cards against renting them, year by year, with the break-even usage.", tco_command),
+    ("fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", estimate_command),
+    ("estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).", estimate_command),
+    ("scale", "Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.", estimate_command),
+    ("serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",
+     estimate_command),
+    ("doctor", "Is the card healthy? PCIe link, power, throttling, ECC, memory errors, driver stack.", doctor_command),
+    ("bench", "Measure the card: GEMM per dtype, memory and host bandwidth, vs the datasheet.", bench_command),
+    ("burn-in", "Sustained load + memory test with telemetry; for a new or used card.", burn_in_command),
+    ("monitor", "Live view of every GPU with plain hints (input-bound, memory full, throttling).", monitor_command),
+    ("diagnose", "Why did it fail? Causes, how to confirm, fixes and sources for errors in a log.", diagnose_command),
+    ("models", "List the shipped model presets (work offline).", models_command),
+)
+"""(name, one-line help, function): `estimate_command` serves five names; it reads its own name from the context."""
+for _name, _help, _function in COMMANDS:
+    app.command(_name, help=_help)(_function)
 
 
 @app.command("serve", help="The web app and HTTP API on this machine: charts for fit, recommend, compare, TCO, doctor.")
