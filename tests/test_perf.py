@@ -23,10 +23,11 @@ def test_a_single_large_gemm_is_compute_bound_at_the_measured_efficiency(shipped
     n = 8192  # 8192^3 GEMM: 2n^3 = 1.1e12 FLOP, 3 x 8192^2 x 2 B = 403 MB
     op = Op("gemm", "gemm", 2 * n**3, 3 * n * n * 2)
     seconds, bound = op_time(op, m)
-    efficiency = 794.5 / 989.5  # mamf-finder's H100 SXM maximum
+    efficiency = 794.5 / 989.5  # mamf-finder's H100 SXM best-shape maximum ...
+    shape = 215.333 / 252.9  # ... of which a fixed 8192^3 shape gets 85% (A800/A100 PCIe measurements)
     size = op.flops / (op.flops + 2e9)
     assert bound == "compute"
-    assert seconds == pytest.approx(op.flops / (989.5e12 * efficiency * size) + C.KERNEL_OVERHEAD.value)
+    assert seconds == pytest.approx(op.flops / (989.5e12 * efficiency * shape * size) + C.KERNEL_OVERHEAD.value)
 
 
 def test_a_7b_decode_step_is_the_weights_over_the_bandwidth(shipped: Catalog) -> None:

@@ -110,6 +110,12 @@ GEMM_EFFICIENCY_BY_ARCH = {
     ("ada", "consumer"): GEMM_EFFICIENCY_BY_GPU[("rtx-4090", "fp16")],
 }
 GEMM_EFFICIENCY_FP8_HOPPER = GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "fp8")]
+FIXED_SHAPE_FRACTION = Constant(
+    215.333 / 252.9, "fraction of the best-shape maximum",
+    "benchmarks/data/public-measurements.yaml: a plain 8192^3 fp16 matmul reaches 215.3 TFLOPS on an A800 PCIe "
+    "(mli/transformers-benchmarks, D-mli-a800-pcie-fp16-matmul-8192) while mamf-finder's best shape reaches 252.9 "
+    "on the same silicon (A100 PCIe 80GB, D-mamf-a100-pcie-bf16): shapes a model dictates get 0.85 of the best",
+)
 GEMM_EFFICIENCY_DEFAULT = Constant(0.75, "fraction", "gpuwise assumption for chips without a published matmul "
                                    "measurement (AMD, Intel, Volta, Turing, edge): below every measured NVIDIA card")
 GEMM_HALF_EFFICIENCY_FLOP = Constant(

@@ -256,9 +256,10 @@ def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float
 
 
 def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
-    """Batched GEMMs on weight-only formats (AWQ/GPTQ/GGUF) unpack the weights to fp16 first (AutoAWQ's GEMM path
-    above its batch threshold, llama.cpp's cuBLAS path): read the packed weights, write and read fp16 copies."""
-    if job.quant not in ("awq-int4", "gptq-int4", "gguf-q4_k_m", "gguf-q8_0"):
+    """Batched GEMMs on AWQ/GPTQ weights unpack them to fp16 first (AutoAWQ's GEMM path above its batch
+    threshold): read the packed weights, write and read fp16 copies. llama.cpp's MMQ kernels (ggml-cuda/mmq.cu)
+    multiply the quantized GGUF blocks directly, so GGUF prefill pays no such pass."""
+    if job.quant not in ("awq-int4", "gptq-int4"):
         return []
     linear = arch.params.linear / job.tp
     return [Op("dequantize", "memory", 0.0, linear * (LINEAR_BITS[job.quant] / 8 + 2 + 2), 7 * arch.layers)]

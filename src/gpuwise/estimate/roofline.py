@@ -49,10 +49,16 @@ class Machine:
     attention_efficiency: float
     memory_bytes_per_s: float
     kernel_floor_s: float
+    calibrated: bool = False
 
     def gemm_rate(self, flops: float) -> float:
         size = flops / (flops + C.GEMM_HALF_EFFICIENCY_FLOP.value) if flops > 0 else 1.0
-        return self.peak_flops * self.gemm_efficiency * size
+        return self.peak_flops * self.gemm_efficiency * self.shape_fraction * size
+
+    @property
+    def shape_fraction(self) -> float:
+        """Table efficiencies are best-shape maxima; a calibration record measured the user's own shapes."""
+        return 1.0 if self.calibrated else C.FIXED_SHAPE_FRACTION.value
 
 
 def _arch_key(gpu: GPU) -> str:
@@ -81,7 +87,8 @@ def machine(gpu: GPU, dtype: Dtype, *, eager: bool = False, calibration: Calibra
         memory = calibration.memory_bytes_per_s or memory
     attention = C.FLASH_ATTENTION_EFFICIENCY.get(_arch_key(gpu), C.FLASH_ATTENTION_DEFAULT).value
     floor = C.EAGER_OVERHEAD.value if eager else C.KERNEL_OVERHEAD.value
-    return Machine(gpu, dtype, peak, efficiency, min(attention, efficiency), memory, floor)
+    calibrated = calibration is not None and dtype in calibration.gemm_flops
+    return Machine(gpu, dtype, peak, efficiency, min(attention, efficiency), memory, floor, calibrated)
 
 
 def op_time(op: Op, m: Machine) -> tuple[float, str]:
