@@ -38,8 +38,8 @@ def test_70b_full_fine_tuning_is_never_offered_on_one_24_gb_card(shipped: Catalo
 
 
 def test_psu_and_chassis_rejections_carry_their_reasons(shipped: Catalog) -> None:
-    req = parse_request({**_request(model="llama-3.1-8b", options={"method": "lora"}), "acquisitions": ["buy-new"],
-                         "constraints": {"psu_watts": 1000, "chassis": "desktop"}})
+    req = parse_request({**_request(model="llama-3.1-8b", options={"method": "lora", "ckpt": "full"}),
+                         "acquisitions": ["buy-new"], "constraints": {"psu_watts": 1000, "chassis": "desktop"}})
     rec = recommend(req, shipped)
     codes = {(r.gpu, r.code) for r in rec.rejected}
     assert ("h100-sxm-80gb", "chassis") in codes
@@ -47,8 +47,9 @@ def test_psu_and_chassis_rejections_carry_their_reasons(shipped: Catalog) -> Non
     assert "HGX baseboard" in sxm.reason
     assert ("a100-pcie-40gb", "chassis") in codes  # passive card in a desktop
     power = [r for r in rec.rejected if r.code == "power"]
-    # 2 x 575 W RTX 5090 + 200 W host = 1,350 W x 1.2 > 1,000 W
-    assert any(r.gpu == "rtx-5090" for r in power) or all(o.gpu != "rtx-5090" or o.count == 1 for o in rec.options)
+    # 2 x 575 W RTX 5090 + 200 W host = 1,350 W x 1.2 = 1,620 W > 1,000 W; one card: 775 x 1.2 = 930 W fits
+    assert any(r.gpu == "rtx-5090" and r.count == 2 and "exceeds the 1,000 W PSU" in r.reason for r in power)
+    assert any(o.gpu == "rtx-5090" and o.count == 1 for o in rec.options)
     assert all(o.count * shipped.gpus[o.gpu].tdp_w + 200 <= 1000 / 1.2 + 1e-6 for o in rec.options)
 
 
