@@ -39,7 +39,9 @@ def test_estimate_json_follows_the_contract() -> None:
     assert "infer" not in doc["perf"] and "epoch_time_s" not in train  # absent keys are omitted, never zero
     assert train["tokens_per_s"] == pytest.approx(2 * 2048 / train["step_time_s"], rel=1e-3)
     assert doc["perf"]["bound"] in ("compute", "memory", "communication")
-    assert "cost" not in doc  # arrives with the TCO issue
+    cost = doc["cost"]  # the cheapest H100 SXM offer of the catalog, one GPU
+    assert cost["usd_per_hour"] > 0 and cost["basis"].startswith("rent")
+    assert "usd_per_job" not in cost  # no --tokens given
     assert doc["assumptions"]
 
 
@@ -171,3 +173,11 @@ def test_scale_and_serve_sim_commands() -> None:
     again = json.loads(run("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "5", "--p99-ms", "4000",
                            "--input-len", "512", "--output-len", "128", "--requests", "200", "--json")[1])
     assert again == report  # deterministic under the default seed
+
+
+def test_cost_per_job_follows_the_epoch_time() -> None:
+    _, out, _ = run("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--method", "lora", "--tokens", "1e8",
+                    "--json")
+    doc = json.loads(out)
+    hours = doc["perf"]["train"]["epoch_time_s"] / 3600
+    assert doc["cost"]["usd_per_job"] == pytest.approx(doc["cost"]["usd_per_hour"] * hours, rel=1e-3)

@@ -17,6 +17,16 @@ Job = TrainJob | InferJob
 
 
 @dataclass(frozen=True)
+class CostFigures:
+    """What the job costs by the hour: the cheapest on-demand offer for this many GPUs, else owning them."""
+
+    usd_per_hour: float
+    basis: str
+    usd_per_job: float | None = None  # training: one --tokens epoch
+    usd_per_million_tokens: float | None = None  # inference: output tokens at the batch's throughput
+
+
+@dataclass(frozen=True)
 class Estimate:
     model: Architecture
     gpu: GPU
@@ -24,6 +34,7 @@ class Estimate:
     memory: MemoryEstimate
     warnings: tuple[str, ...]
     perf: TrainPerf | InferPerf | None = None
+    cost: CostFigures | None = None
 
     @property
     def task(self) -> str:
@@ -74,8 +85,34 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     else:
         memory = inference_memory(arch, job, capacity_bytes=gpu.memory_bytes)
     perf: TrainPerf | InferPerf | None = None
+    cost: CostFigures | None = None
     if catalog is not None:
         perf = (train_perf(arch, job, gpu, catalog, calibration=calibration) if isinstance(job, TrainJob)
                 else infer_perf(arch, job, gpu, catalog, calibration=calibration))
+    cost = costs(gpu, job, perf, catalog) if catalog is not None else None
     return Estimate(model=arch, gpu=gpu, job=job, memory=memory,
-                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu), perf=perf)
+                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu), perf=perf, cost=cost)
+
+
+def costs(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, catalog: Catalog) -> CostFigures | None:
+    """Hourly price (cheapest whole-instance offer, else owning at 8 h/day for 3 years) and per-job figures."""
+    from gpuwise.estimate import cost as tco
+
+    offers = [o for o in catalog.offers_for(gpu.id) if job.count % o.gpus == 0]
+    if offers:
+        best = offers[0]
+        per_hour = best.usd_per_gpu_hour * job.count
+        basis = f"rent {best.provider} {best.instance} ({best.as_of}), cheapest on-demand offer"
+    elif gpu.price is not None and (gpu.price.street_usd or gpu.price.msrp_usd):
+        usage = tco.Usage()
+        buy = tco.buy_cost(gpu, job.count, gpu.price.street_usd or gpu.price.msrp_usd or 0.0, usage)
+        per_hour = tco.owned_usd_per_hour(buy, usage)
+        basis = "owned: 3-year TCO spread over 8 h/day"
+    else:
+        return None
+    per_job = per_million = None
+    if isinstance(perf, TrainPerf) and perf.epoch_time_s is not None:
+        per_job = per_hour * perf.epoch_time_s / 3600
+    if isinstance(perf, InferPerf) and perf.output_tokens_per_s:
+        per_million = per_hour / (perf.output_tokens_per_s * 3600) * 1e6
+    return CostFigures(per_hour, basis, per_job, per_million)

@@ -58,6 +58,13 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
     if est.perf is not None:
         document["perf"] = perf_json(est)
         assumptions += list(est.perf.assumptions)
+    if est.cost is not None:
+        cost: dict[str, Any] = {"usd_per_hour": round(est.cost.usd_per_hour, 4), "basis": est.cost.basis}
+        if est.cost.usd_per_job is not None:
+            cost["usd_per_job"] = round(est.cost.usd_per_job, 2)
+        if est.cost.usd_per_million_tokens is not None:
+            cost["usd_per_million_tokens"] = round(est.cost.usd_per_million_tokens, 4)
+        document["cost"] = cost
     document["assumptions"] = assumptions
     document["warnings"] = list(est.warnings)
     return document
