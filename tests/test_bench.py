@@ -58,6 +58,32 @@ def test_bench_without_a_cuda_device_exits_3() -> None:
     assert result.exit_code == 3 and "sees no CUDA device" in result.stderr
 
 
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
+def test_bench_names_the_h200_variant_by_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # NVML and torch call both H200 variants "NVIDIA H200"; the real card on our device run (2026-11-29, driver
+    # 580.159.04) reported 143,771 MiB, which is the SXM part's 141 GB (the NVL has the same memory, so SXM is
+    # taken unless the name says NVL, as doctor does). Before this was fixed, bench left the card unmatched.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: type("P", (), {"total_memory": 143_771 * 2**20})())
+    seen: list[str | None] = []
+
+    def fake_run(card, device, quick, link_gb_s):  # type: ignore[no-untyped-def]
+        seen.append(card.id if card else None)
+        return [bench.Result("gemm_bf16", 745.6, "TFLOPS", None, "N/A", "fake")]
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    saved = tmp_path / "cal.json"
+    result = runner.invoke(app, ["bench", "--json", "--save", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert seen == ["h200-sxm-141gb"]
+    assert json.loads(result.stdout)["catalog_id"] == "h200-sxm-141gb"
+    assert json.loads(saved.read_text())["gpu"] == "h200-sxm-141gb"
+
+
 def test_a_calibration_record_slows_the_estimate_it_describes(tmp_path: Path, shipped: Catalog) -> None:
     record = tmp_path / "h100.json"
     # a card that reached half of the table's matmul rate (0.5 x 80% x 989.5) and 2 TB/s

@@ -53,8 +53,8 @@ def bench_command(
     from gpuwise.report.bench import bench_json, bench_view
 
     cat = api.load_catalog(catalog_files=catalog_files(catalog))
-    name, driver, torch_version = _device_identity(device)
-    card = cat.gpu(gpu) if gpu else match_catalog(name, None, cat)[0]
+    name, memory_mib, driver, torch_version = _device_identity(device)
+    card = cat.gpu(gpu) if gpu else match_catalog(name, memory_mib, cat)[0]
     link = cat.interconnects.get(card.native_link) if card else None
     results = run(card, device=device, quick=quick, link_gb_s=link.nominal_gb_s if link else None)
     if save is not None:
@@ -69,7 +69,8 @@ def bench_command(
     raise typer.Exit(1 if any(r.verdict in ("WARN", "FAIL") for r in results) else 0)
 
 
-def _device_identity(device: str) -> tuple[str, str | None, str | None]:
+def _device_identity(device: str) -> tuple[str, float | None, str | None, str | None]:
+    """Device name, memory in MiB (it settles names NVML shares between variants, e.g. H200 SXM/NVL), driver, torch."""
     from gpuwise.errors import ProbeUnavailable
 
     try:
@@ -80,10 +81,11 @@ def _device_identity(device: str) -> tuple[str, str | None, str | None]:
         if not torch.cuda.is_available():
             raise ProbeUnavailable("torch sees no CUDA device (CPU-only build, no driver, or no GPU): run "
                                    "`gpuwise doctor` to find which")
-        return torch.cuda.get_device_name(device), None, torch.__version__
+        memory_mib = torch.cuda.get_device_properties(device).total_memory / 2**20
+        return torch.cuda.get_device_name(device), memory_mib, None, torch.__version__
     if device != "cpu":
         raise typer.BadParameter(f"device {device!r}; use cuda:N or cpu")
-    return "cpu", None, torch.__version__
+    return "cpu", None, None, torch.__version__
 
 
 @guarded
