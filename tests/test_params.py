@@ -86,7 +86,7 @@ def test_a_folder_with_config_json_works(tmp_path: Path) -> None:
         ({"hidden_size": 4096}, "has no 'model_type'"),
         ({"model_type": "mamba"}, "model_type 'mamba' is not supported"),
         ({"model_type": "llama", "hidden_size": 0, "num_hidden_layers": 2, "num_attention_heads": 1,
-          "intermediate_size": 8, "vocab_size": 10}, "hidden must be positive"),
+          "intermediate_size": 8, "vocab_size": 10}, "'hidden_size' must be a whole number from 1"),
     ],
 )
 def test_bad_configs_name_the_problem(tmp_path: Path, config: dict[str, object], message: str) -> None:

@@ -59,6 +59,19 @@ def test_uploaded_config_instead_of_a_preset() -> None:
     ({"model": "llama-3.1-8b", "gpu": "gtx-9999"}, 404, "unknown GPU"),
     ({"gpu": "rtx-4090"}, 422, "give 'model'"),
     ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "bogus": 1}, 422, "bogus"),
+    # the api's file-taking keywords must never be reachable from a request
+    ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"calibration": "/etc/passwd"}}, 422,
+     "unknown 'calibration'"),
+    ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"catalog_files": ["/etc/hosts"]}}, 422,
+     "unknown 'catalog_files'"),
+    ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "task": "infer", "options": {"method": "lora"}}, 422,
+     "unknown 'method' for task 'infer'"),
+    ({"config": {"model_type": "llama", "hidden_size": [512], "num_hidden_layers": 4, "num_attention_heads": 8,
+                 "intermediate_size": 1024, "vocab_size": 1000}, "gpu": "t4"}, 422, "hidden_size"),
+    ({"config": {"model_type": "llama", "hidden_size": 10**400, "num_hidden_layers": 4, "num_attention_heads": 8,
+                 "intermediate_size": 1024, "vocab_size": 1000}, "gpu": "t4"}, 422, "hidden_size"),
+    ({"config": {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 0,
+                 "intermediate_size": 1024, "vocab_size": 1000}, "gpu": "t4"}, 422, "num_attention_heads"),
 ])
 def test_bad_input_is_a_4xx_that_names_the_problem(body: dict[str, object], status: int, needle: str) -> None:
     r = client.post("/api/estimate", json=body)

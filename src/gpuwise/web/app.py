@@ -68,8 +68,22 @@ def _model_name(body: EstimateBody) -> str:
     return body.model
 
 
+def _job_options(body: EstimateBody) -> dict[str, Any]:
+    """Only the job's own fields pass: nothing in a request may reach api's file-taking keywords
+    (catalog_files, calibration), which would read files on the server."""
+    from gpuwise.workload.job import InferJob, TrainJob
+
+    allowed = (TrainJob if body.task == "train" else InferJob).model_fields
+    unknown = sorted(set(body.options) - set(allowed))
+    if unknown:
+        raise HTTPException(422, detail=f"options: unknown {', '.join(map(repr, unknown))} for task {body.task!r}; "
+                                         f"accepted: {', '.join(sorted(allowed))}")
+    return dict(body.options)
+
+
 def _estimate(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
     name = _model_name(body)
+    options = _job_options(body)
     if body.config is not None:
         import json
 
@@ -81,15 +95,15 @@ def _estimate(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
         from gpuwise.workload.job import InferJob, TrainJob, make_job
 
         arch = from_config(body.config, name=str(body.config.get("_name_or_path") or "uploaded config.json"))
-        job = make_job(TrainJob if body.task == "train" else InferJob, **body.options)
+        job = make_job(TrainJob if body.task == "train" else InferJob, **options)
         cat = api.load_catalog()
         card = cat.gpu(body.gpu)
         if fit:
             return fit_json(fit_job(arch, job, card))
         return estimate_json(estimate(arch, job, card, cat))
     if fit:
-        return fit_json(api.fit(name, gpu=body.gpu, task=body.task, **body.options))
-    return estimate_json(api.estimate(name, gpu=body.gpu, task=body.task, **body.options))
+        return fit_json(api.fit(name, gpu=body.gpu, task=body.task, **options))
+    return estimate_json(api.estimate(name, gpu=body.gpu, task=body.task, **options))
 
 
 def create_app() -> FastAPI:
