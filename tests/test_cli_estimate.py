@@ -116,6 +116,13 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--offload", "optimizer"), "needs --zero 1, 2 or 3"),
         (("estimate", "/nonexistent/config.json", "--gpu", "rtx-4090"), "no such file"),
         (("estimate", "sdxl-unet", "--gpu", "rtx-4090"), "UNET model"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--tokens", "inf"), "--tokens: Input should be a finite"),
+        # a NaN rate once hung the simulator; an unbounded request count ran for ever
+        (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "nan"), "--qps must be a finite rate"),
+        (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "0"), "--qps must be a finite rate"),
+        (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "100000000"),
+         "--requests must be from 20"),
+        (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--p99-ms", "inf"), "--p99-ms must be a finite"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: tuple[str, ...], needle: str) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from gpuwise import api
 from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
+from gpuwise.errors import ConfigError
 from gpuwise.estimate import cost
 from gpuwise.recommend.rank import recommend
 from gpuwise.recommend.request import load_scenario, parse_request
@@ -121,6 +123,14 @@ def test_report_markdown(tmp_path: Path) -> None:
         assert heading in text
 
 
+def test_scenario_options_are_validated_up_front() -> None:
+    # a zero tp used to divide by zero inside the evaluator; a junk key rejected every GPU with a "count" message
+    for options, needle in (({"tp": 0}, "--tp"), ({"junk": 1}, "--junk: Extra inputs"),
+                            ({"count": 4}, "count is chosen by the recommender")):
+        with pytest.raises(ConfigError, match=needle):
+            api.recommend({"workloads": [{"model": "llama-3.1-8b", "options": options}]})
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -130,6 +140,12 @@ def test_report_markdown(tmp_path: Path) -> None:
         (["recommend", "llama-3.1-8b", "--task", "train", "--deadline-hours", "-1"], "deadline_hours"),
         (["tco", "a40"], "has no purchase price"),
         (["tco", "rtx-4090", "--count", "0"], "--count must be >= 1"),
+        (["recommend", "llama-3.1-8b", "--tp", "0"], "--tp: Input should be greater than or equal to 1"),
+        (["recommend", "llama-3.1-8b", "--batch", "-1"], "--batch: Input should be greater than or equal to 1"),
+        (["tco", "rtx-4090", "--years", "0"], "--years must be > 0 and <= 10"),  # was a ZeroDivisionError
+        (["tco", "rtx-4090", "--hours-per-day", "25"], "--hours-per-day must be > 0 and <= 24"),
+        (["tco", "rtx-4090", "--usd-per-kwh", "-1"], "--usd-per-kwh must be >= 0"),
+        (["tco", "rtx-4090", "--pue", "nan"], "--pue must be >= 1"),
     ],
 )
 def test_bad_recommend_input_is_one_line(args: list[str], needle: str) -> None:

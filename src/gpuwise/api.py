@@ -6,6 +6,7 @@ Every function takes keyword-only options and returns plain dataclasses or pydan
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob, make_job
 from gpuwise.workload.presets import Preset, hub_index, presets
 from gpuwise.workload.resolve import resolve_model
+
+MAX_SIM_REQUESTS = 100_000  # about 10 s of simulation; percentiles are stable long before
 
 CatalogFiles = Sequence[Path | str]
 
@@ -161,10 +164,12 @@ def serve_sim(
 ) -> ServingReport:
     """Continuous-batching simulation at ``qps`` (P50/P90/P99 TTFT and end-to-end latency) and the highest rate
     whose P99 meets ``p99_ms``. Deterministic for a given ``seed``."""
-    if requests < 20:
-        raise ConfigError(f"--requests must be at least 20 for percentiles, got {requests}")
-    if p99_ms is not None and p99_ms <= 0:
-        raise ConfigError(f"--p99-ms must be > 0, got {p99_ms}")
+    if not 20 <= requests <= MAX_SIM_REQUESTS:
+        raise ConfigError(f"--requests must be from 20 (for percentiles) to {MAX_SIM_REQUESTS:,}, got {requests}")
+    if not (math.isfinite(qps) and qps > 0):
+        raise ConfigError(f"--qps must be a finite rate > 0 requests per second, got {qps}")
+    if p99_ms is not None and not (math.isfinite(p99_ms) and p99_ms > 0):
+        raise ConfigError(f"--p99-ms must be a finite latency > 0, got {p99_ms}")
     cat = _load_catalog(catalog_files)
     job = _job("infer", job_options)
     assert isinstance(job, InferJob)

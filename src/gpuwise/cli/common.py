@@ -49,7 +49,7 @@ def guarded(command: Callable[P, T]) -> Callable[P, T]:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def catalog_files(files: list[Path] | None) -> tuple[Path, ...]:

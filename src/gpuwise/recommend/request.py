@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gpuwise.errors import ConfigError
+from gpuwise.workload.job import InferJob, TrainJob, make_job
 
 Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt"]
 Acquisition = Literal["buy-new", "buy-used", "rent"]
@@ -22,7 +23,7 @@ DEFAULT_TRAIN_TOKENS = 1e8
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Workload(_Model):
@@ -42,7 +43,26 @@ class Workload(_Model):
             raise ValueError("--qps/--p99-ms are serving targets; use --task infer")
         if self.task == "infer" and self.deadline_hours is not None:
             raise ValueError("--deadline-hours is a training target; use --task train")
+        _check_options(self.task, self.options)
         return self
+
+
+def _check_options(task: str, options: dict[str, Any]) -> None:
+    """The options are job flags; validate them now, as a job of the smallest GPU count they allow, so a bad value
+    is one line here rather than a rejection of every GPU (or a crash) later."""
+    chosen = sorted({"count", "nodes"} & set(options))
+    if chosen:
+        raise ValueError(f"options: {', '.join(chosen)} is chosen by the recommender; leave it out "
+                         "(limit it with --max-gpus / --max-nodes)")
+    def whole(key: str) -> int:
+        value = options.get(key, 1)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+    group = whole("tp") * (whole("pp") if task == "train" else 1)
+    try:
+        make_job(TrainJob if task == "train" else InferJob, **{**options, "count": group})
+    except ConfigError as exc:
+        raise ValueError(f"options: {exc}") from None
 
 
 class Constraints(_Model):

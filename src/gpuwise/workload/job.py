@@ -30,7 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 
 class _Job(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     count: int = Field(default=1, ge=1, le=65536, description="GPUs in the job")
     nodes: int = Field(default=1, ge=1, description="machines the GPUs sit in")
