@@ -16,6 +16,9 @@ from gpuwise.errors import ConfigError
 from gpuwise.estimate import constants as C
 
 HOURS_PER_YEAR = 365.0
+# (low, high, low inclusive): the same ranges as recommend.request.Usage, for callers that skip the schema
+USAGE_RANGES = {"hours_per_day": (0.0, 24.0, False), "years": (0.0, 10.0, False), "usd_per_kwh": (0.0, 5.0, True),
+                "pue": (1.0, 3.0, True)}
 
 
 @dataclass(frozen=True)
@@ -25,12 +28,8 @@ class Usage:
     usd_per_kwh: float = 0.16
     pue: float = 1.0
 
-    # (low, high, low inclusive): the same ranges as recommend.request.Usage, for callers that skip the schema
-    RANGES = {"hours_per_day": (0.0, 24.0, False), "years": (0.0, 10.0, False), "usd_per_kwh": (0.0, 5.0, True),
-              "pue": (1.0, 3.0, True)}
-
     def __post_init__(self) -> None:
-        for name, (low, high, inclusive) in self.RANGES.items():
+        for name, (low, high, inclusive) in USAGE_RANGES.items():
             value = getattr(self, name)
             inside = (low <= value if inclusive else low < value) and value <= high  # NaN fails both
             if not inside:
