@@ -206,3 +206,28 @@ def test_amd_gpus_are_read_through_amdsmi(monkeypatch: pytest.MonkeyPatch, shipp
     assert report.inventory[0].catalog_id == "mi300x"
     assert next(c for c in report.checks if c.id == "pcie_link").status == "PASS"
     assert next(c for c in report.checks if c.id == "temperature").status == "N/A"
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["doctor", "--from", "{fixtures}/healthy-h100-sxm.json", "--save-snapshot", "{tmp}/missing/s.json"],
+     "does not exist"),
+    (["recommend", "llama-3.1-8b", "--report", "{tmp}"], "is a folder"),
+    (["bench", "--save", "{tmp}/missing/cal.json"], "does not exist"),
+    (["burn-in", "--timeline", "{tmp}/missing/t.csv"], "does not exist"),
+])
+def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path, args: list[str],
+                                                                      needle: str) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "snapshots"
+    result = runner.invoke(app, [a.format(fixtures=fixtures, tmp=tmp_path) for a in args])
+    flat = " ".join(result.stderr.replace("│", " ").split())  # the error box wraps long paths
+    assert result.exit_code == 2 and needle in flat, flat
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("document", [[1, 2], {"checks": [1, "x"]}, {"checks": "PASS"}])
+def test_diagnose_with_a_doctor_report_of_the_wrong_shape_is_one_line(tmp_path: Path, document: object) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(document))
+    result = runner.invoke(app, ["diagnose", "--text", "CUDA out of memory", "--doctor", str(report)])
+    assert result.exit_code == 2 and "not a `gpuwise doctor --json` document" in result.stderr
+    assert "Traceback" not in result.output

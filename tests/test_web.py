@@ -89,3 +89,8 @@ def test_recommend_tco_diagnose() -> None:
     assert client.post("/api/tco", json={"gpu": "rtx-4090", "count": 0}).status_code == 422
     diag = client.post("/api/diagnose", json={"text": "RuntimeError: CUDA error: device-side assert triggered"}).json()
     assert diag["matches"][0]["id"] == "device-side-assert"
+
+
+def test_diagnose_with_a_doctor_report_of_the_wrong_shape_is_a_422() -> None:
+    r = client.post("/api/diagnose", json={"text": "CUDA out of memory", "doctor": {"checks": [1, "x"]}})
+    assert r.status_code == 422 and "not a `gpuwise doctor --json` document" in r.json()["detail"]

@@ -202,11 +202,15 @@ class Diagnosis:
     memory_advice: str | None = None
 
 
-def _doctor_facts(report: dict[str, object]) -> dict[str, str]:
+def _doctor_facts(report: object) -> dict[str, str]:
     """Worst status per check id in a `gpuwise doctor --json` document."""
+    checks = report.get("checks") if isinstance(report, dict) else None
+    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+        raise ConfigError("the doctor report is not a `gpuwise doctor --json` document (an object whose 'checks' is "
+                          "a list of {id, status, ...}); run `gpuwise doctor --json > report.json`")
     order = {"FAIL": 3, "WARN": 2, "PASS": 1, "N/A": 0}
     facts: dict[str, str] = {}
-    for check in report.get("checks", []):  # type: ignore[attr-defined]
+    for check in checks:
         cid, status = str(check.get("id")), str(check.get("status"))
         if order.get(status, 0) > order.get(facts.get(cid, "N/A"), 0):
             facts[cid] = status
@@ -241,7 +245,7 @@ def diagnose(text: str, *, doctor_report: dict[str, object] | None = None,
     """Known error signatures in a log, best first, with evidence; doctor facts confirm or rule out causes."""
     from gpuwise.troubleshoot.matcher import GENERIC_CHECKLIST, diagnose_text
 
-    matches = diagnose_text(text, facts=_doctor_facts(doctor_report) if doctor_report else None)
+    matches = diagnose_text(text, facts=_doctor_facts(doctor_report) if doctor_report is not None else None)
     context = read_context(text, dict(hub_index()))
     advice = None
     if any("oom" in m.entry.id or "out-of-memory" in m.entry.id for m in matches):

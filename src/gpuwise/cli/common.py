@@ -35,6 +35,18 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def output_file(path: Path | None) -> Path | None:
+    """Option callback for a file a command will write: refuse before any work (and before any file changes) when
+    its folder is missing or the path is a folder."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a folder; give a file name inside it, e.g. {path / 'out.json'}")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"folder {path.parent} does not exist; create it first (mkdir -p {path.parent})")
+    return path
+
+
 def guarded(command: Callable[P, T]) -> Callable[P, T]:
     """Turn a GpuwiseError into its one-line message and exit code instead of a traceback."""
 
@@ -44,6 +56,8 @@ def guarded(command: Callable[P, T]) -> Callable[P, T]:
             return command(*args, **kwargs)
         except GpuwiseError as exc:
             raise fail(str(exc), exc.exit_code) from None
+        except OSError as exc:  # a file we were told to write or read: the OS says why in one line
+            raise fail(f"{exc.filename or 'file'}: {exc.strerror or exc}", 2) from None
 
     return wrapper
 

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from gpuwise import api
-from gpuwise.cli.common import CatalogOption, JsonOption, catalog_files, guarded, print_json, stdout
+from gpuwise.cli.common import CatalogOption, JsonOption, catalog_files, guarded, output_file, print_json, stdout
 from gpuwise.workload.job import CHOICES
 
 
@@ -99,7 +99,8 @@ def estimate_command(
     scenario: Path | None = typer.Option(None, help="[recommend] YAML scenario with everything (workloads, money, "
                                                     "constraints); flags are then ignored.",
                                          rich_help_panel="Recommend"),
-    report: Path | None = typer.Option(None, help="[recommend] Also write a Markdown report to this file.",
+    report: Path | None = typer.Option(None, callback=output_file,
+                                       help="[recommend] Also write a Markdown report to this file.",
                                        rich_help_panel="Recommend"),
     calibration: Path | None = typer.Option(None, "--calibration", metavar="FILE",
                                             help="Measured rates from `gpuwise bench --save FILE` for this card."),

@@ -7,13 +7,13 @@ from pathlib import Path
 import typer
 
 from gpuwise import api
-from gpuwise.cli.common import CatalogOption, JsonOption, catalog_files, guarded, print_json, stdout
+from gpuwise.cli.common import CatalogOption, JsonOption, catalog_files, guarded, output_file, print_json, stdout
 
 
 @guarded
 def doctor_command(
     as_json: bool = JsonOption,
-    save_snapshot: Path | None = typer.Option(None, "--save-snapshot", metavar="FILE",
+    save_snapshot: Path | None = typer.Option(None, "--save-snapshot", metavar="FILE", callback=output_file,
                                               help="Write everything the checks read to FILE (JSON)."),
     from_file: Path | None = typer.Option(None, "--from", metavar="FILE",
                                           help="Run the checks on a snapshot saved by --save-snapshot."),
@@ -41,7 +41,7 @@ def doctor_command(
 def bench_command(
     device: str = typer.Option("cuda:0", help="torch device to measure: cuda:0, cuda:1 ... (cpu: only to try it)."),
     quick: bool = typer.Option(False, "--quick", help="Smaller problems and fewer repeats (about 10 s)."),
-    save: Path | None = typer.Option(None, "--save", metavar="FILE",
+    save: Path | None = typer.Option(None, "--save", metavar="FILE", callback=output_file,
                                      help="Write a calibration record that `estimate --calibration FILE` uses."),
     gpu: str | None = typer.Option(None, "--gpu", help="Catalog id of the card (default: from the device name)."),
     as_json: bool = JsonOption,
@@ -92,8 +92,9 @@ def _device_identity(device: str) -> tuple[str, float | None, str | None, str | 
 def burn_in_command(
     minutes: float = typer.Option(10.0, help="How long to load the card."),
     device: int = typer.Option(0, help="GPU index."),
-    timeline: Path | None = typer.Option(None, metavar="FILE", help="Write the samples: .csv, or .html for a chart "
-                                                                    "(needs plotly: gpuwise[web])."),
+    timeline: Path | None = typer.Option(None, metavar="FILE", callback=output_file,
+                                         help="Write the samples: .csv, or .html for a chart "
+                                              "(needs plotly: gpuwise[web])."),
     as_json: bool = JsonOption,
 ) -> None:
     """Sustained GEMM + memory pattern test with 1 s telemetry; stops on heat, ECC errors or wrong results.
