@@ -270,11 +270,14 @@ def software_checks(snapshot: Snapshot) -> list[Check]:
     checks = []
     built, driver = _version(sw.torch_cuda), _version(snapshot.cuda_driver_version)
     if built and driver:
-        status: Status = "FAIL" if built[0] > driver[0] or (built[0] == driver[0] and built[1] > driver[1]) else "PASS"
+        # CUDA minor version compatibility (NVIDIA, "CUDA Compatibility", sec. "Minor Version Compatibility"): a
+        # build for 12.x runs on any 12.y driver (>= 525.60.13) without PTX JIT; a newer major needs a newer driver
+        status: Status = "FAIL" if built[0] > driver[0] else "WARN" if built[:2] > driver[:2] else "PASS"
+        fix = {"PASS": "", "WARN": "runs by CUDA minor version compatibility, without PTX JIT: kernels not built "
+                                   "for this GPU fail; upgrade the driver to be safe",
+               "FAIL": "upgrade the driver or install a torch wheel built for an older CUDA"}[status]
         checks.append(Check("torch_cuda", None, status, f"torch {sw.torch_version} built for CUDA {sw.torch_cuda}",
-                            f"driver supports CUDA {snapshot.cuda_driver_version}",
-                            "" if status == "PASS" else "upgrade the driver or install a torch wheel built for an "
-                                                        "older CUDA"))
+                            f"driver supports CUDA {snapshot.cuda_driver_version}", fix))
     if sw.cuda_available is not None:
         checks.append(Check("cuda_available", None, "PASS" if sw.cuda_available else "FAIL",
                             f"torch.cuda.is_available() = {sw.cuda_available}", "True",
