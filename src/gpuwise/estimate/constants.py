@@ -147,6 +147,11 @@ OVERLAP_SLOWDOWN = Constant(0.15, "fraction of overlapped compute", "Calculon pr
                             "by 15% while communication overlaps it (estimators notes sec. 5.8)")
 MAX_NUM_SEQS = Constant(256, "sequences", "vLLM engine args: max_num_seqs default 256 (the batch limit of the "
                         "serving simulation)")
+SERVING_TAIL_FACTOR = Constant(
+    1.2, "P99 / mean end-to-end latency",
+    "gpuwise serve-sim (estimate/serving.py, Poisson arrivals, fixed lengths 1024+256): P99 runs 1.1-1.3 x the mean "
+    "near the SLO for llama-3.1-8b and qwen2-7b on H100, A100, L40S and RTX 4090 (2026-11-29); the recommender's "
+    "closed-form capacity uses it and tests/test_recommend.py checks the agreement")
 
 # ---- cost of ownership --------------------------------------------------------------------------------
 DECISION = "gpuwise research notes decision.md sec. 6.2-6.3 (parameter anchors and worked examples)"

@@ -1,18 +1,21 @@
 """How one GPU type at one count does on every workload: fits, time per job, serving capacity, or why not.
 
 Training on several GPUs shards with ZeRO-3/FSDP (the user's --zero when higher) over nodes of 8.
-Serving uses the smallest tensor-parallel degree that fits the model, then replicas; a replica's capacity is
-Little's law at the largest batch whose end-to-end latency (its prefill + output tokens x decode step) meets the
-SLO, planned at 80 % of saturation so that queues stay short (a gpuwise assumption; `serve-sim` shows the tail).
+Serving uses the smallest tensor-parallel degree that fits the model, then replicas; a replica's capacity is the
+highest rate whose P99 end-to-end latency meets the SLO in a mean-value model of continuous batching (prefill
+interference and batch growth, see `_replica`); it agrees with `serve-sim`'s discrete-event simulation within
+the band tested in tests/test_recommend.py, and `serve-sim` is the check for one chosen option.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
+from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.perf import TrainPerf, decode_step_s, prefill_s
 from gpuwise.estimate.serving_memory import inference_memory
@@ -20,7 +23,8 @@ from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob, make_job
 
-PLANNING_UTILISATION = 0.8
+PLANNING_UTILISATION = 0.8  # with no latency SLO, plan at 80 % of the saturation rate (a gpuwise assumption)
+TAIL = C.SERVING_TAIL_FACTOR.value
 GPUS_PER_NODE = 8
 
 
@@ -71,8 +75,13 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
 
 
 def _replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, tp: int
-             ) -> tuple[InferJob, float, float, float] | Rejection:
-    """(job, per-GPU GB, requests/s one replica sustains within the SLO, its latency) or why it cannot serve."""
+             ) -> tuple[float, float, Callable[[float], float]] | Rejection:
+    """(per-GPU GB, requests/s one replica sustains within the SLO, P99 latency in s at a given rate) or why not.
+
+    Continuous batching at rate r (mean-value model, solved as a fixed point): each request waits for its prefill
+    P and then decodes O tokens at the step time of the running batch B = r x T; prefills of arriving requests
+    take a fraction r x P of the engine, stretching everything by 1 / (1 - r x P). So T = (P + O x step(B)) /
+    (1 - r x P), unstable when r x P >= 1 or B passes the batch limit; P99 = tail factor x T."""
     job = make_job(InferJob, **{**workload.options, "count": tp, "tp": tp})
     assert isinstance(job, InferJob)
     memory = inference_memory(arch, job.model_copy(update={"batch": 1}), capacity_bytes=gpu.memory_bytes)
@@ -80,20 +89,43 @@ def _replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog,
         return Rejection("memory", f"needs {memory.per_gpu_bytes / 1e9:,.1f} GB per GPU at TP {tp}, has "
                                    f"{memory.capacity_bytes / 1e9:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
     slo = workload.p99_ms / 1e3 if workload.p99_ms else math.inf
+    limit = max(1, min(int(C.MAX_NUM_SEQS.value), memory.max_concurrency or 1))
+    context = job.input_len + job.output_len / 2
+    prefill = prefill_s(arch, job, gpu, catalog, tokens=job.input_len)
+    tokens_after_first = max(job.output_len - 1, 0)
+    steps: dict[int, float] = {}
 
-    def latency(batch: int) -> float:
-        step = decode_step_s(arch, job, gpu, catalog, batch=batch, context=job.input_len + job.output_len / 2)
-        return prefill_s(arch, job, gpu, catalog, tokens=job.input_len) + max(job.output_len - 1, 0) * step
+    def step(batch: int) -> float:
+        if batch not in steps:
+            steps[batch] = decode_step_s(arch, job, gpu, catalog, batch=batch, context=context)
+        return steps[batch]
 
-    limit = max(1, min(256, memory.max_concurrency or 1))
-    if latency(1) > slo:
-        return Rejection("slo", f"P99 {latency(1) * 1e3:,.0f} ms > SLO {slo * 1e3:,.0f} ms even at batch 1",
-                         latency(1) / slo)
-    best = 1
-    while best * 2 <= limit and latency(best * 2) <= slo:
-        best *= 2
-    capacity = best / latency(best) * PLANNING_UTILISATION
-    return job, memory.per_gpu_bytes / 1e9, capacity, latency(best)
+    def p99(rate: float) -> float:
+        busy = rate * prefill
+        if busy >= 1:
+            return math.inf
+        latency = prefill + tokens_after_first * step(1)
+        for _ in range(60):
+            batch = rate * latency
+            if batch > limit:
+                return math.inf
+            new = (prefill + tokens_after_first * step(max(1, round(batch)))) / (1 - busy)
+            if abs(new - latency) <= 1e-4 * latency:
+                latency = new
+                break
+            latency = (latency + new) / 2
+        return TAIL * latency
+
+    alone = p99(0.0)
+    if alone > slo:
+        return Rejection("slo", f"P99 {alone * 1e3:,.0f} ms > SLO {slo * 1e3:,.0f} ms even with no other request",
+                         alone / slo)
+    low, high = 1e-4, 1e4
+    for _ in range(40):  # bisection on a log scale for the highest rate meeting the SLO (or staying stable)
+        mid = math.sqrt(low * high)
+        low, high = (mid, high) if p99(mid) <= slo else (low, mid)
+    capacity = low * (PLANNING_UTILISATION if math.isinf(slo) else 1.0)
+    return memory.per_gpu_bytes / 1e9, capacity, p99
 
 
 def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
@@ -107,12 +139,14 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
             if replica.code == "memory":
                 continue
             return replica
-        _job, per_gpu, capacity, latency = replica
-        total = capacity * (count // tp)
+        per_gpu, capacity, p99 = replica
+        replicas = count // tp
+        total = capacity * replicas
         if workload.qps is not None and total < workload.qps:
             return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
                                     "QPS needed", workload.qps / max(total, 1e-9))
-        return Fit(per_gpu_gb=per_gpu, qps_capacity=total, p99_ms=latency * 1e3, tp=tp)
+        rate = workload.qps / replicas if workload.qps is not None else capacity
+        return Fit(per_gpu_gb=per_gpu, qps_capacity=total, p99_ms=p99(rate) * 1e3, tp=tp)
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree")
 
 
