@@ -206,3 +206,14 @@ def test_recommender_serving_capacity_agrees_with_the_simulator(gpu: str, p99_ms
     simulated = api.serve_sim("llama-3.1-8b", gpu=gpu, qps=1, p99_ms=p99_ms, requests=300).max_qps
     assert simulated and 0.8 <= capacity / simulated <= 1.45
     assert p99(capacity) <= p99_ms / 1e3 * 1.001 and p99(capacity / 2) < p99(capacity)
+
+
+def test_serving_a_model_that_does_not_generate_uses_its_samples_per_second() -> None:
+    # BERT and ResNet have no decode step: a replica's capacity is the estimate's samples/s at 80 % utilisation
+    # (it was 8,000 QPS with "P99 inf" when the token-generation model was applied to them)
+    rec = api.recommend({"workloads": [{"model": "bert-base-uncased", "task": "infer", "qps": 100,
+                                        "options": {"input_len": 128}}], "gpus": ["l4"], "acquisitions": ["buy-new"]})
+    best = rec.options[0]
+    samples = api.estimate("bert-base-uncased", gpu="l4", task="infer", input_len=128).perf.samples_per_s
+    assert best.fit.qps_capacity == pytest.approx(0.8 * samples * best.count)
+    assert best.fit.p99_ms is not None and 0 < best.fit.p99_ms < 1000

@@ -128,12 +128,34 @@ def _replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog,
     return memory.per_gpu_bytes / 1e9, capacity, p99
 
 
+def _batch_replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, tp: int
+                   ) -> tuple[float, float, Callable[[float], float]] | Rejection:
+    """A model that does not generate tokens (encoder, CNN, ViT): a replica runs batches of --batch samples;
+    capacity is its samples/s at the planning utilisation, P99 the tail factor x one batch's time."""
+    job = make_job(InferJob, **{**workload.options, "count": tp, "tp": tp})
+    assert isinstance(job, InferJob)
+    result = estimate(arch, job, gpu, catalog)
+    if not result.memory.fits:
+        memory = result.memory
+        return Rejection("memory", f"needs {memory.per_gpu_bytes / 1e9:,.1f} GB per GPU at TP {tp}, has "
+                                   f"{memory.capacity_bytes / 1e9:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
+    samples = getattr(result.perf, "samples_per_s", None)
+    if not samples:
+        return Rejection("stack", f"no throughput model for serving {arch.name}")
+    latency = TAIL * job.batch / samples
+    slo = workload.p99_ms / 1e3 if workload.p99_ms else math.inf
+    if latency > slo:
+        return Rejection("slo", f"P99 {latency * 1e3:,.0f} ms for a batch of {job.batch} > SLO {slo * 1e3:,.0f} ms; "
+                                "a smaller --batch is faster", latency / slo)
+    return result.memory.per_gpu_bytes / 1e9, samples * PLANNING_UTILISATION, lambda _rate: latency
+
+
 def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
     first: Rejection | None = None
     for tp in (1, 2, 4, 8):
         if tp > count or count % tp:
             continue
-        replica = _replica(arch, workload, gpu, catalog, tp)
+        replica = (_replica if arch.decoder_layers else _batch_replica)(arch, workload, gpu, catalog, tp)
         if isinstance(replica, Rejection):
             first = first or replica
             if replica.code == "memory":
