@@ -116,6 +116,8 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--offload", "optimizer"), "needs --zero 1, 2 or 3"),
         (("estimate", "/nonexistent/config.json", "--gpu", "rtx-4090"), "no such file"),
         (("estimate", "sdxl-unet", "--gpu", "rtx-4090"), "UNET model"),
+        (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3", "--tp", "3"),
+         "--tp 3 does not divide llama-3.1-8b's 32 attention heads"),  # 32 heads (config.json)
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--tokens", "inf"), "--tokens: Input should be a finite"),
         # a NaN rate once hung the simulator; an unbounded request count ran for ever
         (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "nan"), "--qps must be a finite rate"),
@@ -188,3 +190,20 @@ def test_cost_per_job_follows_the_epoch_time() -> None:
     doc = json.loads(out)
     hours = doc["perf"]["train"]["epoch_time_s"] / 3600
     assert doc["cost"]["usd_per_job"] == pytest.approx(doc["cost"]["usd_per_hour"] * hours, rel=1e-3)
+
+
+def test_serving_cost_per_million_tokens_counts_every_replica() -> None:
+    # four 1-GPU replicas cost 4x one and make 4x the tokens: the price per token is the same
+    one, four = (json.loads(run("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer",
+                                "--count", n, "--json")[1])["cost"] for n in ("1", "4"))
+    assert four["usd_per_hour"] == pytest.approx(4 * one["usd_per_hour"], rel=0.35)  # 4-GPU offers may differ
+    assert four["usd_per_million_tokens"] == pytest.approx(
+        one["usd_per_million_tokens"] * (four["usd_per_hour"] / 4) / one["usd_per_hour"], rel=1e-3)
+    assert "on-demand" in one["basis"] or "marketplace" in one["basis"] or "community" in one["basis"] \
+        or "secure" in one["basis"]  # the offer's tier is named
+
+
+def test_inference_count_must_split_over_nodes() -> None:
+    code, _, err = run("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3",
+                       "--nodes", "2")
+    assert code == 2 and "do not split evenly over --nodes 2" in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, Catalog
-from gpuwise.errors import NotEstimable
+from gpuwise.errors import ConfigError, NotEstimable
 from gpuwise.estimate.memory import MemoryEstimate, training_memory
 from gpuwise.estimate.perf import InferPerf, TrainPerf, infer_perf, train_perf
 from gpuwise.estimate.roofline import Calibration
@@ -18,12 +18,12 @@ Job = TrainJob | InferJob
 
 @dataclass(frozen=True)
 class CostFigures:
-    """What the job costs by the hour: the cheapest on-demand offer for this many GPUs, else owning them."""
+    """What the job costs by the hour: the cheapest offer (any tier) for this many GPUs, else owning them."""
 
     usd_per_hour: float
     basis: str
     usd_per_job: float | None = None  # training: one --tokens epoch
-    usd_per_million_tokens: float | None = None  # inference: output tokens at the batch's throughput
+    usd_per_million_tokens: float | None = None  # inference: output tokens of all replicas at the batch's throughput
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,18 @@ def _require_modelled(arch: Architecture) -> None:
             f"{arch.name} is a UNET model: gpuwise models transformers and ResNets only "
             f"({arch.total_params:,} parameters, {weights_gb:.2f} GB of fp16 weights)"
         )
+
+
+def tp_divides(arch: Architecture, tp: int) -> bool:
+    """Tensor parallelism splits the attention heads (and KV heads, replicated when fewer) evenly over the GPUs."""
+    return tp == 1 or not arch.heads or arch.heads % tp == 0
+
+
+def _require_tp(arch: Architecture, tp: int) -> None:
+    if not tp_divides(arch, tp):
+        fits = [t for t in (1, 2, 4, 8, 16) if tp_divides(arch, t)]
+        raise ConfigError(f"--tp {tp} does not divide {arch.name}'s {arch.heads} attention heads; "
+                          f"use one of {', '.join(map(str, fits))}")
 
 
 def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str, ...]:
@@ -80,6 +92,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
              calibration: Calibration | None = None) -> Estimate:
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
+    _require_tp(arch, job.tp)
     if isinstance(job, TrainJob):
         memory = training_memory(arch, job, capacity_bytes=gpu.memory_bytes)
     else:
@@ -102,7 +115,7 @@ def costs(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, catalog: Catal
     if offers:
         best = offers[0]
         per_hour = best.usd_per_gpu_hour * job.count
-        basis = f"rent {best.provider} {best.instance} ({best.as_of}), cheapest on-demand offer"
+        basis = f"rent {best.provider} {best.instance} ({best.as_of}, {best.tier}), the cheapest offer"
     elif gpu.price is not None and (gpu.price.street_usd or gpu.price.msrp_usd):
         usage = tco.Usage()
         buy = tco.buy_cost(gpu, job.count, gpu.price.street_usd or gpu.price.msrp_usd or 0.0, usage)
@@ -114,5 +127,6 @@ def costs(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, catalog: Catal
     if isinstance(perf, TrainPerf) and perf.epoch_time_s is not None:
         per_job = per_hour * perf.epoch_time_s / 3600
     if isinstance(perf, InferPerf) and perf.output_tokens_per_s:
-        per_million = per_hour / (perf.output_tokens_per_s * 3600) * 1e6
+        replicas = job.count // job.tp  # perf is one replica's; every replica serves the same batch in parallel
+        per_million = per_hour / (perf.output_tokens_per_s * replicas * 3600) * 1e6
     return CostFigures(per_hour, basis, per_job, per_million)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.estimate import estimate, tp_divides
 from gpuwise.estimate.perf import TrainPerf, decode_step_s, prefill_s
 from gpuwise.estimate.serving_memory import inference_memory
 from gpuwise.recommend.request import Workload
@@ -153,7 +153,7 @@ def _batch_replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Ca
 def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
     first: Rejection | None = None
     for tp in (1, 2, 4, 8):
-        if tp > count or count % tp:
+        if tp > count or count % tp or not tp_divides(arch, tp):
             continue
         replica = (_replica if arch.decoder_layers else _batch_replica)(arch, workload, gpu, catalog, tp)
         if isinstance(replica, Rejection):

@@ -93,6 +93,8 @@ class InferJob(_Job):
     def _coherent(self) -> InferJob:
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")
+        if self.count % self.nodes:
+            raise ValueError(f"--count {self.count} GPUs do not split evenly over --nodes {self.nodes}")
         return self
 
     @property
