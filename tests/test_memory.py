@@ -176,3 +176,14 @@ def test_more_parameters_never_need_less_memory(shipped: Catalog, small: str, la
     for job in (TrainJob(), TrainJob(method="qlora"), InferJob()):
         assert estimate(resolve_model(large), job, gpu).memory.per_gpu_bytes > \
             estimate(resolve_model(small), job, gpu).memory.per_gpu_bytes
+
+
+def test_gemma2_slides_only_on_its_local_layers(shipped: Catalog) -> None:
+    # Gemma 2 9B: 42 layers alternating local (4096-token window) and global attention; 8 KV heads x 256 dims.
+    # At 8192 tokens in fp16: 2 (K, V) x 8 x 256 x 2 bytes x (21 x 4096 + 21 x 8192) tokens = 2.114 GB per sequence.
+    # Mistral 7B slides on all 32 layers: 2 x 8 x 128 x 2 x 32 x 4096 = 0.537 GB.
+    for model, expected in (("gemma-2-9b", 2 * 8 * 256 * 2 * (21 * 4096 + 21 * 8192)),
+                            ("mistral-7b", 2 * 8 * 128 * 2 * 32 * 4096)):
+        job = InferJob(batch=1, input_len=8192 - 256, output_len=256)
+        result = estimate(resolve_model(model), job, shipped.gpu("h100-sxm-80gb"))
+        assert result.memory.breakdown_bytes["kv_cache"] == pytest.approx(expected, rel=1e-9), model

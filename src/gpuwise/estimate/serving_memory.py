@@ -36,9 +36,14 @@ def kv_bytes_per_token(arch: Architecture, job: InferJob) -> float:
     return 2 * arch.decoder_layers * kv_heads * arch.head_dim * KV_BYTES[job.kv_dtype]
 
 
-def cached_tokens(arch: Architecture, context: int) -> int:
-    """Tokens a sequence keeps in cache: the whole context, or the sliding window when it is shorter."""
-    return min(context, arch.sliding_window) if arch.sliding_window else context
+def cached_tokens(arch: Architecture, context: int) -> float:
+    """Tokens a sequence keeps in cache, averaged over the layers: the whole context, or the sliding window when it
+    is shorter on the layers that use one (all of Mistral's; every other layer of Gemma 2, the rest are global)."""
+    if not arch.sliding_window or not arch.decoder_layers:
+        return float(context)
+    windowed = arch.window_layers if arch.window_layers is not None else arch.decoder_layers
+    short = min(context, arch.sliding_window)
+    return (windowed * short + (arch.decoder_layers - windowed) * context) / arch.decoder_layers
 
 
 def workspace_bytes(arch: Architecture, job: InferJob) -> float:

@@ -41,6 +41,7 @@ class Architecture:
     experts_per_token: int = 0
     decoder_layers: int = 0  # layers that keep a KV cache when generating
     sliding_window: int | None = None
+    window_layers: int | None = None  # decoder layers that use the sliding window (None: all of them)
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     source: str = ""
@@ -150,6 +151,12 @@ def _check_sizes(name: str, config: Mapping[str, Any]) -> None:
                               f"got {str(value)[:40]!r}")
 
 
+def _window_layers(family: str, decoder_layers: int) -> int | None:
+    """Gemma 2 alternates local (sliding) and global attention, starting with a local layer (transformers
+    modeling_gemma2: is_sliding = not layer_idx % 2); other families slide on every layer."""
+    return (decoder_layers + 1) // 2 if family == "gemma2" else None
+
+
 def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Architecture:
     """Normalise a config.json mapping; raises ConfigError naming a missing or invalid key."""
     family = config.get("model_type")
@@ -175,7 +182,8 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
         gated_mlp=family in _GATED_FAMILIES or str(config.get("feed_forward_proj", "")).startswith("gated"),
         vocab=int(config.get("vocab_size") or 0), experts=experts if experts > 1 else 0,
         experts_per_token=int(config.get("num_experts_per_tok") or 0) if experts > 1 else 0,
-        decoder_layers=decoder_layers, sliding_window=int(window) if window else None, source=source,
+        decoder_layers=decoder_layers, sliding_window=int(window) if window else None,
+        window_layers=_window_layers(family, decoder_layers) if window else None, source=source,
         attention_dropout=_first_float(config, "attention_probs_dropout_prob", "attention_dropout", "attn_pdrop",
                                        "dropout_rate"),
         hidden_dropout=_first_float(config, "hidden_dropout_prob", "hidden_dropout", "resid_pdrop", "dropout",
