@@ -187,3 +187,15 @@ def test_gemma2_slides_only_on_its_local_layers(shipped: Catalog) -> None:
         job = InferJob(batch=1, input_len=8192 - 256, output_len=256)
         result = estimate(resolve_model(model), job, shipped.gpu("h100-sxm-80gb"))
         assert result.memory.breakdown_bytes["kv_cache"] == pytest.approx(expected, rel=1e-9), model
+
+
+def test_zero3_with_parameter_offload_keeps_two_whole_layers_on_the_gpu() -> None:
+    # Llama 3.1 8B has 8,030,261,248 parameters (model card) in 32 layers; bf16 weights. With ZeRO-3 and the
+    # parameters in host memory the GPU holds the gathered current and prefetched layer: 2 x 2 B x 8.03e9 / 32,
+    # whatever the data-parallel degree (it once divided the already-sharded figure again).
+    arch = resolve_model("llama-3.1-8b")
+    for count in (8, 64):
+        job = TrainJob(count=count, nodes=count // 8, zero=3, offload="optimizer+params")
+        states = model_states(arch, job)
+        assert states["weights"] == pytest.approx(2 * 2 * 8_030_261_248 / 32)
+        assert states["optimizer"] == 0 and states["master_weights"] == 0

@@ -120,14 +120,15 @@ def model_states(arch: Architecture, job: TrainJob) -> dict[str, float]:
     sharded_pp = job.pp > 1
     if job.zero >= 2 and not sharded_pp:
         grads /= dp
+    layer_weights = weights / max(arch.layers, 1)  # one whole (gathered) layer, before any sharding
     if job.zero == 3 and not sharded_pp:
-        layer_weights = weights / max(arch.layers, 1)
         # the shard + the gathered current and prefetched layer; never more than not sharding at all
         weights = min(weights, weights / dp + 2 * layer_weights)
     if job.offload != "none":
         optimizer, master = 0.0, 0.0
     if job.offload == "optimizer+params":
-        weights = 2 * weights / max(arch.layers, 1) if job.zero == 3 else weights
+        # parameters live in host memory; the GPU holds the gathered current and prefetched layer
+        weights = 2 * layer_weights
     return {"weights": weights, "master_weights": master, "gradients": grads, "optimizer": optimizer}
 
 
