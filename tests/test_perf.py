@@ -170,3 +170,18 @@ def test_every_speed_figure_carries_a_band_from_the_measured_errors(shipped: Cat
     for key, likely in figures["band"].items():
         assert likely["low"] < likely["high"], key
     assert set(figures["band"]) >= {"tokens_per_s", "step_time_s", "mfu"}
+
+
+@pytest.mark.parametrize("model", ["qwen1.5-moe-a2.7b", "mixtral-8x7b", "llama-3.1-8b"])
+def test_forward_matmul_flops_per_token_are_twice_the_active_linear_parameters(model: str) -> None:
+    # 2 FLOPs per multiply-add: one token through every linear it activates (routed experts, and Qwen2-MoE's
+    # shared expert, which the operator list once left out). Qwen1.5-MoE-A2.7B activates 2.7B of 14.3B (model card).
+    from gpuwise.estimate.operators import Pass, layer_ops
+
+    arch = resolve_model(model)
+    ops = layer_ops(arch, Pass(batch=1, query=1, context=1, act_bytes=2, weight_bytes=2, kv_bytes=2), arch.layers)
+    matmul_flops = sum(o.flops for o in ops if o.kind == "gemm")
+    active_linear = arch.params.linear - (arch.params.total - arch.params.active)
+    assert matmul_flops == pytest.approx(2 * active_linear, rel=1e-9)
+    if model == "qwen1.5-moe-a2.7b":
+        assert arch.params.active == pytest.approx(2.7e9, rel=0.01)

@@ -152,7 +152,7 @@ def layer_activation_bytes(arch: Architecture, *, batch: int, seq: int, element:
     s, b, h = seq, batch, arch.hidden
     wide = 4 if autocast else element
     heads = arch.heads
-    width = arch.intermediate * max(arch.experts_per_token, 1)
+    width = arch.intermediate * max(arch.experts_per_token, 1) + arch.shared_expert_intermediate
     qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
     attn_out = arch.heads * arch.head_dim
     attention = s * b * (wide * h + element * (qkv + (h + attn_out) * ("attn" in trained)))

@@ -72,10 +72,15 @@ def layer_ops(arch: Architecture, p: Pass, layers: float) -> list[Op]:
     expert_bytes = touched * n * p.weight_bytes
     ops += [Op(up.name, "gemm", up.flops, up.bytes + h * mlp_in * expert_bytes, n),
             Op(down.name, "gemm", down.flops, down.bytes + width * h * expert_bytes, n)]
+    shared = arch.shared_expert_intermediate / t
+    if shared:  # Qwen2-MoE's shared expert: a dense gated MLP on every token
+        ops += [_gemm("shared_expert_up_gate", tokens, h, 2 * shared, p, p.weight_bytes, n),
+                _gemm("shared_expert_down", tokens, shared, h, p, p.weight_bytes, n)]
     elementwise = tokens * e * (
         2 * 2 * h  # two norms: read + write the hidden state
         + 2 * 3 * h  # two residual adds: read two, write one
         + (3 if arch.gated_mlp else 2) * width * active  # activation (and the gate product)
+        + 3 * shared  # the shared expert's activation and gate product
         + 2 * (ad + kvd)  # rotary on q and k, or bias adds
     )
     ops.append(Op("norms_residuals_activation", "memory", 0.0, elementwise * n, 6 * n))

@@ -55,7 +55,7 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
 
         return 2.0 * job.batch * max(c.out_hw**2 * c.c_out for c in convolutions(arch.config)) * e
     tokens = job.batch * job.input_len
-    width = arch.intermediate * max(arch.experts_per_token, 1) / job.tp
+    width = (arch.intermediate * max(arch.experts_per_token, 1) + arch.shared_expert_intermediate) / job.tp
     live = e * tokens * (2 * arch.hidden + 3 * width)
     if not job.flash_attn:
         live += e * job.batch * arch.heads / job.tp * job.input_len ** 2

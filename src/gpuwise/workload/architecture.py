@@ -42,6 +42,7 @@ class Architecture:
     decoder_layers: int = 0  # layers that keep a KV cache when generating
     sliding_window: int | None = None
     window_layers: int | None = None  # decoder layers that use the sliding window (None: all of them)
+    shared_expert_intermediate: int = 0  # Qwen2-MoE: a dense gated MLP every token runs beside its routed experts
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     source: str = ""
@@ -184,6 +185,7 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
         experts_per_token=int(config.get("num_experts_per_tok") or 0) if experts > 1 else 0,
         decoder_layers=decoder_layers, sliding_window=int(window) if window else None,
         window_layers=_window_layers(family, decoder_layers) if window else None, source=source,
+        shared_expert_intermediate=int(config.get("shared_expert_intermediate_size") or 0) if experts > 1 else 0,
         attention_dropout=_first_float(config, "attention_probs_dropout_prob", "attention_dropout", "attn_pdrop",
                                        "dropout_rate"),
         hidden_dropout=_first_float(config, "hidden_dropout_prob", "hidden_dropout", "resid_pdrop", "dropout",
