@@ -153,6 +153,15 @@ SERVING_TAIL_FACTOR = Constant(
     "near the SLO for llama-3.1-8b and qwen2-7b on H100, A100, L40S and RTX 4090 (2026-11-29); the recommender's "
     "closed-form capacity uses it and tests/test_recommend.py checks the agreement")
 
+SERVING_PLANNING_UTILISATION = Constant(
+    0.8, "fraction of the saturation rate",
+    "gpuwise assumption: with no latency SLO, plan a serving replica at 80 % of the rate that saturates it, so "
+    "that queues stay short (Poisson arrivals at utilisation 0.8 wait about 4 service times in M/M/1)")
+GPUS_PER_NODE = Constant(8, "GPUs per node", "NVIDIA DGX/HGX H100 and H200 systems: 8 GPUs per baseboard (DGX H100 "
+                         "user guide, hardware overview); cloud 8-GPU instances (AWS p5, Azure ND H100 v5)")
+PSU_HEADROOM = Constant(1.2, "x sustained draw", "Tim Dettmers, 'Which GPU for deep learning' (2023), power supply "
+                        "section, and Puget Systems PSU sizing: 10-20 % above the sustained draw for transient spikes")
+
 # ---- cost of ownership --------------------------------------------------------------------------------
 DECISION = "gpuwise research notes decision.md sec. 6.2-6.3 (parameter anchors and worked examples)"
 GPU_LOAD_POWER = Constant(0.70, "fraction of TDP", "aiinframap H100/H200/B200 TCO model: energy = TDP x 70% x PUE "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog, Interconnect
 from gpuwise.estimate import constants as C
 
-GPUS_PER_NODE = 8
+GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ class ScaleRow:
     tokens_per_s: float
     tokens_per_s_per_gpu: float
     communication_share: float
-    efficiency: float  # tokens/s per GPU relative to the smallest count that fits
+    efficiency: float | None  # tokens/s per GPU relative to the smallest count that fits (None: unknown)
 
 
 def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
@@ -48,6 +48,6 @@ def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
             step_time_s=perf.step_time_s, tokens_per_s=perf.tokens_per_s,
             tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu,
             communication_share=perf.communication_s / perf.step_time_s,
-            efficiency=perf.tokens_per_s_per_gpu / base if base else 0.0,
+            efficiency=perf.tokens_per_s_per_gpu / base if base else None,
         ))
     return rows

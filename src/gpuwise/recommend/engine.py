@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpuwise.catalog import GPU, Catalog, CloudOffer
+from gpuwise.estimate import constants as C
 from gpuwise.estimate import cost as tco
 from gpuwise.recommend.evaluate import Fit, Rejection, evaluate
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
 
 COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
-PSU_HEADROOM = 1.2  # Dettmers / Puget: size the PSU 10-20% above the sustained draw for transients
 SLOTS = {"desktop": 2, "workstation": 4, "server": 8}
 
 
@@ -115,10 +115,10 @@ def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None
         if c.max_nodes is not None and nodes > c.max_nodes:
             return Rejection("count", f"needs {nodes} nodes > {c.max_nodes}", nodes / c.max_nodes)
     if c.psu_watts is not None:
-        draw = (count * gpu.tdp_w + 200.0) * PSU_HEADROOM
+        draw = (count * gpu.tdp_w + C.HOST_POWER_DESKTOP.value) * C.PSU_HEADROOM.value
         if draw > c.psu_watts:
-            return Rejection("power", f"{count} x {gpu.tdp_w:,.0f} W + host, with 20% transient headroom, "
-                                      f"exceeds the {c.psu_watts:,.0f} W PSU", draw / c.psu_watts)
+            return Rejection("power", f"{count} x {gpu.tdp_w:,.0f} W + host, with {C.PSU_HEADROOM.value - 1:.0%} "
+                                      f"transient headroom, exceeds the {c.psu_watts:,.0f} W PSU", draw / c.psu_watts)
     return None
 
 

@@ -23,9 +23,9 @@ from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob, make_job
 
-PLANNING_UTILISATION = 0.8  # with no latency SLO, plan at 80 % of the saturation rate (a gpuwise assumption)
+PLANNING_UTILISATION = C.SERVING_PLANNING_UTILISATION.value
 TAIL = C.SERVING_TAIL_FACTOR.value
-GPUS_PER_NODE = 8
+GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
 
 
 @dataclass(frozen=True)
