@@ -103,3 +103,32 @@ def test_without_a_gpu_stack_the_commands_exit_3(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py absent
     result = runner.invoke(app, command)
     assert result.exit_code == 3 and "Traceback" not in result.stderr
+
+
+def test_monitor_json_lines_from_a_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import types
+
+    fake = types.ModuleType("pynvml")
+    fake.NVMLError = type("NVMLError", (Exception,), {})  # type: ignore[attr-defined]
+    calls = {
+        "nvmlInit": lambda: None, "nvmlShutdown": lambda: None, "nvmlDeviceGetCount": lambda: 1,
+        "nvmlDeviceGetHandleByIndex": lambda i: i, "nvmlDeviceGetName": lambda h: b"NVIDIA GeForce RTX 4090",
+        "nvmlDeviceGetUtilizationRates": lambda h: types.SimpleNamespace(gpu=30),
+        "nvmlDeviceGetMemoryInfo": lambda h: types.SimpleNamespace(used=23_500 * 2**20, total=24_564 * 2**20),
+        "nvmlDeviceGetPowerUsage": lambda h: 120_000, "nvmlDeviceGetEnforcedPowerLimit": lambda h: 450_000,
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda h: 0, "nvmlDeviceGetTemperature": lambda h, s: 61,
+        "nvmlDeviceGetClockInfo": lambda h, c: 2520,
+    }
+    for name, func in calls.items():
+        setattr(fake, name, func)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    result = runner.invoke(app, ["monitor", "--json", "--count", "2", "--interval", "0.01"])
+    assert result.exit_code == 0, result.output
+    rounds = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rounds) == 2
+    gpu = rounds[0]["gpus"][0]
+    assert gpu["power_w"] == 120.0 and gpu["memory_total_mib"] == 24_564 and gpu["utilization_pct"] == 30
+    assert any("memory nearly full" in h for h in gpu["hints"])  # 23.5 of 24.6 GB used
+    bad = runner.invoke(app, ["monitor", "--interval", "0"])
+    assert bad.exit_code == 2

@@ -133,9 +133,12 @@ def burn_in_command(
 def monitor_command(
     interval: float = typer.Option(1.0, help="Seconds between readings."),
     count: int = typer.Option(0, help="Stop after this many readings (0: until Ctrl-C)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per reading round (JSON Lines) for scripts."),
 ) -> None:
     """Live view of every GPU (utilisation, memory, power, temperature, clocks, throttling) with plain hints."""
+    import json
     import time
+    from dataclasses import asdict
 
     from rich.live import Live
     from rich.table import Table
@@ -143,6 +146,8 @@ def monitor_command(
     from gpuwise.errors import ProbeUnavailable
     from gpuwise.probe import monitor
 
+    if not interval > 0 or count < 0:
+        raise typer.BadParameter(f"--interval must be > 0 and --count >= 0, got {interval} and {count}")
     try:
         import pynvml as nvml
     except ImportError:
@@ -165,7 +170,21 @@ def monitor_command(
                           "; ".join(monitor.hints(r, cpu_busy_fraction=busy)) or "—")
         return table
 
+    def json_round() -> None:
+        busy = monitor.cpu_busy_fraction()
+        gpus = [{**asdict(r), "hints": monitor.hints(r, cpu_busy_fraction=busy)} for r in monitor.read_all()]
+        print(json.dumps({"time": time.time(), "cpu_busy_fraction": busy, "gpus": gpus}, allow_nan=False),
+              flush=True)
+
     try:
+        if as_json:
+            shown = 0
+            while count == 0 or shown < count:
+                if shown:
+                    time.sleep(interval)
+                json_round()
+                shown += 1
+            return
         with Live(render(), console=stdout(), auto_refresh=False) as live:
             shown = 1
             while count == 0 or shown < count:
