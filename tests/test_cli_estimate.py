@@ -118,6 +118,7 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("estimate", "sdxl-unet", "--gpu", "rtx-4090"), "UNET model"),
         (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3", "--tp", "3"),
          "--tp 3 does not divide llama-3.1-8b's 32 attention heads"),  # 32 heads (config.json)
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--catalog", "/"), "is a folder; give a YAML file"),
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--tokens", "inf"), "--tokens: Input should be a finite"),
         # a NaN rate once hung the simulator; an unbounded request count ran for ever
         (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "nan"), "--qps must be a finite rate"),
@@ -207,3 +208,14 @@ def test_inference_count_must_split_over_nodes() -> None:
     code, _, err = run("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3",
                        "--nodes", "2")
     assert code == 2 and "do not split evenly over --nodes 2" in err
+
+
+def test_fit_gives_no_accumulation_when_no_micro_batch_fits() -> None:
+    # 70B parameters of mixed-precision full fine-tuning need over a terabyte: nothing fits on 12 GB
+    code, out, _ = run("fit", "llama-3.1-70b", "--gpu", "rtx-3060-12gb", "--global-batch", "64", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["largest_batch"] == 0 and doc["gradient_accumulation"] is None
+    code, out, _ = run("fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--method", "qlora", "--global-batch", "64",
+                       "--json")
+    doc = json.loads(out)
+    assert doc["largest_batch"] >= 1 and doc["gradient_accumulation"] == 64  # --batch 1 per step: 64 steps

@@ -163,6 +163,9 @@ def discover_override_files(explicit: Sequence[Path | str] = (), *, use_user_dir
         files += sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
     for item in explicit:
         path = Path(item)
+        if path.is_dir():
+            raise CatalogError(f"catalog file {str(path)!r} is a folder; give a YAML file of GPU records in it "
+                               f"(or put them in {folder}, read on every run)")
         if not path.is_file():
             raise CatalogError(f"catalog file {str(path)!r} does not exist; give a YAML file of GPU records")
         files.append(path)

@@ -172,8 +172,8 @@ def fit(arch: Architecture, job: Job, gpu: GPU) -> FitReport:
     result = estimate(arch, job, gpu)
     biggest = largest_batch(arch, job, gpu)
     accumulation = None
-    if isinstance(job, TrainJob) and job.global_batch:
-        accumulation = gradient_accumulation(job, min(biggest, job.batch) or 1, job.global_batch)
+    if isinstance(job, TrainJob) and job.global_batch and biggest:  # nothing fits: no accumulation to speak of
+        accumulation = gradient_accumulation(job, min(biggest, job.batch), job.global_batch)
     flags, planned = ((), None) if result.memory.fits else plan(arch, job, gpu)
     planned_bytes = estimate(arch, planned, gpu).memory.per_gpu_bytes if planned is not None else None
     return FitReport(result, biggest, accumulation, tuple(changes(arch, job, gpu)), flags, planned_bytes)

@@ -166,7 +166,7 @@ def fit_view(report: FitReport) -> Group:
     what = "micro-batch" if isinstance(est.job, TrainJob) else "concurrent batch"
     line = (f"largest {what} that fits: [bold]{report.largest_batch}[/bold]" if report.largest_batch
             else f"no {what} fits, not even 1")
-    if report.gradient_accumulation:
+    if report.gradient_accumulation and report.largest_batch:
         line += f"; gradient accumulation {report.gradient_accumulation} steps for the global batch"
     parts.append(line)
     if report.plan and report.plan_per_gpu_bytes is not None:
