@@ -219,3 +219,14 @@ def test_fit_gives_no_accumulation_when_no_micro_batch_fits() -> None:
                        "--json")
     doc = json.loads(out)
     assert doc["largest_batch"] >= 1 and doc["gradient_accumulation"] == 64  # --batch 1 per step: 64 steps
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--qps", "5"), "--qps is not used by `gpuwise fit`"),
+    (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--quant", "awq-int4"), "add --task infer"),
+    (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--method", "qlora"), "applies to training"),
+    (("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--budget-usd", "5000"), "applies to gpuwise recommend"),
+])
+def test_a_flag_the_command_would_ignore_is_refused(args: tuple[str, ...], needle: str) -> None:
+    code, out, err = run(*args)
+    assert code == 2 and needle in " ".join(err.replace("│", " ").split())

@@ -20,6 +20,40 @@ def _choices(field: str) -> str:
     return ", ".join(CHOICES[field])
 
 
+# flags that mean something only for one task or one command: given elsewhere they would be ignored silently
+_TRAIN_ONLY = ("method", "precision", "optimizer", "seq", "grad_ckpt", "ckpt", "zero", "offload", "pp",
+               "pp_microbatches", "lora_rank", "lora_targets", "tokens", "global_batch")
+_INFER_ONLY = ("quant", "kv_dtype", "input_len", "output_len", "engine")
+_COMMAND_ONLY = {
+    "emit": ("fit",), "qps": ("serve-sim", "recommend"), "p99_ms": ("serve-sim", "recommend"),
+    "slo": ("serve-sim",), "requests": ("serve-sim",), "seed": ("serve-sim",), "length_dist": ("serve-sim",),
+    **dict.fromkeys(("objective", "buy", "buy_used", "rent", "provider", "budget_usd", "monthly_budget_usd",
+                     "max_gpus", "top", "deadline_hours", "hours_per_day", "years", "usd_per_kwh", "pue",
+                     "psu_watts", "chassis", "os_name", "need", "exclude_vendor", "scenario", "report"),
+                    ("recommend",)),
+}
+
+
+def _refuse_unused_flags(ctx: typer.Context, command: str, task: str) -> None:
+    """A flag the user typed that this command (or task) does not use is an error, not a silent no-op."""
+    def typed(name: str) -> bool:  # by name: typer vendors its own copy of click's ParameterSource
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    given = [p for p in ctx.command.params if p.name and typed(p.name)]
+    for param in given:
+        name, flag = str(param.name), param.opts[0] if param.opts else str(param.name)
+        users = _COMMAND_ONLY.get(name)
+        if users is not None and command not in users:
+            raise typer.BadParameter(f"{flag} is not used by `gpuwise {command}`; it applies to "
+                                     f"{', '.join('gpuwise ' + u for u in users)}", param_hint=flag)
+        if name in _TRAIN_ONLY and task != "train":
+            raise typer.BadParameter(f"{flag} applies to training; this is an inference job (--task infer)",
+                                     param_hint=flag)
+        if name in _INFER_ONLY and task != "infer":
+            raise typer.BadParameter(f"{flag} applies to inference; add --task infer", param_hint=flag)
+
+
 @guarded
 def estimate_command(
     ctx: typer.Context,
@@ -119,6 +153,8 @@ def estimate_command(
         task = "infer"
     elif command == "scale":
         task = "train"
+    if not (command == "recommend" and scenario is not None):  # a scenario file says everything itself
+        _refuse_unused_flags(ctx, str(command), task)
     options: dict[str, Any] = dict(count=count, nodes=nodes, network=network, tp=tp, batch=batch,
                                    flash_attn=flash_attn)
     if task == "train":
