@@ -228,5 +228,5 @@ def test_fit_gives_no_accumulation_when_no_micro_batch_fits() -> None:
     (("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--budget-usd", "5000"), "applies to gpuwise recommend"),
 ])
 def test_a_flag_the_command_would_ignore_is_refused(args: tuple[str, ...], needle: str) -> None:
-    code, out, err = run(*args)
+    code, _, err = run(*args)
     assert code == 2 and needle in " ".join(err.replace("│", " ").split())
