@@ -185,3 +185,16 @@ def test_forward_matmul_flops_per_token_are_twice_the_active_linear_parameters(m
     assert matmul_flops == pytest.approx(2 * active_linear, rel=1e-9)
     if model == "qwen1.5-moe-a2.7b":
         assert arch.params.active == pytest.approx(2.7e9, rel=0.01)
+
+
+def test_decode_reads_only_the_window_on_sliding_layers(shipped: Catalog) -> None:
+    # Mistral 7B slides a 4096-token window on every layer: decoding at 32k of context reads the same KV as at 4k,
+    # while Llama 3.1 8B (same 8 KV heads x 128 dims x 32 layers, no window) reads 8x more
+    from gpuwise.estimate.perf import decode_step_s
+
+    gpu, job = shipped.gpu("h100-sxm-80gb"), InferJob(batch=32)
+    mistral, llama = resolve_model("mistral-7b"), resolve_model("llama-3.1-8b")
+    assert decode_step_s(mistral, job, gpu, shipped, batch=32, context=32768) == pytest.approx(
+        decode_step_s(mistral, job, gpu, shipped, batch=32, context=4096))
+    assert decode_step_s(llama, job, gpu, shipped, batch=32, context=32768) > 1.5 * decode_step_s(
+        llama, job, gpu, shipped, batch=32, context=4096)

@@ -20,7 +20,7 @@ from gpuwise.estimate.memory import compute_bytes, lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, links, pipeline_bubble
 from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
-from gpuwise.estimate.serving_memory import KV_BYTES, LINEAR_BITS
+from gpuwise.estimate.serving_memory import KV_BYTES, LINEAR_BITS, cached_tokens
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob
 
@@ -289,7 +289,7 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=_top(prefill.by_op, prefill.seconds),
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
-    average_context = job.input_len + job.output_len / 2
+    average_context = cached_tokens(arch, job.input_len + job.output_len / 2)  # a sliding window reads less
     decode = phase_time(forward_ops(arch, _infer_pass(arch, job, query=1, context=average_context)), m)
     tpot = decode.seconds + _tp_comm_s(arch, job, job.batch, gpu, catalog)
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
@@ -306,7 +306,7 @@ def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog,
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
     m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf")
     shaped = job.model_copy(update={"batch": batch})
-    ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=context))
+    ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=cached_tokens(arch, context)))
     return phase_time(ops, m).seconds + _tp_comm_s(arch, shaped, batch, gpu, catalog)
 
 

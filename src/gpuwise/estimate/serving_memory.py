@@ -36,7 +36,7 @@ def kv_bytes_per_token(arch: Architecture, job: InferJob) -> float:
     return 2 * arch.decoder_layers * kv_heads * arch.head_dim * KV_BYTES[job.kv_dtype]
 
 
-def cached_tokens(arch: Architecture, context: int) -> float:
+def cached_tokens(arch: Architecture, context: float) -> float:
     """Tokens a sequence keeps in cache, averaged over the layers: the whole context, or the sliding window when it
     is shorter on the layers that use one (all of Mistral's; every other layer of Gemma 2, the rest are global)."""
     if not arch.sliding_window or not arch.decoder_layers:
