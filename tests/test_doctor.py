@@ -106,7 +106,7 @@ def test_catalog_matching_of_nvml_names(shipped: Catalog) -> None:
 
 # ---- the NVML door, behind a fake pynvml ------------------------------------------------------------------
 class _NVMLError(Exception):
-    pass
+    """What pynvml raises for an unsupported or failed query."""
 
 
 def _fake_pynvml(*, init_error: bool = False, count: int = 1) -> types.ModuleType:

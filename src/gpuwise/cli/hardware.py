@@ -191,8 +191,8 @@ def monitor_command(
                 time.sleep(interval)
                 live.update(render(), refresh=True)
                 shown += 1
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # Ctrl-C is how a live view ends
+        stdout().print("stopped")
     finally:
         nvml.nvmlShutdown()
 
