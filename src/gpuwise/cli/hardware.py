@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -191,8 +192,8 @@ def monitor_command(
                 time.sleep(interval)
                 live.update(render(), refresh=True)
                 shown += 1
-    except KeyboardInterrupt:  # Ctrl-C is how a live view ends
-        stdout().print("stopped")
+    except KeyboardInterrupt:  # Ctrl-C is how a live view ends; stderr keeps --json output clean
+        sys.stderr.write("stopped\n")
     finally:
         nvml.nvmlShutdown()
 
