@@ -123,7 +123,8 @@ def _replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog,
     low, high = 1e-4, 1e4
     for _ in range(40):  # bisection on a log scale for the highest rate meeting the SLO (or staying stable)
         mid = math.sqrt(low * high)
-        low, high = (mid, high) if p99(mid) <= slo else (low, mid)
+        latency = p99(mid)
+        low, high = (mid, high) if math.isfinite(latency) and latency <= slo else (low, mid)  # inf: unstable
     capacity = low * (PLANNING_UTILISATION if math.isinf(slo) else 1.0)
     return memory.per_gpu_bytes / 1e9, capacity, p99
 
