@@ -119,6 +119,7 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3", "--tp", "3"),
          "--tp 3 does not divide llama-3.1-8b's 32 attention heads"),  # 32 heads (config.json)
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--catalog", "/"), "is a folder; give a YAML file"),
+        (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "3", "--tp", "3"), "does not divide"),
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--tokens", "inf"), "--tokens: Input should be a finite"),
         # a NaN rate once hung the simulator; an unbounded request count ran for ever
         (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "nan"), "--qps must be a finite rate"),

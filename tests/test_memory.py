@@ -194,10 +194,10 @@ def test_zero3_with_parameter_offload_keeps_two_whole_layers_on_the_gpu() -> Non
     # parameters in host memory the GPU holds the gathered current and prefetched layer: 2 x 2 B x 8.03e9 / 32,
     # whatever the data-parallel degree (it once divided the already-sharded figure again).
     arch = resolve_model("llama-3.1-8b")
-    for count in (8, 64):
-        job = TrainJob(count=count, nodes=count // 8, zero=3, offload="optimizer+params")
+    for count, pp in ((8, 1), (64, 1), (8, 2), (8, 4)):  # a pipeline stage holds fewer layers, each still whole
+        job = TrainJob(count=count, nodes=count // 8, zero=3, offload="optimizer+params", pp=pp)
         states = model_states(arch, job)
-        assert states["weights"] == pytest.approx(2 * 2 * 8_030_261_248 / 32)
+        assert states["weights"] == pytest.approx(2 * 2 * 8_030_261_248 / 32), (count, pp)
         assert states["optimizer"] == 0 and states["master_weights"] == 0
 
 

@@ -55,7 +55,7 @@ def tp_divides(arch: Architecture, tp: int) -> bool:
     return tp == 1 or not arch.heads or arch.heads % tp == 0
 
 
-def _require_tp(arch: Architecture, tp: int) -> None:
+def require_tp(arch: Architecture, tp: int) -> None:
     if not tp_divides(arch, tp):
         fits = [t for t in (1, 2, 4, 8, 16) if tp_divides(arch, t)]
         raise ConfigError(f"--tp {tp} does not divide {arch.name}'s {arch.heads} attention heads; "
@@ -92,7 +92,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
              calibration: Calibration | None = None) -> Estimate:
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
-    _require_tp(arch, job.tp)
+    require_tp(arch, job.tp)
     if isinstance(job, TrainJob):
         memory = training_memory(arch, job, capacity_bytes=gpu.memory_bytes)
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import NotEstimable
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.estimate import require_tp
 from gpuwise.estimate.perf import decode_step_s, prefill_s
 from gpuwise.estimate.serving import LoadResult, ServingReport, highest_rate, poisson_requests, simulate, step_table
 from gpuwise.estimate.serving_memory import inference_memory, kv_bytes_per_token
@@ -17,6 +18,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                    exponential_lengths: bool = False) -> ServingReport:
     if not arch.decoder_layers:
         raise NotEstimable(f"{arch.name} does not generate tokens; serve-sim models decoder LLMs")
+    require_tp(arch, job.tp)
     memory = inference_memory(arch, job.model_copy(update={"batch": 1}), capacity_bytes=gpu.memory_bytes)
     budget = (memory.engine_reserved_bytes or gpu.memory_bytes) - (memory.per_gpu_bytes - memory.breakdown_bytes[
         "kv_cache"])

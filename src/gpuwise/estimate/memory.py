@@ -120,7 +120,7 @@ def model_states(arch: Architecture, job: TrainJob) -> dict[str, float]:
     sharded_pp = job.pp > 1
     if job.zero >= 2 and not sharded_pp:
         grads /= dp
-    layer_weights = weights / max(arch.layers, 1)  # one whole (gathered) layer, before any sharding
+    layer_weights = weights / max(arch.layers / job.pp, 1)  # one whole (gathered) layer of this stage
     if job.zero == 3 and not sharded_pp:
         # the shard + the gathered current and prefetched layer; never more than not sharding at all
         weights = min(weights, weights / dp + 2 * layer_weights)
