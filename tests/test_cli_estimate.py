@@ -227,7 +227,21 @@ def test_fit_gives_no_accumulation_when_no_micro_batch_fits() -> None:
     (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--quant", "awq-int4"), "add --task infer"),
     (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--method", "qlora"), "applies to training"),
     (("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--budget-usd", "5000"), "applies to gpuwise recommend"),
+    (("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--calibration", "cal.json"), "--calibration is not used by"),
+    (("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "4"), "--count is not used by `gpuwise scale`"),
+    (("recommend", "llama-3.1-8b", "--gpu", "rtx-4090"), "--gpu is not used by `gpuwise recommend`"),
+    (("recommend", "llama-3.1-8b", "--task", "infer", "--tp", "2"), "leave --tp out"),
+    (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "train"), "`gpuwise serve-sim` is infer only"),
 ])
 def test_a_flag_the_command_would_ignore_is_refused(args: tuple[str, ...], needle: str) -> None:
     code, _, err = run(*args)
     assert code == 2 and needle in " ".join(err.replace("│", " ").split())
+
+
+def test_flags_a_command_uses_are_accepted() -> None:
+    # the other side of the refusal: serve-sim is inference, so --quant and an explicit --task infer are fine
+    code, _, err = run("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--quant", "fp8",
+                       "--requests", "40", "--json")
+    assert code == 0, err
+    code, _, err = run("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--method", "lora", "--json")
+    assert code == 0, err

@@ -27,11 +27,16 @@ _INFER_ONLY = ("quant", "kv_dtype", "input_len", "output_len", "engine")
 _COMMAND_ONLY = {
     "emit": ("fit",), "qps": ("serve-sim", "recommend"), "p99_ms": ("serve-sim", "recommend"),
     "slo": ("serve-sim",), "requests": ("serve-sim",), "seed": ("serve-sim",), "length_dist": ("serve-sim",),
+    "calibration": ("estimate",), "exact": ("estimate",), "gpu": ("estimate", "fit", "scale", "serve-sim"),
+    "count": ("estimate", "fit", "serve-sim"),
     **dict.fromkeys(("objective", "buy", "buy_used", "rent", "provider", "budget_usd", "monthly_budget_usd",
                      "max_gpus", "top", "deadline_hours", "hours_per_day", "years", "usd_per_kwh", "pue",
                      "psu_watts", "chassis", "os_name", "need", "exclude_vendor", "scenario", "report"),
                     ("recommend",)),
 }
+
+
+_FIXED_TASK = {"serve-sim": "infer", "scale": "train"}
 
 
 def _refuse_unused_flags(ctx: typer.Context, command: str, task: str) -> None:
@@ -41,16 +46,22 @@ def _refuse_unused_flags(ctx: typer.Context, command: str, task: str) -> None:
         return source is not None and source.name == "COMMANDLINE"
 
     given = [p for p in ctx.command.params if p.name and typed(p.name)]
+    effective = _FIXED_TASK.get(command, task)
     for param in given:
         name, flag = str(param.name), param.opts[0] if param.opts else str(param.name)
         users = _COMMAND_ONLY.get(name)
         if users is not None and command not in users:
             raise typer.BadParameter(f"{flag} is not used by `gpuwise {command}`; it applies to "
                                      f"{', '.join('gpuwise ' + u for u in users)}", param_hint=flag)
-        if name in _TRAIN_ONLY and task != "train":
+        if name == "task" and command in _FIXED_TASK and task != _FIXED_TASK[command]:
+            raise typer.BadParameter(f"`gpuwise {command}` is {_FIXED_TASK[command]} only", param_hint=flag)
+        if name == "tp" and command == "recommend" and effective == "infer":
+            raise typer.BadParameter("recommend picks the smallest tensor-parallel degree that fits each GPU; "
+                                     "leave --tp out", param_hint=flag)
+        if name in _TRAIN_ONLY and effective != "train":
             raise typer.BadParameter(f"{flag} applies to training; this is an inference job (--task infer)",
                                      param_hint=flag)
-        if name in _INFER_ONLY and task != "infer":
+        if name in _INFER_ONLY and effective != "infer":
             raise typer.BadParameter(f"{flag} applies to inference; add --task infer", param_hint=flag)
 
 
@@ -149,12 +160,9 @@ def estimate_command(
         raise typer.BadParameter("give a MODEL: a preset id, a hub id or a config.json path", param_hint="MODEL")
     if gpu is None and command != "recommend":
         raise typer.BadParameter("--gpu is required: a catalog id or loose name such as rtx-4090", param_hint="--gpu")
-    if command == "serve-sim":
-        task = "infer"
-    elif command == "scale":
-        task = "train"
     if not (command == "recommend" and scenario is not None):  # a scenario file says everything itself
         _refuse_unused_flags(ctx, str(command), task)
+    task = _FIXED_TASK.get(str(command), task)
     options: dict[str, Any] = dict(count=count, nodes=nodes, network=network, tp=tp, batch=batch,
                                    flash_attn=flash_attn)
     if task == "train":
