@@ -17,6 +17,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import estimate, tp_divides
+from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.estimate.perf import TrainPerf, decode_step_s, prefill_s
 from gpuwise.estimate.serving_memory import inference_memory
 from gpuwise.recommend.request import Workload
@@ -74,6 +75,11 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     return Fit(per_gpu_gb=memory.per_gpu_bytes / 1e9, job_hours=hours, tokens_per_s=perf.tokens_per_s)
 
 
+def _too_big(memory: MemoryEstimate, tp: int) -> Rejection:
+    return Rejection("memory", f"needs {memory.per_gpu_bytes / 1e9:,.1f} GB per GPU at TP {tp}, has "
+                               f"{memory.capacity_bytes / 1e9:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
+
+
 def _replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, tp: int
              ) -> tuple[float, float, Callable[[float], float]] | Rejection:
     """(per-GPU GB, requests/s one replica sustains within the SLO, P99 latency in s at a given rate) or why not.
@@ -86,8 +92,7 @@ def _replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog,
     assert isinstance(job, InferJob)
     memory = inference_memory(arch, job.model_copy(update={"batch": 1}), capacity_bytes=gpu.memory_bytes)
     if not memory.fits:
-        return Rejection("memory", f"needs {memory.per_gpu_bytes / 1e9:,.1f} GB per GPU at TP {tp}, has "
-                                   f"{memory.capacity_bytes / 1e9:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
+        return _too_big(memory, tp)
     slo = workload.p99_ms / 1e3 if workload.p99_ms else math.inf
     limit = max(1, min(int(C.MAX_NUM_SEQS.value), memory.max_concurrency or 1))
     context = job.input_len + job.output_len / 2
@@ -137,9 +142,7 @@ def _batch_replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Ca
     assert isinstance(job, InferJob)
     result = estimate(arch, job, gpu, catalog)
     if not result.memory.fits:
-        memory = result.memory
-        return Rejection("memory", f"needs {memory.per_gpu_bytes / 1e9:,.1f} GB per GPU at TP {tp}, has "
-                                   f"{memory.capacity_bytes / 1e9:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
+        return _too_big(result.memory, tp)
     samples = getattr(result.perf, "samples_per_s", None)
     if not samples:
         return Rejection("stack", f"no throughput model for serving {arch.name}")
