@@ -1,0 +1,230 @@
+"""Reading what comes from outside without trusting it, and writing files so that no reader sees half of one.
+
+Every read is capped in size, every parsed structure in depth and (YAML) in alias expansion, and every error
+message quotes at most a short excerpt of the input. Every write goes to a temporary file in the same folder,
+is flushed to disk and renamed over the target, so a reader sees the old file or the new one, never a part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import reprlib
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from gpuwise.errors import ConfigError, GpuwiseError, InputTooLarge
+
+MAX_DEPTH = 32  # no config.json, scenario, catalog or snapshot gpuwise reads nests deeper than a dozen levels
+MAX_YAML_ALIASES = 200
+MAX_NODES = 200_000  # values in one parsed document, aliases counted each time they are used
+MAX_DIGITS = 40  # digits of one number: far beyond any count or price, far below int()'s 4,300-digit limit
+
+_EXCERPT = reprlib.Repr()
+_EXCERPT.maxlevel, _EXCERPT.maxdict, _EXCERPT.maxlist, _EXCERPT.maxstring, _EXCERPT.maxother = 2, 4, 4, 40, 40
+
+
+def excerpt(value: object, limit: int = 60) -> str:
+    """A short, safe repr of a user's value for an error message (huge ints, deep or shared structures included)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * MAX_DIGITS:
+        return f"<a {value.bit_length() * 0.30103:,.0f}-digit number>"
+    try:
+        text = _EXCERPT.repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---- reading ---------------------------------------------------------------------------------------------
+def read_text(path: Path, *, what: str, max_bytes: int) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes``; a one-line ConfigError naming the file otherwise."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise ConfigError(f"{what} {str(path)!r} is {kind}; give a file")
+        with path.open("rb") as handle:
+            return decode(read_bounded(handle, what=f"{what} {str(path)!r}", max_bytes=max_bytes),
+                          what=f"{what} {str(path)!r}")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def read_bounded(handle: IO[bytes], *, what: str, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` from a binary stream (a file, standard input); InputTooLarge beyond that."""
+    data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputTooLarge(f"{what} is larger than {max_bytes:,} bytes, more than gpuwise reads")
+    return data
+
+
+def decode(data: bytes, *, what: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} is not UTF-8 text (byte {exc.start:,}); save it as UTF-8") from None
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of ``[`` and ``{`` outside strings, in linear time (checked before any recursive parser)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ConfigError(f"a number of {len(text):,} digits; no figure gpuwise reads has more than {MAX_DIGITS}")
+    return int(text)
+
+
+def _no_constant(name: str) -> float:
+    raise ConfigError(f"{name} is not a number gpuwise accepts (JSON has no NaN or Infinity)")
+
+
+def parse_json(text: str, *, origin: str, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON with bounded depth and number length, no NaN/Infinity; a one-line ConfigError naming ``origin``."""
+    if json_depth(text) > max_depth:
+        raise InputTooLarge(f"{origin}: nested more than {max_depth} levels deep")
+    try:
+        return json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{origin}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except GpuwiseError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # float overflow text, a deep structure the scan missed
+        raise ConfigError(f"{origin}: not valid JSON ({excerpt(str(exc))})") from None
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader (no arbitrary objects) that refuses deep nesting and many aliases while composing."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+        self.aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise InputTooLarge(f"more than {MAX_YAML_ALIASES} YAML aliases (*name)")
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise InputTooLarge(f"nested more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _int_or_refuse(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    digits = str(node.value).lstrip("+-")
+    if len(digits.replace("_", "")) > MAX_DIGITS:
+        raise ConfigError(f"a number of {len(digits):,} digits; no figure gpuwise reads has more than {MAX_DIGITS}")
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _int_or_refuse)
+
+
+def parse_yaml(text: str, *, origin: str) -> Any:
+    """YAML through a bounded safe loader; the parsed value is walked once more so that aliases cannot expand
+    past :data:`MAX_NODES` values in whatever reads it later."""
+    try:
+        data = yaml.load(text, Loader=_BoundedLoader)
+    except InputTooLarge as exc:
+        raise InputTooLarge(f"{origin}: {exc}") from None
+    except GpuwiseError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{origin}:{where} is not valid YAML ({excerpt(getattr(exc, 'problem', None) or exc)})"
+                          ) from None
+    except (ValueError, RecursionError, OverflowError) as exc:
+        raise ConfigError(f"{origin}: unreadable value ({excerpt(str(exc))})") from None
+    check_size(data, origin=origin)
+    return data
+
+
+def check_size(data: Any, *, origin: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
+    """Refuse a parsed structure deeper than ``max_depth`` or with more than ``max_nodes`` values (a shared or
+    recursive one counts every time it is reached). Iterative: bounded by ``max_nodes`` whatever the input."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > max_nodes or depth > max_depth:
+            what = f"more than {max_nodes:,} values" if seen > max_nodes else f"nested more than {max_depth} deep"
+            raise InputTooLarge(f"{origin}: {what}")
+        if isinstance(value, dict):
+            stack += [(v, depth + 1) for v in value.values()]
+            stack += [(k, depth + 1) for k in value if isinstance(k, (tuple, frozenset))]
+        elif isinstance(value, (list, tuple)):
+            stack += [(v, depth + 1) for v in value]
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+def check_writable(path: Path, *, what: str) -> None:
+    """Refuse, before any work, a target that is a folder or lies in a folder that does not exist."""
+    if path.is_dir():
+        raise ConfigError(f"{what} {str(path)!r} is a folder; give a file name inside it, e.g. {path / 'out.json'}")
+    if not path.parent.is_dir():
+        raise ConfigError(f"folder {str(path.parent)!r} for the {what} does not exist; create it first "
+                          f"(mkdir -p {path.parent})")
+
+
+def atomic_write_text(path: Path, text: str, *, what: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, fsync, rename over the target."""
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")), what=what)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, what: str) -> None:
+    check_writable(path, what=what)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
