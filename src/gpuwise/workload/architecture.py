@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpuwise.errors import ConfigError
+from gpuwise.safe_io import excerpt
+from gpuwise.workload.config_check import check_config, check_total
 from gpuwise.workload.params import COUNTERS, ParamCount, count_params, need
 
 Kind = Literal["decoder", "encoder", "encoder-decoder", "vision", "cnn", "unet"]
@@ -124,34 +126,6 @@ def _check_positive(name: str, shape: Mapping[str, Any]) -> None:
             raise ConfigError(f"{name}: {key} must be positive, got {shape[key]}")
 
 
-# the size keys the counters read: each, when present, must be a whole number in a range no real model leaves
-_SIZE_KEYS = (
-    "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
-    "vocab_size", "n_embd", "n_head", "n_head_kv", "n_inner", "n_layer", "n_layers", "num_layers", "num_heads",
-    "num_kv_heads", "num_decoder_layers", "d_model", "d_ff", "d_kv", "ffn_dim", "ffn_hidden_size", "embedding_size",
-    "moe_intermediate_size", "shared_expert_intermediate_size", "num_local_experts", "num_experts",
-    "num_experts_per_tok", "decoder_sparse_step", "max_position_embeddings", "n_positions", "max_seq_len",
-    "type_vocab_size", "num_labels", "num_channels", "image_size", "patch_size", "word_embed_proj_dim",
-)
-_SIZE_MAX = 10**9  # no dimension of a real model reaches a billion
-_MAY_BE_ZERO = {"num_key_value_heads", "num_local_experts", "num_experts", "num_experts_per_tok", "type_vocab_size",
-                "shared_expert_intermediate_size", "num_labels", "n_inner", "n_head_kv", "num_kv_heads", "head_dim",
-                "embedding_size", "word_embed_proj_dim", "d_kv"}
-
-
-def _check_sizes(name: str, config: Mapping[str, Any]) -> None:
-    for key in _SIZE_KEYS:
-        value = config.get(key)
-        if value is None:
-            continue
-        whole = (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
-        low = 0 if key in _MAY_BE_ZERO else 1
-        if not whole or not low <= value <= _SIZE_MAX:
-            raise ConfigError(f"{name}: config.json {key!r} must be a whole number from {low} to {_SIZE_MAX:,}, "
-                              f"got {str(value)[:40]!r}")
-
-
 def _window_layers(family: str, decoder_layers: int) -> int | None:
     """Gemma 2 alternates local (sliding) and global attention, starting with a local layer (transformers
     modeling_gemma2: is_sliding = not layer_idx % 2); other families slide on every layer."""
@@ -163,11 +137,15 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
     family = config.get("model_type")
     if not isinstance(family, str) or not family:
         raise ConfigError(f"{name}: config.json has no 'model_type'; supported: {', '.join(sorted(COUNTERS))}")
-    _check_sizes(name, config)
+    if family not in COUNTERS:
+        raise ConfigError(f"{name}: model_type {excerpt(family, 40)} is not supported; supported families: "
+                          f"{', '.join(sorted(COUNTERS))}")
+    check_config(name, config)
     try:
         params = count_params(config)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:  # a shape no model has
-        raise ConfigError(f"{name}: config.json does not describe a {family} model: {exc}") from None
+        raise ConfigError(f"{name}: config.json does not describe a {family} model: {excerpt(str(exc), 80)}") from None
+    check_total(name, params.total)
     if family == "resnet":
         return Architecture(name=name, family=family, kind="cnn", params=params, hidden=0, layers=0, heads=0,
                             kv_heads=0, head_dim=0, intermediate=0, gated_mlp=False, vocab=0,

@@ -1,16 +1,21 @@
-"""The job descriptions: what is trained or served, how, and on how many GPUs.
+"""The job descriptions: what is trained or served, how, and on how many GPUs; and a serving load test.
 
-These mirror the stable ``gpuwise estimate`` flags (see the README); every value is validated here once.
+Each field is the one definition of its flag (type, range, default, help; :mod:`gpuwise.workload.flags` says
+which commands take it). The CLI, the API, the web app and scenario files all build these models. Upper bounds
+are far above any real job and keep every computation finite.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.fields import FieldInfo
 
 from gpuwise.errors import ConfigError
+from gpuwise.workload.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields
 
+Task = Literal["train", "infer"]
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16", "fp16", "fp32", "pure-bf16", "fp8"]
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor"]
@@ -20,6 +25,15 @@ LoraTargets = Literal["attn", "all-linear"]
 Quant = Literal["fp32", "bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "gguf-q4_k_m", "gguf-q8_0"]
 KvDtype = Literal["fp16", "bf16", "fp8"]
 Engine = Literal["vllm", "sglang", "trtllm", "lmdeploy", "hf", "llamacpp", "exllamav2"]
+
+_ALL = JOB_COMMANDS
+_TRAIN = frozenset({"estimate", "fit", "scale", "recommend"})
+_INFER = frozenset({"estimate", "fit", "serve-sim", "recommend"})
+_SIZED = frozenset({"estimate", "fit", "serve-sim"})  # scale and recommend choose the GPU count themselves
+HARDWARE, TRAINING, INFERENCE, LOAD = "Job: hardware and parallelism", "Job: training", "Job: inference", "Load test"
+_TASK_FLAG = Flag(frozenset({"estimate", "fit", "recommend"}), HARDWARE, accepted=("train", "infer"))
+_TASK_HELP = "train (fine-tuning, pre-training) or infer (serving, generation)"
+TP_CHOSEN = "recommend picks the smallest tensor-parallel degree that fits each GPU for serving; leave --tp out"
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "method": get_args(Method), "precision": get_args(Precision), "optimizer": get_args(Optimizer),
@@ -32,46 +46,101 @@ CHOICES: dict[str, tuple[str, ...]] = {
 class _Job(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    count: int = Field(default=1, ge=1, le=65536, description="GPUs in the job")
-    nodes: int = Field(default=1, ge=1, description="machines the GPUs sit in")
-    network: str | None = Field(default=None, description="catalog id of the link between nodes")
-    tp: int = Field(default=1, ge=1, description="tensor-parallel degree")
+    count: Annotated[int, Field(ge=1, le=65536), Flag(_SIZED, HARDWARE)] = Field(
+        default=1, description="GPUs in the job")
+    nodes: Annotated[int, Field(ge=1, le=8192), Flag(_SIZED, HARDWARE)] = Field(
+        default=1, description="machines the GPUs sit in")
+    network: Annotated[str | None, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9.-]*$"), Flag(_ALL, HARDWARE)] = (
+        Field(default=None, description="catalog id of the link between nodes: ib-ndr, ib-hdr, eth-400g ..."))
+    tp: Annotated[int, Field(ge=1, le=1024), Flag(_ALL, HARDWARE, refused={("recommend", "infer"): TP_CHOSEN})] = (
+        Field(default=1, description="tensor-parallel degree"))
+    batch: Annotated[int, Field(ge=1, le=1_000_000), Flag(_ALL, HARDWARE)] = Field(
+        default=1, description="micro-batch per GPU (train) or concurrent sequences (infer)")
+    flash_attn: Annotated[bool, Flag(_ALL, HARDWARE)] = Field(
+        default=True, description="FlashAttention / fused SDPA kernels: no s x s score tensor")
+
+    def with_gpus(self, count: int, nodes: int = 1) -> Any:
+        """This job spread over ``count`` GPUs in ``nodes`` machines (validated)."""
+        return type(self).model_validate({**self.model_dump(), "count": count, "nodes": nodes})
+
+    def updated(self, **changes: object) -> Any:
+        """A validated copy with some fields changed (ConfigError naming the flag when incoherent)."""
+        return build(type(self), {**self.model_dump(), **changes})
 
 
 class TrainJob(_Job):
     """Fine-tuning or pre-training; ``batch`` is the micro-batch per data-parallel rank."""
 
-    method: Method = "full"
-    precision: Precision = "bf16"
-    optimizer: Optimizer = "adamw"
-    batch: int = Field(default=1, ge=1)
-    seq: int = Field(default=2048, ge=1)
-    ckpt: Checkpointing = "none"
-    flash_attn: bool = True
-    zero: int = Field(default=0, ge=0, le=3)
-    offload: Offload = "none"
-    pp: int = Field(default=1, ge=1)
-    pp_microbatches: int | None = Field(default=None, ge=1)
-    lora_rank: int = Field(default=16, ge=1)
-    lora_targets: LoraTargets = "all-linear"
-    tokens: float | None = Field(default=None, gt=0, description="tokens in one epoch")
-    global_batch: int | None = Field(default=None, ge=1, description="sequences per optimizer step")
+    shorthands: ClassVar[dict[str, tuple[FieldInfo, Flag]]] = {"grad_ckpt": (
+        FieldInfo(annotation=bool, default=None, description="same as --ckpt full (--no-grad-ckpt: --ckpt none)"),
+        Flag(_TRAIN, TRAINING, negatable=True))}
+
+    task: Annotated[Literal["train"], _TASK_FLAG] = Field(default="train", description=_TASK_HELP)
+    method: Annotated[Method, Flag(_TRAIN, TRAINING)] = Field(
+        default="full", description="full fine-tuning, LoRA adapters, or QLoRA (4-bit NF4 base + LoRA)")
+    precision: Annotated[Precision, Flag(_TRAIN, TRAINING)] = Field(
+        default="bf16", description="bf16/fp16 = mixed precision with fp32 master weights; pure-bf16 = everything "
+                                    "in bf16; fp8 = FP8 matmuls (Transformer Engine, torchao)")
+    optimizer: Annotated[Optimizer, Flag(_TRAIN, TRAINING)] = Field(default="adamw", description="optimizer")
+    seq: Annotated[int, Field(ge=1, le=10_000_000), Flag(_TRAIN, TRAINING)] = Field(
+        default=2048, description="tokens per sequence")
+    ckpt: Annotated[Checkpointing, Flag(_TRAIN, TRAINING)] = Field(
+        default="none", description="activation checkpointing")
+    zero: Annotated[int | None, Field(ge=0, le=3), Flag(_TRAIN, TRAINING)] = Field(
+        default=None, description="ZeRO stage 0-3 (3 = FSDP full shard); default: 3 when data-parallel over "
+                                  "several GPUs, else 0")
+    offload: Annotated[Offload, Flag(_TRAIN, TRAINING)] = Field(default="none", description="CPU offload")
+    pp: Annotated[int, Field(ge=1, le=1024), Flag(_TRAIN, TRAINING)] = Field(
+        default=1, description="pipeline-parallel degree")
+    pp_microbatches: Annotated[int | None, Field(ge=1, le=100_000), Flag(_TRAIN, TRAINING)] = Field(
+        default=None, description="micro-batches in the pipeline (default: --pp)")
+    lora_rank: Annotated[int, Field(ge=1, le=65536), Flag(_TRAIN, TRAINING)] = Field(
+        default=16, description="LoRA rank r")
+    lora_targets: Annotated[LoraTargets, Flag(_TRAIN, TRAINING)] = Field(
+        default="all-linear", description="linears the adapters train: attention projections or all of them")
+    tokens: Annotated[float | None, Field(gt=0, le=1e16), Flag(_TRAIN, TRAINING)] = Field(
+        default=None, description="tokens in one epoch (one job)")
+    global_batch: Annotated[int | None, Field(ge=1, le=1_000_000_000), Flag(_TRAIN, TRAINING)] = Field(
+        default=None, description="sequences per optimizer step: gives the gradient accumulation")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("grad_ckpt") is not None:
+            data = dict(data)
+            on = data.pop("grad_ckpt")
+            if not isinstance(on, bool):
+                raise ValueError(f"--grad-ckpt must be true or false, got {on!r:.40}")
+            if "ckpt" in data and data["ckpt"] != ("full" if on else "none"):
+                raise ValueError("give --grad-ckpt or --ckpt, not both")
+            data["ckpt"] = "full" if on else "none"
+        elif isinstance(data, dict) and "grad_ckpt" in data:
+            data = {k: v for k, v in data.items() if k != "grad_ckpt"}
+        return data
 
     @model_validator(mode="after")
     def _coherent(self) -> TrainJob:
         if self.count % (self.tp * self.pp):
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp} x --pp {self.pp}")
-        if self.offload != "none" and self.zero == 0:
-            raise ValueError(f"--offload {self.offload} needs --zero 1, 2 or 3 (ZeRO-Offload / FSDP CPU offload)")
-        if self.offload == "optimizer+params" and self.zero != 3:
-            raise ValueError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
         if self.count % self.nodes:
             raise ValueError(f"--count {self.count} GPUs do not split evenly over --nodes {self.nodes}")
+        if self.offload != "none" and self.zero_stage == 0:
+            raise ValueError(f"--offload {self.offload} needs --zero 1, 2 or 3 (ZeRO-Offload / FSDP CPU offload)")
+        if self.offload == "optimizer+params" and self.zero_stage != 3:
+            raise ValueError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
         return self
 
     @property
     def data_parallel(self) -> int:
         return self.count // (self.tp * self.pp)
+
+    @property
+    def zero_stage(self) -> int:
+        """The ZeRO stage that runs: the user's, else 3 (FSDP full shard) when the job is data-parallel over several
+        GPUs, as torchtune's and torchtitan's distributed recipes do (FSDP2), else 0. The one place this is decided."""
+        if self.zero is not None:
+            return self.zero
+        return 3 if self.data_parallel > 1 else 0
 
     @property
     def trains_adapters(self) -> bool:
@@ -81,13 +150,16 @@ class TrainJob(_Job):
 class InferJob(_Job):
     """Serving or offline generation of ``batch`` sequences of ``input_len`` + ``output_len`` tokens."""
 
-    quant: Quant = "bf16"
-    kv_dtype: KvDtype = "fp16"
-    batch: int = Field(default=1, ge=1)
-    input_len: int = Field(default=1024, ge=1)
-    output_len: int = Field(default=256, ge=0)
-    engine: Engine = "vllm"
-    flash_attn: bool = True
+    shorthands: ClassVar[dict[str, tuple[FieldInfo, Flag]]] = {}
+
+    task: Annotated[Literal["infer"], _TASK_FLAG] = Field(default="infer", description=_TASK_HELP)
+    quant: Annotated[Quant, Flag(_INFER, INFERENCE)] = Field(default="bf16", description="weight format")
+    kv_dtype: Annotated[KvDtype, Flag(_INFER, INFERENCE)] = Field(default="fp16", description="KV cache format")
+    input_len: Annotated[int, Field(ge=1, le=10_000_000), Flag(_INFER, INFERENCE)] = Field(
+        default=1024, description="prompt tokens")
+    output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
+        default=256, description="generated tokens")
+    engine: Annotated[Engine, Flag(_INFER, INFERENCE)] = Field(default="vllm", description="serving engine")
 
     @model_validator(mode="after")
     def _coherent(self) -> InferJob:
@@ -102,16 +174,61 @@ class InferJob(_Job):
         return self.input_len + self.output_len
 
 
-def make_job(kind: type[TrainJob] | type[InferJob], **values: object) -> TrainJob | InferJob:
-    """Validate flag values into a job; one-line ConfigError naming the flag and what it accepts."""
-    try:
-        return kind(**values)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else ""
-        flag = "--" + field.replace("_", "-") if field else "options"
-        if field in CHOICES:
-            raise ConfigError(f"{flag} {err.get('input')!r} is not accepted; use one of: "
-                              f"{', '.join(CHOICES[field])}") from None
-        message = str(err["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"{flag}: {message}" if field else message) from None
+Job = TrainJob | InferJob
+JOB_MODELS: dict[str, type[TrainJob] | type[InferJob]] = {"train": TrainJob, "infer": InferJob}
+
+
+def make_job(task: str = "train", /, *, command: str | None = None, fixed: dict[str, object] | None = None,
+             **values: object) -> TrainJob | InferJob:
+    """Validate flag values into the job of ``task``; one-line ConfigError naming the flag and what it accepts.
+
+    A value of the other task is refused with the flag that would make it count (``--quant ... add --task infer``);
+    with ``command``, so is a flag that command does not take or decides itself. ``fixed`` values are the caller's
+    own (a recommender's GPU count) and are not checked against ``command``."""
+    kind = JOB_MODELS.get(task) if isinstance(task, str) else None
+    if kind is None:
+        raise ConfigError(f"--task {str(task)[:40]!r} is not accepted; use train or infer")
+    if values.pop("task", task) != task:
+        raise ConfigError(f"the options say another task than {task!r}; give the task once")
+    other = JOB_MODELS["infer" if task == "train" else "train"]
+    for name in values:
+        if name not in kind.model_fields and name not in kind.shorthands and name in other.model_fields:
+            spelled = "--" + name.replace("_", "-")
+            raise ConfigError(f"{spelled} applies to {'inference' if task == 'train' else 'training'}; "
+                              f"{'add --task infer' if task == 'train' else 'this is an inference job'}")
+    if command is not None:
+        check_command(kind, values, command=command, task=task)
+    return build(kind, {**values, **(fixed or {}), "task": task})
+
+
+def job_flag_fields(command: str, tasks: tuple[str, ...] = ("train", "infer")) -> dict[str, tuple[Any, Flag]]:
+    """Every job flag ``command`` takes for ``tasks``: name -> (field info, flag); a field both jobs share (count,
+    batch ...) once."""
+    found: dict[str, tuple[Any, Flag]] = {}
+    for task in tasks:
+        model = JOB_MODELS[task]
+        for name, info, flag in flag_fields(model, command):
+            found.setdefault(name, (info, flag))
+        for name, (info, flag) in model.shorthands.items():
+            if command in flag.commands:
+                found.setdefault(name, (info, flag))
+    return found
+
+
+class LoadTest(BaseModel):
+    """What `gpuwise serve-sim` simulates: Poisson arrivals at a rate, and the SLO whose highest rate it finds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    qps: Annotated[float, Field(gt=0, le=1_000_000), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=10.0, description="request rate to simulate (requests per second)")
+    p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(frozenset({"serve-sim"}), LOAD, name="--p99-ms")] = (
+        Field(default=None, description="P99 latency SLO: also find the highest rate that meets it"))
+    slo: Annotated[Literal["e2e", "ttft"], Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default="e2e", description="what the SLO bounds: end-to-end latency or time to first token")
+    requests: Annotated[int, Field(ge=20, le=100_000), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=400, description="requests to simulate (at least 20 for percentiles)")
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=0, description="random seed (same seed, same answer)")
+    length_dist: Annotated[Literal["fixed", "exponential"], Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default="fixed", description="input/output lengths: fixed, or exponential around the job's")

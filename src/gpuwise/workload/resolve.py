@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
+import re
+import socket
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import ConfigError, UnknownModel
+from gpuwise.safe_io import parse_json, read_text
 from gpuwise.workload.architecture import Architecture, from_config, from_param_count
 from gpuwise.workload.presets import Preset, hub_index, presets
 
 MAX_CONFIG_BYTES = 1_000_000
+HUB_TIMEOUT_S = 5.0  # per HTTP request to the hub
+HUB_DEADLINE_S = 12.0  # the whole lookup, retries included
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}")  # owner/name as the hub spells repo ids
 
 
 def architecture_of_preset(preset: Preset) -> Architecture:
@@ -28,11 +34,8 @@ def architecture_of_preset(preset: Preset) -> Architecture:
 
 
 def parse_config_text(text: str, *, origin: str) -> Mapping[str, Any]:
-    """Parse config.json text; a one-line ConfigError when it is not a JSON object."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{origin}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    """Parse config.json text (bounded depth and numbers); a one-line ConfigError when it is not a JSON object."""
+    data = parse_json(text, origin=origin)
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a JSON object (a config.json), got {type(data).__name__}")
     return data
@@ -40,33 +43,99 @@ def parse_config_text(text: str, *, origin: str) -> Mapping[str, Any]:
 
 def _from_path(path: Path) -> Architecture:
     file = path / "config.json" if path.is_dir() else path
-    if not file.is_file():
+    if not file.exists():
         raise ConfigError(f"{path}: folder has no config.json; give the model's config.json or its folder")
-    if file.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{file}: {file.stat().st_size} bytes is too large for a config.json")
-    config = parse_config_text(file.read_text("utf-8", errors="replace"), origin=str(file))
+    config = parse_config_text(read_text(file, what="config", max_bytes=MAX_CONFIG_BYTES), origin=str(file))
     return from_config(config, name=str(path), source=str(file))
+
+
+def _hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _download(repo_id: str) -> str:
+    """config.json of ``repo_id`` from the cache, else the hub, quietly and within HUB_DEADLINE_S."""
+    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
+    from huggingface_hub import utils as hub_utils
+
+    cached = try_to_load_from_cache(repo_id, "config.json")
+    if isinstance(cached, str):
+        return cached
+    if _hub_offline():
+        raise ConfigError(f"offline (HF_HUB_OFFLINE is set) and config.json of {repo_id!r} is not in the Hugging "
+                          "Face cache; download it and pass the file, or use a preset (`gpuwise models`)")
+    _reachable(repo_id)
+    hub_utils.disable_progress_bars()  # type: ignore[attr-defined]  # exported lazily
+    hub_utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # its retries would print 11 lines
+    outcome: dict[str, Any] = {}
+
+    def fetch() -> None:
+        try:
+            outcome["file"] = hf_hub_download(repo_id=repo_id, filename="config.json", etag_timeout=HUB_TIMEOUT_S,
+                                              endpoint=constants.ENDPOINT)
+        except Exception as exc:  # reported by the caller, which knows the library's error types
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=fetch, daemon=True)  # a stalled endpoint must not stall gpuwise
+    worker.start()
+    worker.join(HUB_DEADLINE_S)
+    if worker.is_alive():
+        raise ConfigError(f"the Hugging Face hub did not answer within {HUB_DEADLINE_S:g} s for {repo_id!r} "
+                          "(offline or a stalled proxy?); pass a local config.json or use a preset")
+    if "error" in outcome:
+        raise _hub_error(repo_id, outcome["error"])
+    return str(outcome["file"])
+
+
+def _reachable(repo_id: str) -> None:
+    """Fail in a second, not after the library's retries, when the hub's host cannot be reached at all."""
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=HUB_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConfigError(f"offline: cannot reach the Hugging Face hub at {host} ({exc.strerror or exc}) to fetch "
+                          f"config.json of {repo_id!r}; pass a local config.json or use a preset") from None
+
+
+def _hub_error(repo_id: str, exc: BaseException) -> Exception:
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
+
+    if isinstance(exc, GatedRepoError):
+        return ConfigError(f"{repo_id!r} is gated: accept its license on huggingface.co and log in (hf auth "
+                           "login), or pass a local config.json")
+    if isinstance(exc, LocalEntryNotFoundError) or (isinstance(exc, OSError) and not isinstance(
+            exc, (RepositoryNotFoundError, EntryNotFoundError))):
+        return ConfigError(f"could not reach the Hugging Face hub for {repo_id!r} (offline?); pass a local "
+                           "config.json or use a preset (`gpuwise models`)")
+    if isinstance(exc, RepositoryNotFoundError):
+        return UnknownModel(repo_id, hint="; no such repo on the Hugging Face hub (or it is private)")
+    if isinstance(exc, EntryNotFoundError):
+        return UnknownModel(repo_id, hint="; the repo has no config.json")
+    return ConfigError(f"could not fetch config.json of {repo_id!r} ({type(exc).__name__}); pass a local "
+                       "config.json or use a preset (`gpuwise models`)")
 
 
 def _from_hub(repo_id: str) -> Architecture:
     try:
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+        import huggingface_hub  # noqa: F401
     except ImportError:
         raise ConfigError(
             f"{repo_id!r} is not a preset; fetching its config.json needs huggingface_hub: "
             "pip install 'gpuwise[hf]' (or give a local config.json)"
         ) from None
-    try:
-        file = hf_hub_download(repo_id=repo_id, filename="config.json")
-    except (RepositoryNotFoundError, EntryNotFoundError):
-        raise UnknownModel(repo_id, hint="; no such repo or no config.json on the Hugging Face hub") from None
-    except Exception as exc:  # offline, gated repo, proxy: the hub client raises many types
-        raise ConfigError(
-            f"could not fetch config.json of {repo_id!r} ({type(exc).__name__}); offline? "
-            "download it and pass the file, or use a preset (`gpuwise models`)"
-        ) from None
-    return _from_path(Path(file))
+    return _from_path(Path(_download(repo_id)))
 
 
 def nearest_presets(name: str, limit: int = 3) -> list[str]:
@@ -79,6 +148,13 @@ def nearest_presets(name: str, limit: int = 3) -> list[str]:
     return ids[:limit]
 
 
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the file system is not a file
+        return False
+
+
 @functools.lru_cache(maxsize=128)
 def _cached_preset(preset_id: str) -> Architecture:
     return architecture_of_preset(presets()[preset_id])
@@ -86,16 +162,16 @@ def _cached_preset(preset_id: str) -> Architecture:
 
 def resolve_model(name: str) -> Architecture:
     """The architecture ``name`` designates; UnknownModel (with suggestions) or ConfigError otherwise."""
-    if not name.strip():
-        raise ConfigError("model name is empty; give a preset id, a config.json path or a hub repo id")
+    if not name.strip() or len(name) > 1000 or "\x00" in name:
+        raise ConfigError("model name is empty or not a name; give a preset id, a config.json path or a hub repo id")
     preset_id = hub_index().get(name.strip().lower())
     if preset_id is not None:
         return _cached_preset(preset_id)
     path = Path(name).expanduser()
-    if path.exists():
+    if _exists(path):
         return _from_path(path)
-    if name.count("/") == 1 and not name.startswith((".", "/")) and not name.endswith(".json"):
+    if HUB_ID.fullmatch(name) and not name.endswith(".json"):
         return _from_hub(name)
     if name.endswith(".json") or "/" in name:
-        raise ConfigError(f"{name}: no such file; give an existing config.json or its folder")
+        raise ConfigError(f"{name[:200]}: no such file; give an existing config.json or its folder")
     raise UnknownModel(name, suggestions=nearest_presets(name))

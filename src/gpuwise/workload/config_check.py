@@ -1,0 +1,138 @@
+"""Validate the ``config.json`` keys gpuwise reads before any counter runs: type, range, consistency, cost.
+
+A config arrives from a file, the hub or an HTTP body; each key the counters or the architecture read is checked
+here once, so that nothing downstream meets a string where it expects a size, a negative window, a ``"no"`` that
+reads as true, more experts per token than experts, or a depth list that would loop for ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuwise.errors import ConfigError
+from gpuwise.safe_io import excerpt
+
+SIZE_MAX = 10**9  # no width, vocabulary or position count of a real model reaches a billion
+LAYERS_MAX = 10_000  # the deepest published transformers have a few hundred blocks
+EXPERTS_MAX = 100_000
+RESNET_BLOCKS_MAX = 10_000
+PARAMS_MAX = 10**14  # ten times the largest published model; a count beyond is a typo or an attack
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "num_experts_per_tok")
+_SIZE_KEYS = (
+    "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+    "n_embd", "n_head", "n_head_kv", "n_inner", "num_heads", "num_kv_heads", "d_model", "d_ff", "d_kv", "ffn_dim",
+    "ffn_hidden_size", "embedding_size", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "decoder_sparse_step", "max_position_embeddings", "n_positions", "max_seq_len", "type_vocab_size", "num_labels",
+    "num_channels", "image_size", "patch_size", "word_embed_proj_dim", "relative_attention_num_buckets",
+    "num_ln_in_parallel_attn",
+)
+_MAY_BE_ZERO = {"num_key_value_heads", "num_local_experts", "num_experts", "num_experts_per_tok", "type_vocab_size",
+                "shared_expert_intermediate_size", "num_labels", "n_inner", "n_head_kv", "num_kv_heads", "head_dim",
+                "embedding_size", "word_embed_proj_dim", "d_kv"}
+_BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "new_decoder_architecture",
+              "multi_query", "bias", "enable_bias", "do_layer_norm_before", "no_bias", "qkv_bias", "is_gated_act",
+              "downsample_in_first_stage", "_remove_final_layer_norm", "is_encoder_decoder")
+_FRACTION_KEYS = ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop", "dropout_rate",
+                  "hidden_dropout_prob", "hidden_dropout", "resid_pdrop", "dropout")
+_TEXT_KEYS = ("model_type", "feed_forward_proj", "layer_type", "_name_or_path", "_class_name")
+
+
+def _whole(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and value.is_integer())
+
+
+def _fail(name: str, key: str, expected: str, value: object) -> ConfigError:
+    return ConfigError(f"{name}: config.json {key!r} must be {expected}, got {excerpt(value, 40)}")
+
+
+def _check_numbers(name: str, config: Mapping[str, Any]) -> None:
+    for keys, high in ((_SIZE_KEYS, SIZE_MAX), (_LAYER_KEYS, LAYERS_MAX), (_EXPERT_KEYS, EXPERTS_MAX)):
+        for key in keys:
+            value = config.get(key)
+            if value is None:
+                continue
+            low = 0 if key in _MAY_BE_ZERO else 1
+            if not _whole(value) or not low <= value <= high:
+                raise _fail(name, key, f"a whole number from {low} to {high:,}", value)
+    for key in _FRACTION_KEYS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 <= value <= 1):
+            raise _fail(name, key, "a probability from 0 to 1", value)
+    ratio = config.get("expansion_ratio")
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1e3):
+        raise _fail(name, "expansion_ratio", "a number from 0 to 1,000", ratio)
+
+
+def _check_kinds(name: str, config: Mapping[str, Any]) -> None:
+    for key in _BOOL_KEYS:
+        if config.get(key) is not None and not isinstance(config[key], bool):
+            raise _fail(name, key, "true or false", config[key])
+    for key in _TEXT_KEYS:
+        if config.get(key) is not None and (not isinstance(config[key], str) or len(config[key]) > 300):
+            raise _fail(name, key, "a short text", config[key])
+    architectures = config.get("architectures")
+    if architectures is not None and (not isinstance(architectures, list) or len(architectures) > 16 or not all(
+            isinstance(a, str) and len(a) <= 200 for a in architectures)):
+        raise _fail(name, "architectures", "a list of class names", architectures)
+    labels = config.get("id2label")
+    if labels is not None and (not isinstance(labels, dict) or len(labels) > 1_000_000):
+        raise _fail(name, "id2label", "a mapping of label ids to names", labels)
+    attn = config.get("attn_config")
+    if attn is not None and (not isinstance(attn, dict) or not isinstance(attn.get("alibi", False), bool)):
+        raise _fail(name, "attn_config", "a mapping whose 'alibi' is true or false", attn)
+
+
+def _check_attention(name: str, config: Mapping[str, Any]) -> None:
+    window = config.get("sliding_window")
+    if window is not None and (not _whole(window) or not 1 <= window <= SIZE_MAX):
+        raise _fail(name, "sliding_window", f"null or a whole number of tokens from 1 to {SIZE_MAX:,}", window)
+    heads = config.get("num_attention_heads")
+    kv = config.get("num_key_value_heads")
+    if heads and kv and (kv > heads or heads % kv):
+        raise ConfigError(f"{name}: config.json num_key_value_heads {kv} must divide num_attention_heads {heads} "
+                          "(grouped-query attention shares each KV head among whole groups)")
+
+
+def _check_experts(name: str, config: Mapping[str, Any]) -> None:
+    experts = config.get("num_local_experts") or config.get("num_experts") or 0
+    top = config.get("num_experts_per_tok")
+    if experts > 1 and top is not None and not 1 <= top <= experts:
+        raise ConfigError(f"{name}: config.json num_experts_per_tok {top} must be from 1 to the {experts} experts")
+    only = config.get("mlp_only_layers")
+    if only is not None and (not isinstance(only, list) or len(only) > LAYERS_MAX or not all(
+            _whole(n) and 0 <= n < LAYERS_MAX for n in only)):
+        raise _fail(name, "mlp_only_layers", "a list of layer indices", only)
+
+
+def _check_resnet(name: str, config: Mapping[str, Any]) -> None:
+    sizes, depths = config.get("hidden_sizes"), config.get("depths")
+    for key, values, high in (("hidden_sizes", sizes, 1_000_000), ("depths", depths, RESNET_BLOCKS_MAX)):
+        if values is not None and (not isinstance(values, list) or not 1 <= len(values) <= 16 or not all(
+                _whole(v) and 1 <= v <= high for v in values)):
+            raise _fail(name, key, f"a list of 1 to 16 whole numbers from 1 to {high:,}", values)
+    if isinstance(depths, list) and sum(depths) > RESNET_BLOCKS_MAX:
+        raise ConfigError(f"{name}: config.json depths sum to {sum(depths):,} blocks; no ResNet has more than "
+                          f"{RESNET_BLOCKS_MAX:,}")
+    if isinstance(sizes, list) and isinstance(depths, list) and len(sizes) != len(depths):
+        raise ConfigError(f"{name}: config.json hidden_sizes ({len(sizes)} stages) and depths ({len(depths)}) "
+                          "must have one entry per stage")
+
+
+def check_config(name: str, config: Mapping[str, Any]) -> None:
+    """Raise a one-line ConfigError naming the first key that no real model of its family could have."""
+    _check_kinds(name, config)
+    _check_numbers(name, config)
+    _check_attention(name, config)
+    _check_experts(name, config)
+    _check_resnet(name, config)
+
+
+def check_total(name: str, total: int) -> None:
+    if not 0 < total <= PARAMS_MAX:
+        raise ConfigError(f"{name}: config.json describes {total:,} parameters; no model has more than "
+                          f"{PARAMS_MAX:,}")
