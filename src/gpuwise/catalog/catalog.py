@@ -106,8 +106,8 @@ class Catalog:
             _check_choice("feature", feature, tuple(FEATURES))
         if sort is not None:
             _check_choice("sort field", sort, SORT_FIELDS)
-        if min_memory_gb is not None and min_memory_gb < 0:
-            raise ConfigError(f"min memory must be >= 0 GB, got {min_memory_gb}")
+        if min_memory_gb is not None and not 0 <= min_memory_gb <= 1e6:  # NaN fails too
+            raise ConfigError(f"--min-memory must be from 0 to 1,000,000 GB, got {min_memory_gb}")
         chosen = [
             g for g in self.gpus.values()
             if (vendor is None or g.vendor == vendor)

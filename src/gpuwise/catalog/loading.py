@@ -23,9 +23,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect
-from gpuwise.errors import CatalogError
+from gpuwise.errors import CatalogError, ConfigError
+from gpuwise.safe_io import excerpt, parse_yaml, read_text
 
 R = TypeVar("R", bound=BaseModel)
+MAX_OVERRIDE_BYTES = 5_000_000
 Raw = dict[str, Any]
 SECTIONS: Mapping[str, type[BaseModel]] = {"gpus": GPU, "offers": CloudOffer, "interconnects": Interconnect}
 
@@ -54,9 +56,9 @@ def _parse_yaml(text: str, origin: str) -> Any:
 def validation_message(origin: str, record_id: object, exc: ValidationError) -> str:
     """One line naming the file, the record, the first bad field and what it should be."""
     first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(record)"
+    field = ".".join(str(p)[:40] for p in first["loc"]) or "(record)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{origin}: record {record_id!r}: field {field!r}: {first['msg']}{more}"
+    return f"{origin}: record {record_id}: field {field!r}: {str(first['msg'])[:200]}{more}"
 
 
 def _validate(model: type[R], raw: Raw, origin: str) -> R:
@@ -65,7 +67,7 @@ def _validate(model: type[R], raw: Raw, origin: str) -> R:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise CatalogError(validation_message(origin, raw.get("id"), exc)) from None
+        raise CatalogError(validation_message(origin, excerpt(raw.get("id"), 40), exc)) from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -89,10 +91,9 @@ def shipped_raw() -> Mapping[str, tuple[tuple[str, Raw], ...]]:
 def override_sections(path: Path) -> dict[str, list[Raw]]:
     """Read one override file into its sections; a single mapping with ``id`` is one GPU."""
     try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise CatalogError(f"cannot read catalog file {str(path)!r}: {exc.strerror or exc}") from None
-    data = _parse_yaml(text, str(path))
+        data = parse_yaml(read_text(path, what="catalog file", max_bytes=MAX_OVERRIDE_BYTES), origin=str(path))
+    except ConfigError as exc:
+        raise CatalogError(str(exc)) from None
     if isinstance(data, dict) and "id" in data:
         return {"gpus": [data]}
     if isinstance(data, list):

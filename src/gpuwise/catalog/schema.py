@@ -15,7 +15,7 @@ A ``None`` figure means the chip has no such mode or its maker publishes none; `
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
@@ -32,8 +32,18 @@ Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
 
 
+FIGURE_MAX = 1e9  # no datasheet figure, price or count in the catalog's units comes near a billion
+
+
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, str_max_length=2000)
+
+    @model_validator(mode="after")
+    def _sane_figures(self) -> Any:
+        for name, value in self:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= FIGURE_MAX:
+                raise ValueError(f"{name} {value:g} is outside 0 to {FIGURE_MAX:g}")
+        return self
 
 
 class Source(_Record):

@@ -147,12 +147,6 @@ OVERLAP_SLOWDOWN = Constant(0.15, "fraction of overlapped compute", "Calculon pr
                             "by 15% while communication overlaps it (estimators notes sec. 5.8)")
 MAX_NUM_SEQS = Constant(256, "sequences", "vLLM engine args: max_num_seqs default 256 (the batch limit of the "
                         "serving simulation)")
-SERVING_TAIL_FACTOR = Constant(
-    1.2, "P99 / mean end-to-end latency",
-    "gpuwise serve-sim (estimate/serving.py, Poisson arrivals, fixed lengths 1024+256): P99 runs 1.1-1.3 x the mean "
-    "near the SLO for llama-3.1-8b and qwen2-7b on H100, A100, L40S and RTX 4090 (2026-11-29); the recommender's "
-    "closed-form capacity uses it and tests/test_recommend.py checks the agreement")
-
 SERVING_PLANNING_UTILISATION = Constant(
     0.8, "fraction of the saturation rate",
     "gpuwise assumption: with no latency SLO, plan a serving replica at 80 % of the rate that saturates it, so "

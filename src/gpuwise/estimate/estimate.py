@@ -6,14 +6,13 @@ from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
+from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.memory import MemoryEstimate, training_memory
 from gpuwise.estimate.perf import InferPerf, TrainPerf, infer_perf, train_perf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_memory import inference_memory, weight_bytes
 from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import InferJob, TrainJob
-
-Job = TrainJob | InferJob
+from gpuwise.workload.job import Job, TrainJob
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Estimate:
 
     @property
     def task(self) -> str:
-        return "train" if isinstance(self.job, TrainJob) else "infer"
+        return self.job.task
 
 
 def _require_modelled(arch: Architecture) -> None:
@@ -63,27 +62,13 @@ def require_tp(arch: Architecture, tp: int) -> None:
 
 
 def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str, ...]:
-    """What the hardware or stack cannot do as asked; the estimate still runs."""
-    notes: list[str] = []
-    if isinstance(job, TrainJob):
-        if job.precision in ("bf16", "pure-bf16") and not (gpu.software.bf16 and gpu.bf16_dense_tflops):
-            notes.append(f"{gpu.id} has no BF16 tensor math; use --precision fp16")
-        if job.precision == "fp8" and not gpu.software.fp8:
-            notes.append(f"{gpu.id} has no FP8 tensor cores; --precision fp8 needs Ada, Hopper or newer")
-        if job.method == "qlora" and not gpu.software.bitsandbytes:
-            notes.append(f"QLoRA needs bitsandbytes, which has no {gpu.software.stack} build for {gpu.id}")
-        if job.optimizer in ("adamw-8bit", "paged-adamw-8bit") and not gpu.software.bitsandbytes:
-            notes.append(f"8-bit optimizers need bitsandbytes, which has no {gpu.software.stack} build for {gpu.id}")
-        length = job.seq
-    else:
-        if job.quant == "fp8" and not gpu.software.fp8:
-            notes.append(f"{gpu.id} has no FP8 support; fp8 weights would be upcast (or rejected by the engine)")
-        length = job.context
-    if job.flash_attn and not gpu.software.flash_attention_2:
-        notes.append(f"FlashAttention-2 does not support {gpu.id}; PyTorch SDPA (memory-efficient) is the fallback")
+    """What the hardware or stack cannot do as asked (the compatibility table, estimate/compat.py), and limits of the
+    model itself; the estimate still runs."""
+    notes = [describe(r, gpu) for r in unmet(job, gpu)]
+    length = job.seq if isinstance(job, TrainJob) else job.context
     if arch.max_positions and length > arch.max_positions:
         notes.append(f"sequence {length} exceeds {arch.name}'s {arch.max_positions} positions")
-    if job.count > 1 and not gpu.p2p and (job.tp > 1 or job.count > 1):
+    if job.count > 1 and not gpu.p2p:
         notes.append(f"{gpu.id} has no GPU peer-to-peer: multi-GPU traffic goes through host memory")
     return tuple(notes)
 

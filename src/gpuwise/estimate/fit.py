@@ -11,10 +11,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise import budget
 from gpuwise.catalog import GPU
-from gpuwise.estimate.estimate import Estimate, Job, estimate
+from gpuwise.errors import GpuwiseError
+from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import InferJob, TrainJob
+from gpuwise.workload.job import InferJob, Job, TrainJob
 
 MAX_BATCH = 4096
 
@@ -32,8 +34,18 @@ class Change:
 
 
 def _with(job: Job, **changes: Any) -> Job:
-    """A validated copy of ``job`` with some flags changed (raises ValidationError when incoherent)."""
-    return type(job).model_validate({**job.model_dump(), **changes})
+    """A validated copy of ``job`` with some flags changed (ConfigError when incoherent)."""
+    changed: Job = job.updated(**changes)
+    return changed
+
+
+def _try(arch: Architecture, job: Job, gpu: GPU, **changes: Any) -> tuple[Job, float] | None:
+    """The edited job and its per-GPU bytes, or None when the edit is not a valid job for this model."""
+    try:
+        edited = _with(job, **changes)
+        return edited, estimate(arch, edited, gpu).memory.per_gpu_bytes
+    except GpuwiseError:  # e.g. a tensor-parallel degree that does not divide the heads
+        return None
 
 
 def largest_batch(arch: Architecture, job: Job, gpu: GPU) -> int:
@@ -82,14 +94,14 @@ def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[s
     if job.batch > 1:
         edits.append(("--batch 1", "micro-batch 1 with gradient accumulation", "lower GPU utilisation",
                       {"batch": 1}))
-    if job.zero < 3 and job.data_parallel > 1:
+    if job.zero_stage < 3 and job.data_parallel > 1:
         edits.append(("--zero 3", f"ZeRO-3 / FSDP full shard over {job.data_parallel} GPUs", "more communication",
                       {"zero": 3}))
     if job.count == 1 and job.method == "full":
         for n in (2, 4, 8):
             edits.append((f"--count {n} --zero 3", f"ZeRO-3 / FSDP over {n} GPUs", f"{n} GPUs",
                           {"count": n, "zero": 3}))
-    if job.zero >= 1 and job.offload == "none":
+    if job.zero_stage >= 1 and job.offload == "none":
         edits.append(("--offload optimizer", "optimizer states in CPU memory", "slower steps (PCIe traffic)",
                       {"offload": "optimizer"}))
     return edits
@@ -122,13 +134,13 @@ def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
     edits = _training_edits(job, gpu) if isinstance(job, TrainJob) else _inference_edits(job, gpu)
     found = []
     for flags, description, tradeoff, update in edits:
-        try:
-            memory = estimate(arch, _with(job, **update), gpu).memory
-        except ValueError:
+        budget.checkpoint()
+        tried = _try(arch, job, gpu, **update)
+        if tried is None:
             continue
-        saving = base - memory.per_gpu_bytes
+        saving = base - tried[1]
         if saving > 0:
-            found.append(Change(flags, description, tradeoff, memory.per_gpu_bytes, saving, memory.fits))
+            found.append(Change(flags, description, tradeoff, tried[1], saving, tried[1] <= gpu.memory_bytes))
     return sorted(found, key=lambda c: (not c.fits, -c.saving_bytes))
 
 
@@ -143,11 +155,11 @@ def plan(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int = 6) -> tuple
         edits = _training_edits(current, gpu) if isinstance(current, TrainJob) else _inference_edits(current, gpu)
         best: tuple[float, str, Job] | None = None
         for flag, _d, _t, update in edits:
-            try:
-                candidate = _with(current, **update)
-            except ValueError:
+            budget.checkpoint()
+            tried = _try(arch, current, gpu, **update)
+            if tried is None:
                 continue
-            memory = estimate(arch, candidate, gpu).memory.per_gpu_bytes
+            candidate, memory = tried
             score = (memory, candidate.count != job.count)
             if best is None or (score[1], score[0]) < (best[2].count != job.count, best[0]):
                 best = (memory, flag, candidate)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import TrainJob
 
@@ -38,6 +39,7 @@ class MemoryEstimate:
     engine_reserved_bytes: float | None = None
     max_concurrency: int | None = None
     max_context: int | None = None
+    kv_budget_bytes: float | None = None  # serving: what the engine's reservation leaves for the KV cache
     details: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -51,11 +53,6 @@ class MemoryEstimate:
     @property
     def headroom_bytes(self) -> float:
         return self.capacity_bytes - self.per_gpu_bytes
-
-
-def compute_bytes(precision: str) -> int:
-    """Bytes of an activation element: 4 in fp32 training, else 2 (bf16/fp16; FP8 recipes keep bf16 activations)."""
-    return 4 if precision == "fp32" else 2
 
 
 def lora_params(arch: Architecture, job: TrainJob) -> int:
@@ -87,41 +84,40 @@ def model_states(arch: Architecture, job: TrainJob) -> dict[str, float]:
     model_parallel = job.tp * job.pp
     dp = job.data_parallel
     total = arch.total_params / model_parallel
-    pure = job.precision == "pure-bf16"
-    fp32 = job.precision == "fp32"
-    state_bytes = 2 if pure else 4
+    state_bytes = training_state_bytes(job.precision)
+    working = training_weight_bytes(job.precision)
     if job.trains_adapters:
         trainable = lora_params(arch, job) / model_parallel
         if job.method == "qlora":
             linear = arch.params.linear / model_parallel
             # PEFT's prepare_model_for_kbit_training upcasts the non-quantized parameters (embeddings,
             # head, norms) to fp32 under mixed precision; a pure-bf16 run keeps them in bf16
-            rest_bytes = 2 if pure else 4
-            weights = linear * C.NF4_DOUBLE_QUANT_BITS.value / 8 + (total - linear) * rest_bytes
+            weights = linear * bytes_per_element("nf4") + (total - linear) * state_bytes
         else:
-            weights = total * (4 if fp32 else 2)
-        adapter_bytes = 2 if pure else 4  # PEFT keeps adapters in fp32 unless the whole run is bf16
-        weights += trainable * adapter_bytes
-        master, grads = 0.0, trainable * adapter_bytes
+            weights = total * working
+        # PEFT keeps adapters, their gradients and states in fp32 unless the whole run is bf16
+        weights += trainable * state_bytes
+        master, grads = 0.0, trainable * state_bytes
     else:
         trainable = total
-        weights = total * (4 if fp32 else 2)
-        master = 0.0 if fp32 or pure else total * 4
-        grads = total * (2 if pure else 4)
+        weights = total * working
+        master = 0.0 if job.precision in ("fp32", "pure-bf16") else total * bytes_per_element("fp32")
+        grads = total * state_bytes
     if job.optimizer == "adafactor":
         optimizer = _adafactor_bytes(arch, state_bytes, int(trainable * model_parallel)) / model_parallel
     else:
         optimizer = trainable * _optimizer_bytes_per_param(job, state_bytes)
-    if job.zero >= 1:
+    zero = job.zero_stage
+    if zero >= 1:
         optimizer, master = optimizer / dp, master / dp
     # with pipeline parallelism, ZeRO-2/3 cannot reshard between micro-batches: DeepSpeed refuses the
     # combination and torchtitan keeps FSDP parameters unsharded after forward (reshard_after_forward=False),
     # so gradients and weights stay whole on each rank; only optimizer states and master weights shard.
     sharded_pp = job.pp > 1
-    if job.zero >= 2 and not sharded_pp:
+    if zero >= 2 and not sharded_pp:
         grads /= dp
     layer_weights = weights / max(arch.layers / job.pp, 1)  # one whole (gathered) layer of this stage
-    if job.zero == 3 and not sharded_pp:
+    if zero == 3 and not sharded_pp:
         # the shard + the gathered current and prefetched layer; never more than not sharding at all
         weights = min(weights, weights / dp + 2 * layer_weights)
     if job.offload != "none":
@@ -180,7 +176,7 @@ def activations(arch: Architecture, job: TrainJob) -> float:
     if arch.kind == "cnn":
         from gpuwise.estimate.cnn import activation_bytes_per_image
 
-        return job.batch * activation_bytes_per_image(arch.config, compute_bytes(job.precision))
+        return job.batch * activation_bytes_per_image(arch.config, activation_bytes(job.precision))
     return _transformer_activations(arch, job)
 
 
@@ -190,7 +186,7 @@ def _transformer_activations(arch: Architecture, job: TrainJob) -> float:
     Full checkpointing keeps each layer's input; the backward pass then recomputes one layer at a time,
     holding its activations and their gradients (about as large) at once.
     """
-    e = compute_bytes(job.precision)
+    e = activation_bytes(job.precision)
     layers = arch.layers / job.pp
     in_flight = min(job.pp, job.pp_microbatches or job.pp)
     full = layer_activation_bytes(arch, batch=job.batch, seq=job.seq, element=e, flash=job.flash_attn, tp=job.tp,
@@ -212,7 +208,7 @@ def logits(arch: Architecture, job: TrainJob) -> float:
     """
     if not arch.lm_head:
         return 0.0
-    e = compute_bytes(job.precision)
+    e = activation_bytes(job.precision)
     per_element = e + 12
     return job.batch * job.seq * arch.vocab / job.tp * per_element
 
@@ -263,6 +259,7 @@ def training_assumptions(arch: Architecture, job: TrainJob) -> tuple[str, ...]:
     ]
     if job.method == "qlora":
         notes.append("QLoRA base linears in NF4 with double quantization: 4.127 bits per parameter (QLoRA paper)")
-    if job.zero:
-        notes.append(f"ZeRO stage {job.zero} over {job.data_parallel} data-parallel ranks")
+    if job.zero_stage:
+        chosen = "" if job.zero is not None else " (the default for several data-parallel GPUs)"
+        notes.append(f"ZeRO stage {job.zero_stage} over {job.data_parallel} data-parallel ranks{chosen}")
     return tuple(notes)

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.memory import compute_bytes, lora_params
+from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_weight_bytes
+from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, links, pipeline_bubble
 from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
-from gpuwise.estimate.serving_memory import KV_BYTES, LINEAR_BITS, cached_tokens
+from gpuwise.estimate.serving_memory import cached_tokens
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob
 
@@ -77,10 +78,10 @@ def _backward(ops: list[Op], *, frozen_gemms: bool) -> list[Op]:
 
 def _micro_batch_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[Op], list[Op]]:
     """Forward, backward and recompute operators of one micro-batch on one GPU."""
-    e = compute_bytes(job.precision)
+    e = activation_bytes(job.precision)
     causal = arch.kind == "decoder"
     p = Pass(batch=job.batch, query=job.seq, context=job.seq / 2 if causal else job.seq, act_bytes=e,
-             weight_bytes=4.0 if job.precision == "fp32" else 2.0, kv_bytes=e, tp=job.tp, flash=job.flash_attn,
+             weight_bytes=float(training_weight_bytes(job.precision)), kv_bytes=e, tp=job.tp, flash=job.flash_attn,
              loss=True)
     layers = arch.layers / job.pp
     fwd = forward_ops(arch, p, layers)
@@ -97,7 +98,7 @@ def _micro_batch_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[
     fwd += _framework_traffic(arch, job, p)
     if job.method == "qlora":
         passes = 3 if job.ckpt == "full" else 2
-        nf4 = C.NF4_DOUBLE_QUANT_BITS.value / 8
+        nf4 = bytes_per_element("nf4")
         linear = arch.params.linear / (job.tp * job.pp)
         fwd.append(Op("nf4_dequantize", "memory", 0.0, linear * (nf4 + 2) * passes, 7 * int(layers) * passes))
     return fwd, bwd, recompute
@@ -117,10 +118,10 @@ def _framework_traffic(arch: Architecture, job: TrainJob, p: Pass) -> list[Op]:
     shard = 1.0 / (job.tp * job.pp)
     trainable = (lora_params(arch, job) if job.trains_adapters else arch.total_params) * shard
     if job.precision in ("bf16", "fp16", "fp8"):
-        per_param = 16.0 / (job.data_parallel if job.zero == 3 else 1)
+        per_param = 16.0 / (job.data_parallel if job.zero_stage == 3 else 1)
     else:
         per_param = 6.0 if job.precision == "pure-bf16" else 12.0
-    if job.zero == 3 and job.data_parallel > 1:
+    if job.zero_stage == 3 and job.data_parallel > 1:
         per_param += 2.0 * 2  # gathered 16-bit layers written in forward and in backward
     ops.append(Op("weight_casts_grad_accumulation", "memory", 0.0, trainable * per_param, 4 * arch.layers))
     if job.precision == "fp8":
@@ -143,7 +144,7 @@ def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog
                    window_s: float) -> tuple[float, float]:
     """(exposed communication seconds, overlap slowdown seconds) of one optimizer step."""
     link = links(gpu, catalog, network=job.network, nodes=job.nodes)
-    e = compute_bytes(job.precision)
+    e = activation_bytes(job.precision)
     layers = arch.layers / job.pp
     tp_s = 0.0
     if job.tp > 1:
@@ -155,7 +156,7 @@ def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog
     dp_link = link.for_group(dp, spans_nodes=spans)
     shard_params = (lora_params(arch, job) if job.trains_adapters else arch.total_params) / (job.tp * job.pp)
     grad_bytes = shard_params * (2 if job.precision == "pure-bf16" else 4)
-    if job.zero == 3 and dp > 1:
+    if job.zero_stage == 3 and dp > 1:
         weight_bytes = arch.total_params / (job.tp * job.pp) * 2
         # forward and backward each gather every layer once (recompute runs inside the backward gather)
         overlappable = microbatches * 2 * all_gather_s(weight_bytes, dp, dp_link)
@@ -170,7 +171,7 @@ def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog
 def _cnn_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[Op], list[Op]]:
     from gpuwise.estimate.cnn import conv_ops
 
-    ops = conv_ops(arch.config, batch=job.batch, act_bytes=compute_bytes(job.precision), train=True)
+    ops = conv_ops(arch.config, batch=job.batch, act_bytes=activation_bytes(job.precision), train=True)
     return ops, [], []
 
 
@@ -182,12 +183,12 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
     per_micro = t_fwd.seconds + t_bwd.seconds + t_re.seconds
     microbatches = _steps_per_update(job)
     trainable = (lora_params(arch, job) if job.trains_adapters else arch.total_params) / (job.tp * job.pp)
-    if job.zero >= 1:
+    if job.zero_stage >= 1:
         trainable /= job.data_parallel
     update = phase_time([Op("optimizer_step", "memory", 0.0, trainable * _UPDATE_BYTES[job.optimizer], 10)], m)
     bubble = pipeline_bubble(job.pp, microbatches) * microbatches * per_micro / (1 - pipeline_bubble(
         job.pp, microbatches)) if job.pp > 1 else 0.0
-    window = microbatches * (t_bwd.seconds + (t_fwd.seconds if job.zero == 3 else 0.0))
+    window = microbatches * (t_bwd.seconds + (t_fwd.seconds if job.zero_stage == 3 else 0.0))
     comm, slowdown = _communication(arch, job, gpu, catalog, microbatches, window)
     compute = microbatches * per_micro + update.seconds
     step = compute + bubble + comm + slowdown
@@ -249,9 +250,9 @@ def _infer_dtype(quant: str) -> Dtype:
 
 
 def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
-    bits = LINEAR_BITS[job.quant]
-    return Pass(batch=job.batch, query=query, context=context, act_bytes=4 if job.quant == "fp32" else 2,
-                weight_bytes=bits / 8, kv_bytes=KV_BYTES[job.kv_dtype], tp=job.tp, flash=job.flash_attn,
+    return Pass(batch=job.batch, query=query, context=context, act_bytes=activation_bytes(job.quant),
+                weight_bytes=bytes_per_element(job.quant), kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
+                flash=job.flash_attn,
                 logits_tokens=job.batch)
 
 
@@ -262,14 +263,14 @@ def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
     if job.quant not in ("awq-int4", "gptq-int4"):
         return []
     linear = arch.params.linear / job.tp
-    return [Op("dequantize", "memory", 0.0, linear * (LINEAR_BITS[job.quant] / 8 + 2 + 2), 7 * arch.layers)]
+    return [Op("dequantize", "memory", 0.0, linear * (bytes_per_element(job.quant) + 2 + 2), 7 * arch.layers)]
 
 
 def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
     if job.tp <= 1:
         return 0.0
     link = links(gpu, catalog, network=job.network, nodes=job.nodes).intra
-    size = tokens * arch.hidden * (4 if job.quant == "fp32" else 2)
+    size = tokens * arch.hidden * activation_bytes(job.quant)
     return 2 * arch.layers * all_reduce_s(size, job.tp, link)
 
 
@@ -302,17 +303,18 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
 
 
 def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, batch: int,
-                  context: float) -> float:
+                  context: float, calibration: Calibration | None = None) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
-    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf")
+    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
     shaped = job.model_copy(update={"batch": batch})
     ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=cached_tokens(arch, context)))
     return phase_time(ops, m).seconds + _tp_comm_s(arch, shaped, batch, gpu, catalog)
 
 
-def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, tokens: int) -> float:
+def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, tokens: int,
+              calibration: Calibration | None = None) -> float:
     """Prefill of ``tokens`` prompt tokens (one batch of sequences of the job's input length)."""
-    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf")
+    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
     batch = max(1, round(tokens / job.input_len))
     shaped = job.model_copy(update={"batch": batch})
     p = _infer_pass(arch, shaped, query=job.input_len, context=job.input_len / 2)

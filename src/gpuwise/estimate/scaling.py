@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise import budget
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.parallel import GPUS_PER_NODE
@@ -35,10 +36,11 @@ def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
         if count % (job.tp * job.pp):
             continue
         nodes = max(1, -(-count // GPUS_PER_NODE))
-        shaped = job.model_copy(update={"count": count, "nodes": nodes,
-                                        "zero": job.zero if count > 1 else 0,
-                                        "offload": job.offload if count > 1 else "none"})
-        result = estimate(arch, TrainJob.model_validate(shaped.model_dump()), gpu, catalog)
+        budget.checkpoint()
+        # one GPU has nothing to shard or offload to; several use the job's ZeRO stage (default: ZeRO-3)
+        shaped = job.updated(count=count, nodes=nodes, zero=job.zero if count > 1 else None,
+                             offload=job.offload if count > 1 else "none")
+        result = estimate(arch, shaped, gpu, catalog)
         perf = result.perf
         assert isinstance(perf, TrainPerf)
         if base is None and result.memory.fits:

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gpuwise import budget
 from gpuwise.errors import ConfigError
 
 
@@ -39,6 +40,12 @@ class LoadResult:
     mean_batch: float
     throughput_tokens_per_s: float
     saturated: bool  # the queue kept growing: the offered load exceeds capacity
+
+    @property
+    def steady(self) -> bool:
+        """Long enough to stand for steady state: at least STEADY_FACTOR x as many requests as are in flight at once
+        (Little's law: a run of few more requests than the batch holds is one burst, filling and draining)."""
+        return self.requests >= STEADY_FACTOR * max(self.mean_batch, 1.0)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -66,6 +73,8 @@ def poisson_requests(qps: float, count: int, input_len: int, output_len: int, *,
     return out
 
 
+STEADY_FACTOR = 4.0
+
 StepTime = Callable[[int, float], float]  # (batch, mean context) -> seconds of one decode step
 PrefillTime = Callable[[int], float]  # (prompt tokens) -> seconds
 
@@ -80,6 +89,8 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
     started = [math.nan] * len(requests)
     clock, next_arrival, batches, steps, generated = 0.0, 0, 0, 0, 0
     while next_arrival < len(requests) or waiting or running:
+        if steps % 4096 == 0:
+            budget.checkpoint()
         if not waiting and not running:
             clock = max(clock, requests[next_arrival].arrival_s)
         while next_arrival < len(requests) and requests[next_arrival].arrival_s <= clock:
@@ -134,8 +145,7 @@ def _summarise(requests: Sequence[Request], first: list[float], done: list[float
     queue = [(started[i] - r.arrival_s) * 1e3 for i, r in enumerate(requests) if i >= warm]
     span = clock - requests[0].arrival_s if requests else 1.0
     offered = len(requests) / max(requests[-1].arrival_s, 1e-9) if requests else 0.0
-    half = len(queue) // 2
-    saturated = bool(queue) and percentile(queue[half:], 0.5) > 4 * max(percentile(queue[:half], 0.5), 1.0)
+    saturated = _growing(queue, [d - q for d, q in zip(e2e, queue, strict=True)])
     return LoadResult(
         qps=offered, requests=len(requests),
         ttft_ms=(percentile(ttft, 0.5), percentile(ttft, 0.9), percentile(ttft, 0.99)),
@@ -146,18 +156,34 @@ def _summarise(requests: Sequence[Request], first: list[float], done: list[float
     )
 
 
+def _growing(queue_ms: list[float], service_ms: list[float]) -> bool:
+    """The queue kept growing: under an offered load above capacity the wait for admission rises with time, so the
+    last quarter waits much longer than the second, and longer than a request takes once admitted; a stable
+    queue's wait stays level (about one engine iteration)."""
+    if len(queue_ms) < 8:
+        return False
+    quarter = len(queue_ms) // 4
+    second, last = percentile(queue_ms[quarter:2 * quarter], 0.5), percentile(queue_ms[3 * quarter:], 0.5)
+    return last > 1.5 * max(second, 1.0) and last > percentile(service_ms, 0.5)
+
+
 def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str = "e2e",
                  low: float = 0.01, high: float = 1000.0, iterations: int = 14) -> tuple[float, LoadResult | None]:
     """Largest QPS whose P99 (``key``: "e2e" or "ttft") meets the SLO, by bisection on a log scale."""
     def ok(result: LoadResult) -> bool:
         p99 = result.e2e_ms[2] if key == "e2e" else result.ttft_ms[2]
-        return p99 <= p99_ms and not result.saturated
+        return p99 <= p99_ms and not result.saturated and result.steady
 
     best: tuple[float, LoadResult | None] = (0.0, None)
     first = run(low)
     if not ok(first):
         return best
     best = (low, first)
+    for _ in range(3):  # the bracket came from the closed form: widen it if the simulation does better
+        top = run(high)
+        if not ok(top):
+            break
+        low, high, best = high, high * 8, (high, top)
     lo, hi = math.log(low), math.log(high)
     for _ in range(iterations):
         mid = (lo + hi) / 2
@@ -170,17 +196,33 @@ def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str 
 
 
 def step_table(step: StepTime, max_batch: int, context: float) -> StepTime:
-    """Memoise decode step times on a grid of batch sizes (the roofline is linear between them)."""
+    """Decode step times on a grid of batch sizes (powers of two) and contexts, each computed once when first
+    needed, linear between grid points (the roofline's weight, KV and activation traffic is linear in both)."""
     grid = sorted({1, max_batch, *[2 ** k for k in range(int(math.log2(max(max_batch, 1))) + 1)]})
     contexts = [context * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]
-    table = {(b, c): step(b, c) for b in grid for c in contexts}
+    table: dict[tuple[int, float], float] = {}
 
-    def lookup(batch: int, ctx: float) -> float:
-        b_hi = grid[min(bisect.bisect_left(grid, batch), len(grid) - 1)]
-        c_hi = contexts[min(bisect.bisect_left(contexts, ctx), len(contexts) - 1)]
-        return table[(b_hi, c_hi)]
+    def at(batch: int, ctx: float) -> float:
+        if (batch, ctx) not in table:
+            table[(batch, ctx)] = step(batch, ctx)
+        return table[(batch, ctx)]
+
+    def lookup(batch: float, ctx: float) -> float:
+        (b0, b1, wb), (c0, c1, wc) = _bracket(grid, batch), _bracket(contexts, ctx)
+        low = at(int(b0), c0) * (1 - wc) + at(int(b0), c1) * wc
+        high = at(int(b1), c0) * (1 - wc) + at(int(b1), c1) * wc
+        return low * (1 - wb) + high * wb
 
     return lookup
+
+
+def _bracket(points: Sequence[float], value: float) -> tuple[float, float, float]:
+    """The grid points around ``value`` and its weight towards the upper one (clamped to the grid)."""
+    i = min(max(bisect.bisect_left(points, value), 1), len(points) - 1)
+    low, high = points[i - 1], points[i]
+    if len(points) == 1 or high == low:
+        return high, high, 0.0
+    return low, high, min(max((value - low) / (high - low), 0.0), 1.0)
 
 
 
@@ -193,3 +235,5 @@ class ServingReport:
     at_max: LoadResult | None
     max_batch: int
     kv_capacity_tokens: float
+    planned_qps: float  # the closed-form capacity the recommender plans with (estimate/serving_capacity.py)
+    planned_p99_ms: float | None  # the closed form's P99 at the simulated rate (None: unstable there)

@@ -8,32 +8,24 @@ one token is 2 (K and V) x decoder layers x KV heads x head dim x bytes per elem
 from __future__ import annotations
 
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.dtypes import BITS, activation_bytes, bytes_per_element, unquantized_bytes
 from gpuwise.estimate.memory import COMPONENTS, MemoryEstimate, framework_overhead
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob
 
-LINEAR_BITS = {
-    "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": C.FP8_BITS.value, "int8": C.INT8_BITS.value,
-    "awq-int4": C.INT4_GROUP128_BITS.value, "gptq-int4": C.INT4_GROUP128_BITS.value,
-    "gguf-q4_k_m": C.GGUF_Q4_K_M_BITS.value, "gguf-q8_0": C.GGUF_Q8_0_BITS.value,
-}
-KV_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
-
 
 def weight_bytes(arch: Architecture, quant: str) -> float:
     """Stored weights. GGUF formats quantize every tensor; the others keep embeddings, head and norms 16-bit."""
-    bits = LINEAR_BITS[quant]
     if quant.startswith("gguf"):
-        return arch.total_params * bits / 8
-    rest_bits = 32.0 if quant == "fp32" else 16.0
+        return arch.total_params * bytes_per_element(quant)
     linear = arch.params.linear
-    return linear * bits / 8 + (arch.total_params - linear) * rest_bits / 8
+    return linear * bytes_per_element(quant) + (arch.total_params - linear) * unquantized_bytes(quant)
 
 
 def kv_bytes_per_token(arch: Architecture, job: InferJob) -> float:
     """K and V of one token on one GPU; tensor parallelism splits KV heads (at least one per GPU)."""
     kv_heads = max(arch.kv_heads / job.tp, 1.0)
-    return 2 * arch.decoder_layers * kv_heads * arch.head_dim * KV_BYTES[job.kv_dtype]
+    return 2 * arch.decoder_layers * kv_heads * arch.head_dim * bytes_per_element(job.kv_dtype)
 
 
 def cached_tokens(arch: Architecture, context: float) -> float:
@@ -49,7 +41,7 @@ def cached_tokens(arch: Architecture, context: float) -> float:
 def workspace_bytes(arch: Architecture, job: InferJob) -> float:
     """Live activations of the prefill of the whole batch: residual, MLP tensors, scores without FlashAttention,
     and fp32 logits of the last position of each sequence."""
-    e = 4 if job.quant == "fp32" else 2
+    e = activation_bytes(job.quant)
     if arch.kind == "cnn":
         from gpuwise.estimate.cnn import convolutions
 
@@ -80,7 +72,7 @@ def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float
     max_context = int(kv_budget // per_token_all) if per_token_all > 0 and kv_budget > 0 else 0
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
-        engine_reserved_bytes=reserved,
+        engine_reserved_bytes=reserved, kv_budget_bytes=kv_budget if arch.decoder_layers else None,
         max_concurrency=max_concurrency if arch.decoder_layers else None,
         max_context=max_context if arch.decoder_layers else None,
         assumptions=_assumptions(arch, job), warnings=_warnings(arch, job),
@@ -99,7 +91,7 @@ def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: flo
 
 def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
     notes = [f"{arch.name}: {arch.total_params:,} parameters; weights as {job.quant} "
-             f"({LINEAR_BITS[job.quant]:.3g} bits per linear weight)",
+             f"({BITS[job.quant]:.3g} bits per linear weight)",
              f"KV cache {job.kv_dtype}: 2 x {arch.decoder_layers} layers x {arch.kv_heads} KV heads x "
              f"{arch.head_dim} dims per token"]
     fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwise.catalog import GPU, Catalog, CloudOffer
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import cost
+from gpuwise.workload.flags import Flag
+
+_TCO = frozenset({"tco"})
+
+
+class Purchase(BaseModel):
+    """What `gpuwise tco` prices: how many cards, at what price, new or used."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    count: Annotated[int, Field(ge=1, le=4096), Flag(_TCO, "Purchase")] = Field(
+        default=1, description="cards bought (or rented)")
+    price_usd: Annotated[float | None, Field(gt=0, le=1e8), Flag(_TCO, "Purchase")] = Field(
+        default=None, description="price of one card (default: the catalog's street price, else its MSRP)")
+    used: Annotated[bool, Flag(_TCO, "Purchase")] = Field(default=False, description="use the catalog's used price")
 
 
 @dataclass(frozen=True)
@@ -32,8 +49,6 @@ class TcoReport:
 
 def _unit_price(gpu: GPU, price_usd: float | None, used: bool) -> tuple[float, str]:
     if price_usd is not None:
-        if price_usd <= 0:
-            raise ConfigError(f"--price-usd must be > 0, got {price_usd}")
         return price_usd, "given"
     p = gpu.price
     value = (p.used_usd if used else (p.street_usd or p.msrp_usd)) if p else None
@@ -44,14 +59,12 @@ def _unit_price(gpu: GPU, price_usd: float | None, used: bool) -> tuple[float, s
     return value, f"{basis} price as of {p.as_of}"
 
 
-def tco_report(gpu: GPU, catalog: Catalog, *, count: int, price_usd: float | None, used: bool,
-               usage: cost.Usage) -> TcoReport:
-    if count < 1:
-        raise ConfigError(f"--count must be >= 1, got {count}")
-    unit, basis = _unit_price(gpu, price_usd, used)
+def tco_report(gpu: GPU, catalog: Catalog, purchase: Purchase, usage: cost.Usage) -> TcoReport:
+    count = purchase.count
+    unit, basis = _unit_price(gpu, purchase.price_usd, purchase.used)
     years = max(1, round(usage.years))
     buy = cost.buy_cost(gpu, count, unit, usage)
-    by_year = tuple(cost.buy_cost(gpu, count, unit, dataclasses.replace(usage, years=y)).tco_usd
+    by_year = tuple(cost.buy_cost(gpu, count, unit, usage.model_copy(update={"years": float(y)})).tco_usd
                     for y in range(1, years + 1))
     lines = []
     for offer in catalog.offers_for(gpu.id):

@@ -1,0 +1,65 @@
+"""What a job needs of the card and its software stack: the one compatibility table.
+
+Each row maps a job setting to a catalog feature -- the same predicates ``gpuwise catalog list --feature`` filters
+by (:data:`gpuwise.catalog.FEATURES`). ``estimate`` reports every unmet row as a warning and still answers;
+``recommend`` rejects a card for an unmet *hard* row (the job cannot run there as asked) and only notes a soft one
+(the framework falls back, e.g. SDPA instead of FlashAttention-2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuwise.catalog import FEATURES, GPU
+from gpuwise.workload.job import InferJob, Job, TrainJob
+
+
+@dataclass(frozen=True)
+class Requirement:
+    feature: str  # a key of gpuwise.catalog.FEATURES
+    hard: bool  # without it the job does not run as asked (a recommender rejection); else it falls back
+    code: str  # the rejection code: "feature" (the chip) or "stack" (its software)
+    message: str  # what is missing and what to do, with {gpu} and {stack} to fill in
+
+
+_TRAIN_ROWS: tuple[tuple[Callable[[TrainJob], bool], Requirement], ...] = (
+    (lambda j: j.precision in ("bf16", "pure-bf16"),
+     Requirement("bf16", True, "feature", "{gpu} has no BF16 tensor math; use --precision fp16")),
+    (lambda j: j.precision == "fp8",
+     Requirement("fp8", True, "feature", "{gpu} has no FP8 tensor cores; --precision fp8 needs Ada, Hopper or newer")),
+    (lambda j: j.method == "qlora",
+     Requirement("bitsandbytes", True, "stack", "QLoRA needs bitsandbytes, which has no {stack} build for {gpu}")),
+    (lambda j: j.optimizer in ("adamw-8bit", "paged-adamw-8bit"),
+     Requirement("bitsandbytes", True, "stack",
+                 "8-bit optimizers need bitsandbytes, which has no {stack} build for {gpu}")),
+)
+_INFER_ROWS: tuple[tuple[Callable[[InferJob], bool], Requirement], ...] = (
+    (lambda j: j.engine == "vllm",
+     Requirement("vllm", True, "stack", "vLLM does not run on {stack} for {gpu}; choose another --engine")),
+    (lambda j: j.engine == "trtllm",
+     Requirement("cuda", True, "stack", "TensorRT-LLM runs on NVIDIA GPUs (CUDA) only, not on {gpu}")),
+    (lambda j: j.quant == "fp8",
+     Requirement("fp8", False, "feature", "{gpu} has no FP8 support; fp8 weights would be upcast (or rejected by "
+                                          "the engine)")),
+)
+_FLASH = Requirement("flash-attention-2", False, "stack",
+                     "FlashAttention-2 does not support {gpu}; PyTorch SDPA (memory-efficient) is the fallback")
+
+
+def requirements(job: Job) -> tuple[Requirement, ...]:
+    """Every feature ``job`` relies on, in table order."""
+    if isinstance(job, TrainJob):
+        needed = [r for applies, r in _TRAIN_ROWS if applies(job)]
+    else:
+        needed = [r for applies, r in _INFER_ROWS if applies(job)]
+    return (*needed, _FLASH) if job.flash_attn else tuple(needed)
+
+
+def unmet(job: Job, gpu: GPU) -> tuple[Requirement, ...]:
+    """The requirements ``gpu`` (its chip and its software stack as the catalog records them) does not meet."""
+    return tuple(r for r in requirements(job) if not FEATURES[r.feature](gpu))
+
+
+def describe(requirement: Requirement, gpu: GPU) -> str:
+    return requirement.message.format(gpu=gpu.id, stack=gpu.software.stack)
