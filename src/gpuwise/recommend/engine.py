@@ -8,15 +8,20 @@ each GPU type and acquisition only the smallest count that meets every target is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gpuwise.catalog import GPU, Catalog, CloudOffer
+from gpuwise import budget
+from gpuwise.catalog import FEATURES, GPU, Catalog, CloudOffer
 from gpuwise.estimate import constants as C
 from gpuwise.estimate import cost as tco
+from gpuwise.estimate.compat import describe, unmet
+from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.evaluate import Fit, Rejection, evaluate
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.job import TrainJob
 
 COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
 SLOTS = {"desktop": 2, "workstation": 4, "server": 8}
@@ -61,7 +66,9 @@ class Recommendation:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
 
 
-def card_rejection(gpu: GPU, request: Request, archs: dict[str, Architecture]) -> Rejection | None:
+def card_rejection(gpu: GPU, request: Request) -> Rejection | None:
+    """The card itself: vendor, OS, the features the user needs, and the compatibility table's hard rows for every
+    workload's job (estimate/compat.py, the table `estimate` warns from)."""
     c = request.constraints
     if gpu.vendor in c.exclude_vendors:
         return Rejection("vendor", f"{gpu.vendor} is excluded")
@@ -69,28 +76,16 @@ def card_rejection(gpu: GPU, request: Request, archs: dict[str, Architecture]) -
         return Rejection("os", f"{gpu.software.stack} has no PyTorch build for native Windows")
     if gpu.form_factor == "module" and c.os != "linux":
         return Rejection("os", "Jetson modules run Linux (JetPack) only")
-    features = {"ecc": gpu.ecc, "mig": gpu.mig_max_instances > 0, "nvlink": (gpu.scale_up_link or "").startswith(
-        "nvlink"), "fp8": gpu.software.fp8, "bf16": gpu.software.bf16, "bitsandbytes": gpu.software.bitsandbytes,
-        "flash-attention-2": gpu.software.flash_attention_2, "vllm": gpu.software.vllm}
     for need in c.needs:
-        if not features[need]:
+        if not FEATURES[need](gpu):
             return Rejection("feature", f"no {need}")
     if gpu.segment == "edge" and any(w.task == "train" for w in request.workloads) and not request.gpus:
         return Rejection("feature", "edge module built for deployment, not training (LPDDR shared with the CPU, "
                                     "no multi-GPU); list it in the request's gpus to consider it anyway")
     for workload in request.workloads:
-        o = workload.options
-        if workload.task == "train" and o.get("precision", "bf16") in ("bf16", "pure-bf16") and not (
-                gpu.software.bf16 and gpu.bf16_dense_tflops):
-            return Rejection("feature", "no BF16 tensor cores (use --precision fp16 to consider it)")
-        if o.get("precision") == "fp8" and not gpu.software.fp8:
-            return Rejection("feature", "no FP8 tensor cores")
-        needs_bnb = o.get("method") == "qlora" or str(o.get("optimizer", "")).endswith("8bit")
-        if needs_bnb and not gpu.software.bitsandbytes:
-            return Rejection("stack", f"bitsandbytes has no {gpu.software.stack} build for this card")
-        if workload.task == "infer" and o.get("engine", "vllm") == "vllm" and not gpu.software.vllm:
-            return Rejection("stack", f"vLLM does not run on {gpu.software.stack} for this card")
-    del archs
+        for requirement in unmet(workload.job, gpu):
+            if requirement.hard:
+                return Rejection(requirement.code, describe(requirement, gpu))
     return None
 
 
@@ -140,7 +135,7 @@ def _acquisitions(gpu: GPU, catalog: Catalog, request: Request) -> list[tuple[st
 
 def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudOffer | None, fit: Fit,
             request: Request) -> Option | Rejected:
-    usage = tco.Usage(**request.usage.model_dump())
+    usage = request.usage
     if offer is not None:
         if count % offer.gpus:
             return Rejected(gpu.id, count, label, "offer", f"the instance has {offer.gpus} GPUs; {count} is not a "
@@ -182,50 +177,45 @@ def candidate_counts(request: Request) -> list[int]:
     """Counts to try: 1-8 and multiples of 8, within max_gpus and divisible by every workload's TP x PP."""
     step = 1
     for w in request.workloads:
-        if w.task == "train":
-            group = int(w.options.get("tp", 1)) * int(w.options.get("pp", 1))
-            step = step * group // _gcd(step, group)
+        if isinstance(w.job, TrainJob):
+            step = math.lcm(step, w.job.tp * w.job.pp)
     return [n for n in COUNTS if n <= request.constraints.max_gpus and n % step == 0]
 
 
-def _gcd(a: int, b: int) -> int:
-    while b:
-        a, b = b, a % b
-    return a
-
-
-def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture]
-                      ) -> tuple[list[Option], list[Rejected]]:
+def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture],
+                      calibrations: Mapping[str, Calibration] | None = None) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []
     gpus = [catalog.gpu(g) for g in request.gpus] if request.gpus else list(catalog.gpus.values())
     has_target = any(w.deadline_hours or w.qps or w.p99_ms for w in request.workloads)
     for gpu in gpus:
+        budget.checkpoint()
         ways = _acquisitions(gpu, catalog, request)
         if not ways:
             rejected.append(Rejected(gpu.id, 0, "-", "offer", "no price or cloud offer matches the allowed "
                                                               "acquisitions"))
             continue
-        problem = card_rejection(gpu, request, archs)
+        problem = card_rejection(gpu, request)
         if problem is not None:
             rejected += [Rejected(gpu.id, 0, label, problem.code, problem.reason, problem.gap) for label, _, _ in ways]
             continue
-        found = _options_for_gpu(gpu, ways, request, catalog, archs, stop_at_first=has_target)
+        found = _options_for_gpu(gpu, ways, request, catalog, archs, stop_at_first=has_target,
+                                 calibration=(calibrations or {}).get(gpu.id))
         options += found[0]
         rejected += found[1]
     return options, rejected
 
 
 def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | None]], request: Request,
-                     catalog: Catalog, archs: dict[str, Architecture], *, stop_at_first: bool
-                     ) -> tuple[list[Option], list[Rejected]]:
+                     catalog: Catalog, archs: dict[str, Architecture], *, stop_at_first: bool,
+                     calibration: Calibration | None = None) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []
     open_ways = list(ways)
     for count in candidate_counts(request):
         if not open_ways:
             break
-        outcome = evaluate(archs, request.workloads, gpu, catalog, count)
+        outcome = evaluate(archs, request.workloads, gpu, catalog, count, calibration)
         still_open = []
         for label, price, offer in open_ways:
             if isinstance(outcome, Rejection):

@@ -1,16 +1,14 @@
 """How one GPU type at one count does on every workload: fits, time per job, serving capacity, or why not.
 
-Training on several GPUs shards with ZeRO-3/FSDP (the user's --zero when higher) over nodes of 8.
-Serving uses the smallest tensor-parallel degree that fits the model, then replicas; a replica's capacity is the
-highest rate whose P99 end-to-end latency meets the SLO in a mean-value model of continuous batching (prefill
-interference and batch growth, see `_replica`); it agrees with `serve-sim`'s discrete-event simulation within
-the band tested in tests/test_recommend.py, and `serve-sim` is the check for one chosen option.
+Training on several GPUs runs the workload's job over them (ZeRO-3/FSDP when data-parallel, the job's own rule)
+in nodes of 8. Serving uses the smallest tensor-parallel degree that fits the model, then replicas; a replica's
+capacity is the closed form of ``estimate/serving_capacity.py``, the model ``serve-sim`` brackets its simulation
+with, with the user's calibration where one was measured for this card.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuwise.catalog import GPU, Catalog
@@ -18,15 +16,15 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import estimate, tp_divides
 from gpuwise.estimate.memory import MemoryEstimate
-from gpuwise.estimate.perf import TrainPerf, decode_step_s, prefill_s
-from gpuwise.estimate.serving_memory import inference_memory
+from gpuwise.estimate.perf import TrainPerf
+from gpuwise.estimate.roofline import Calibration
+from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
 from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import InferJob, TrainJob, make_job
+from gpuwise.workload.job import InferJob, TrainJob
 
-PLANNING_UTILISATION = C.SERVING_PLANNING_UTILISATION.value
-TAIL = C.SERVING_TAIL_FACTOR.value
 GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
+GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class Rejection:
 class Fit:
     """A GPU type and count that can run every workload, with the figures the ranking needs."""
 
-    per_gpu_gb: float
+    per_gpu_bytes: float
     job_hours: float | None = None  # training: one job (the sum over training workloads)
     tokens_per_s: float | None = None
     qps_capacity: float | None = None
@@ -48,145 +46,109 @@ class Fit:
     tp: int = 1
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-
-def _train_job(workload: Workload, count: int) -> TrainJob:
-    options = dict(workload.options)
-    if count > 1:
-        options["zero"] = max(int(options.get("zero", 0)), 3)
-        options["nodes"] = max(1, math.ceil(count / GPUS_PER_NODE))
-    job = make_job(TrainJob, **{**options, "count": count})
-    assert isinstance(job, TrainJob)
-    return job
+    @property
+    def per_gpu_gb(self) -> float:
+        return self.per_gpu_bytes / 1e9
 
 
-def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
-    job = _train_job(workload, count)
-    result = estimate(arch, job, gpu, catalog)
-    memory = result.memory
-    if not memory.fits:
-        return Rejection("memory", f"needs {memory.per_gpu_bytes / 1e9:,.1f} GB per GPU, has "
-                                   f"{memory.capacity_bytes / 1e9:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
+def _too_big(memory: MemoryEstimate, tp: int | None = None) -> Rejection:
+    at = f" at TP {tp}" if tp else ""
+    return Rejection("memory", f"needs {memory.per_gpu_bytes / GIB:,.1f} GiB per GPU{at}, has "
+                               f"{memory.capacity_bytes / GIB:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
+
+
+def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
+           calibration: Calibration | None) -> Fit | Rejection:
+    template = workload.job
+    assert isinstance(template, TrainJob)
+    job = template.with_gpus(count, max(1, math.ceil(count / GPUS_PER_NODE)))
+    result = estimate(arch, job, gpu, catalog, calibration=calibration)
+    if not result.memory.fits:
+        return _too_big(result.memory)
     perf = result.perf
     assert isinstance(perf, TrainPerf)
     hours = workload.tokens / perf.tokens_per_s / 3600
     if workload.deadline_hours is not None and hours > workload.deadline_hours:
         return Rejection("deadline", f"takes {hours:,.1f} h > deadline {workload.deadline_hours:,.1f} h",
                          hours / workload.deadline_hours)
-    return Fit(per_gpu_gb=memory.per_gpu_bytes / 1e9, job_hours=hours, tokens_per_s=perf.tokens_per_s)
+    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, tokens_per_s=perf.tokens_per_s)
 
 
-def _too_big(memory: MemoryEstimate, tp: int) -> Rejection:
-    return Rejection("memory", f"needs {memory.per_gpu_bytes / 1e9:,.1f} GB per GPU at TP {tp}, has "
-                               f"{memory.capacity_bytes / 1e9:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
+def _slo_s(workload: Workload) -> float | None:
+    return workload.p99_ms / 1e3 if workload.p99_ms is not None else None
 
 
-def _replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, tp: int
-             ) -> tuple[float, float, Callable[[float], float]] | Rejection:
-    """(per-GPU GB, requests/s one replica sustains within the SLO, P99 latency in s at a given rate) or why not.
-
-    Continuous batching at rate r (mean-value model, solved as a fixed point): each request waits for its prefill
-    P and then decodes O tokens at the step time of the running batch B = r x T; prefills of arriving requests
-    take a fraction r x P of the engine, stretching everything by 1 / (1 - r x P). So T = (P + O x step(B)) /
-    (1 - r x P), unstable when r x P >= 1 or B passes the batch limit; P99 = tail factor x T."""
-    job = make_job(InferJob, **{**workload.options, "count": tp, "tp": tp})
-    assert isinstance(job, InferJob)
-    memory = inference_memory(arch, job.model_copy(update={"batch": 1}), capacity_bytes=gpu.memory_bytes)
-    if not memory.fits:
-        return _too_big(memory, tp)
-    slo = workload.p99_ms / 1e3 if workload.p99_ms else math.inf
-    limit = max(1, min(int(C.MAX_NUM_SEQS.value), memory.max_concurrency or 1))
-    context = job.input_len + job.output_len / 2
-    prefill = prefill_s(arch, job, gpu, catalog, tokens=job.input_len)
-    tokens_after_first = max(job.output_len - 1, 0)
-    steps: dict[int, float] = {}
-
-    def step(batch: int) -> float:
-        if batch not in steps:
-            steps[batch] = decode_step_s(arch, job, gpu, catalog, batch=batch, context=context)
-        return steps[batch]
-
-    def p99(rate: float) -> float:
-        busy = rate * prefill
-        if busy >= 1:
-            return math.inf
-        latency = prefill + tokens_after_first * step(1)
-        for _ in range(60):
-            batch = rate * latency
-            if batch > limit:
-                return math.inf
-            new = (prefill + tokens_after_first * step(max(1, round(batch)))) / (1 - busy)
-            if abs(new - latency) <= 1e-4 * latency:
-                latency = new
-                break
-            latency = (latency + new) / 2
-        return TAIL * latency
-
-    alone = p99(0.0)
-    if alone > slo:
-        return Rejection("slo", f"P99 {alone * 1e3:,.0f} ms > SLO {slo * 1e3:,.0f} ms even with no other request",
-                         alone / slo)
-    low, high = 1e-4, 1e4
-    for _ in range(40):  # bisection on a log scale for the highest rate meeting the SLO (or staying stable)
-        mid = math.sqrt(low * high)
-        latency = p99(mid)
-        low, high = (mid, high) if math.isfinite(latency) and latency <= slo else (low, mid)  # inf: unstable
-    capacity = low * (PLANNING_UTILISATION if math.isinf(slo) else 1.0)
-    return memory.per_gpu_bytes / 1e9, capacity, p99
+def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
+             calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
+    """(per-GPU bytes, planned requests/s, P99 function) of one decoder replica, or why not."""
+    rep = replica(arch, job, gpu, catalog, calibration=calibration)
+    if not rep.holds_a_sequence:
+        return _too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
+            "memory", f"no KV-cache room for one {job.input_len}+{job.output_len}-token sequence at TP {job.tp}")
+    planned = capacity(rep, slo_s=_slo_s(workload), slo=workload.slo)
+    if planned.rate_qps <= 0 and planned.slo_s is not None:
+        return Rejection("slo", f"P99 {workload.slo} {planned.idle_p99_s * 1e3:,.0f} ms > SLO "
+                                f"{planned.slo_s * 1e3:,.0f} ms even with no other request",
+                         planned.idle_p99_s / planned.slo_s)
+    return rep.memory.per_gpu_bytes, planned.rate_qps, planned.p99_s
 
 
-def _batch_replica(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, tp: int
-                   ) -> tuple[float, float, Callable[[float], float]] | Rejection:
-    """A model that does not generate tokens (encoder, CNN, ViT): a replica runs batches of --batch samples;
-    capacity is its samples/s at the planning utilisation, P99 the tail factor x one batch's time."""
-    job = make_job(InferJob, **{**workload.options, "count": tp, "tp": tp})
-    assert isinstance(job, InferJob)
-    result = estimate(arch, job, gpu, catalog)
+def _batch_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
+                   calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
+    """A model that does not generate tokens (encoder, CNN, ViT): a replica serves batches of --batch samples."""
+    result = estimate(arch, job, gpu, catalog, calibration=calibration)
     if not result.memory.fits:
-        return _too_big(result.memory, tp)
+        return _too_big(result.memory, job.tp)
     samples = getattr(result.perf, "samples_per_s", None)
     if not samples:
         return Rejection("stack", f"no throughput model for serving {arch.name}")
-    latency = TAIL * job.batch / samples
-    slo = workload.p99_ms / 1e3 if workload.p99_ms else math.inf
-    if latency > slo:
-        return Rejection("slo", f"P99 {latency * 1e3:,.0f} ms for a batch of {job.batch} > SLO {slo * 1e3:,.0f} ms; "
-                                "a smaller --batch is faster", latency / slo)
-    return result.memory.per_gpu_bytes / 1e9, samples * PLANNING_UTILISATION, lambda _rate: latency
+    slo_s = _slo_s(workload)
+    rate, p99 = batch_capacity(seconds_per_batch=job.batch / samples, batch=job.batch, slo_s=slo_s)
+    if rate <= 0 and slo_s is not None:
+        idle = p99(0.0)
+        return Rejection("slo", f"P99 {idle * 1e3:,.0f} ms for a batch of {job.batch} > SLO {slo_s * 1e3:,.0f} ms; "
+                                "a smaller --batch is faster", idle / slo_s)
+    return result.memory.per_gpu_bytes, rate, p99
 
 
-def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
+def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
+           calibration: Calibration | None) -> Fit | Rejection:
     first: Rejection | None = None
+    template = workload.job
+    assert isinstance(template, InferJob)
     for tp in (1, 2, 4, 8):
         if tp > count or count % tp or not tp_divides(arch, tp):
             continue
-        replica = (_replica if arch.decoder_layers else _batch_replica)(arch, workload, gpu, catalog, tp)
-        if isinstance(replica, Rejection):
-            first = first or replica
-            if replica.code == "memory":
+        job = template.updated(tp=tp, count=tp)
+        serve_one = _replica if arch.decoder_layers else _batch_replica
+        outcome = serve_one(arch, workload, job, gpu, catalog, calibration)
+        if isinstance(outcome, Rejection):
+            first = first or outcome
+            if outcome.code == "memory":
                 continue
-            return replica
-        per_gpu, capacity, p99 = replica
+            return outcome
+        per_gpu, rate, p99 = outcome
         replicas = count // tp
-        total = capacity * replicas
+        total = rate * replicas
         if workload.qps is not None and total < workload.qps:
             return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
                                     "QPS needed", workload.qps / max(total, 1e-9))
-        rate = workload.qps / replicas if workload.qps is not None else capacity
-        return Fit(per_gpu_gb=per_gpu, qps_capacity=total, p99_ms=p99(rate) * 1e3, tp=tp)
+        at = workload.qps / replicas if workload.qps is not None else rate
+        latency = p99(at)  # type: ignore[operator]
+        return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
+                   p99_ms=latency * 1e3 if math.isfinite(latency) else None)
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree")
 
 
 def evaluate(archs: dict[str, Architecture], workloads: tuple[Workload, ...], gpu: GPU, catalog: Catalog,
-             count: int) -> Fit | Rejection:
+             count: int, calibration: Calibration | None = None) -> Fit | Rejection:
     """Every workload on ``count`` x ``gpu``; the first rejection wins, else the combined figures."""
     hours = 0.0
     fits: list[Fit] = []
     for workload in workloads:
+        run = _train if workload.task == "train" else _serve
         try:
-            if workload.task == "train":
-                outcome = _train(archs[workload.model], workload, gpu, catalog, count)
-            else:
-                outcome = _serve(archs[workload.model], workload, gpu, catalog, count)
+            outcome = run(archs[workload.model], workload, gpu, catalog, count, calibration)
         except GpuwiseError as exc:  # e.g. a count that does not divide into the requested TP x PP
             return Rejection("count", str(exc))
         if isinstance(outcome, Rejection):
@@ -196,7 +158,7 @@ def evaluate(archs: dict[str, Architecture], workloads: tuple[Workload, ...], gp
     train = [f for f in fits if f.job_hours is not None]
     serve = [f for f in fits if f.qps_capacity is not None]
     return Fit(
-        per_gpu_gb=max(f.per_gpu_gb for f in fits), job_hours=hours if train else None,
+        per_gpu_bytes=max(f.per_gpu_bytes for f in fits), job_hours=hours if train else None,
         tokens_per_s=train[0].tokens_per_s if train else None,
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
         tp=serve[0].tp if serve else 1,

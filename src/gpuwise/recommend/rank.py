@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from gpuwise.catalog import Catalog
+from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
 from gpuwise.recommend.request import Request
 from gpuwise.workload.resolve import resolve_model
@@ -46,9 +47,9 @@ def pareto_front(options: list[Option]) -> list[Option]:
     return sorted(front, key=lambda o: o.tco_usd)
 
 
-def _why(option: Option, rank: int, best: Option | None, request: Request, capacity_gb: float) -> str:
+def _why(option: Option, rank: int, best: Option | None, request: Request, capacity_gib: float) -> str:
     u = request.usage
-    parts = [f"{option.fit.per_gpu_gb:,.1f} of {capacity_gb:,.0f} GB per GPU"]
+    parts = [f"{option.fit.per_gpu_bytes / 2**30:,.1f} of {capacity_gib:,.0f} GiB per GPU"]
     if option.fit.job_hours is not None:
         parts.append(f"{option.fit.job_hours:,.1f} h per job")
     if option.fit.qps_capacity is not None:
@@ -72,23 +73,33 @@ def _nearest(rejected: list[Rejected]) -> tuple[Rejected, ...]:
     return tuple(sorted(best.values(), key=lambda r: r.gap)[:5])
 
 
-def recommend(request: Request, catalog: Catalog) -> Recommendation:
+def _assumptions(request: Request) -> tuple[str, ...]:
+    u = request.usage
+    jobs = [f"{w.tokens:,.0f} tokens of {w.model}" for w in request.workloads if w.task == "train"]
+    return (
+        "training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero) over nodes of 8; serving uses "
+        "the smallest TP that fits, then replicas, each planned at its P99 SLO or, with none, at 80% of saturation",
+        *([f"one training job is {', '.join(jobs)} (--tokens)"] if jobs else []),
+        "buying: cards + host share + energy (GPUs at 70% of TDP + host) x PUE + expected repairs - residual value; "
+        "renting: the offer's hourly list price (storage and egress not included)",
+        f"prices as of their catalog dates; {u.hours_per_day:g} h/day for {u.years:g} years at {u.usd_per_kwh:g} "
+        f"USD/kWh, PUE {u.pue:g}",
+    )
+
+
+def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Calibration] | None = None
+              ) -> Recommendation:
+    """Every option for ``request``; ``calibrations`` (catalog id -> measured rates) replace the efficiency tables
+    for the cards they were measured on."""
     archs = {w.model: resolve_model(w.model) for w in request.workloads}
-    options, rejected = enumerate_options(request, catalog, archs)
+    options, rejected = enumerate_options(request, catalog, archs, calibrations)
     key = ranking_key(request.objective)
     best = sorted(best_per_gpu_and_way(options, key), key=key)
     winner = best[0] if best else None
     explained = tuple(
-        Option(**{**o.__dict__, "why": _why(o, i, winner, request, catalog.gpus[o.gpu].memory_bytes / 1e9)})
+        Option(**{**o.__dict__, "why": _why(o, i, winner, request, catalog.gpus[o.gpu].memory_bytes / 2**30)})
         for i, o in enumerate(best)
     )
-    assumptions = (
-        "training on several GPUs shards with ZeRO-3/FSDP over nodes of 8; serving uses the smallest TP that fits, "
-        "then replicas planned at 80% of saturation",
-        "buying: cards + host share + energy (GPUs at 70% of TDP + host) x PUE + expected repairs - residual value; "
-        "renting: the on-demand list price (storage and egress not included)",
-        f"prices as of their catalog dates; {request.usage.hours_per_day:g} h/day for {request.usage.years:g} years "
-        f"at {request.usage.usd_per_kwh:g} USD/kWh, PUE {request.usage.pue:g}",
-    )
+    assumptions = _assumptions(request)
     return Recommendation(request, explained, tuple(rejected), tuple(pareto_front(list(best))),
                           nearest=() if explained else _nearest(rejected), assumptions=assumptions)

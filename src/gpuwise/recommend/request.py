@@ -1,41 +1,90 @@
-"""What the user asks the recommender: workloads with targets, money and time, options and system constraints.
+"""What the user asks the recommender: workloads with targets, money and time, usage and system constraints.
 
-A scenario file (``gpuwise recommend --scenario FILE``) is this model as YAML; CLI flags build the same model.
+A scenario file (``gpuwise recommend --scenario FILE``) is this model as YAML; the CLI flags, the web app and
+Python callers build the same model. Each workload's ``options`` (the job flags, e.g. ``method: qlora``) are
+validated into a typed job when the request is; ``tokens`` (the size of one training job) may be given at the
+workload level, as the examples do, or among the options.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpuwise.errors import ConfigError
-from gpuwise.workload.job import InferJob, TrainJob, make_job
+from gpuwise.catalog import FEATURES
+from gpuwise.catalog.schema import Vendor
+from gpuwise.errors import ConfigError, GpuwiseError
+from gpuwise.estimate.cost import Usage
+from gpuwise.safe_io import excerpt, parse_yaml, read_text
+from gpuwise.workload.flags import Flag
+from gpuwise.workload.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
 
 Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt"]
 Acquisition = Literal["buy-new", "buy-used", "rent"]
 Chassis = Literal["desktop", "workstation", "server"]
-Need = Literal["ecc", "mig", "nvlink", "fp8", "bf16", "bitsandbytes", "flash-attention-2", "vllm"]
 OBJECTIVES: tuple[str, ...] = ("tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt")
-DEFAULT_TRAIN_TOKENS = 1e8
+DEFAULT_TRAIN_TOKENS = 1e8  # the job behind "h/job" when the user names none: 100M tokens
+MAX_WORKLOADS = 16  # each costs a whole-catalog enumeration
+MAX_SCENARIO_BYTES = 1_000_000
+_REC = frozenset({"recommend"})
+TARGETS, MONEY, SYSTEM, RANKING = "Targets", "Money", "System", "Ranking and output"
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def _whole(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 1024 else 1
+
+
+def template_count(task: str, options: dict[str, Any]) -> int:
+    """The GPU count a workload's job is validated at: its smallest model-parallel group (TP x PP for training, TP
+    for serving); the recommender then tries every count that is a multiple of it."""
+    return _whole(options.get("tp", 1)) * (_whole(options.get("pp", 1)) if task == "train" else 1)
+
+
 class Workload(_Model):
     """One job and its target: a training deadline, or a serving rate with a P99 latency SLO."""
 
-    model: str
-    task: Literal["train", "infer"] = "train"
-    options: dict[str, Any] = Field(default_factory=dict, description="the estimate flags, e.g. method: qlora")
-    tokens: float = Field(default=DEFAULT_TRAIN_TOKENS, gt=0, description="[train] tokens in one job (epoch)")
-    deadline_hours: float | None = Field(default=None, gt=0, description="[train] the job must finish within")
-    qps: float | None = Field(default=None, gt=0, description="[infer] requests per second to sustain")
-    p99_ms: float | None = Field(default=None, gt=0, description="[infer] P99 end-to-end latency SLO")
+    model: str = Field(min_length=1, max_length=1000, description="preset id, hub id or config.json path")
+    task: Task = "train"
+    options: TrainJob | InferJob = Field(description="the job flags, e.g. {method: qlora, seq: 4096}")
+    deadline_hours: Annotated[float | None, Field(gt=0, le=1e6), Flag(_REC, TARGETS)] = Field(
+        default=None, description="a training job must finish within this many hours")
+    qps: Annotated[float | None, Field(gt=0, le=1e6), Flag(_REC, TARGETS)] = Field(
+        default=None, description="serving: requests per second to sustain")
+    p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(_REC, TARGETS, name="--p99-ms")] = Field(
+        default=None, description="serving: P99 latency SLO in ms")
+    slo: Annotated[Literal["e2e", "ttft"], Flag(_REC, TARGETS)] = Field(
+        default="e2e", description="serving: what the SLO bounds, end-to-end latency or time to first token")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_job(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or isinstance(data.get("options"), (TrainJob, InferJob)):
+            return data
+        data = dict(data)
+        task = data.get("task", "train")
+        options = data.get("options", {})
+        if not isinstance(options, dict) or not isinstance(task, str) or task not in JOB_MODELS:
+            return data  # the field validators say what is wrong
+        options = dict(options)
+        if "tokens" in data:
+            tokens = data.pop("tokens")
+            if "tokens" in options and options["tokens"] != tokens:
+                raise ValueError("tokens is given twice (workload and options) with different values")
+            options["tokens"] = tokens
+        if task == "train" and options.get("tokens") is None:
+            options["tokens"] = DEFAULT_TRAIN_TOKENS
+        try:
+            data["options"] = make_job(task, command="recommend", fixed={"count": template_count(task, options)},
+                                       **options)
+        except GpuwiseError as exc:
+            raise ValueError(f"options: {exc}") from None
+        return data
 
     @model_validator(mode="after")
     def _targets_fit_the_task(self) -> Workload:
@@ -43,65 +92,80 @@ class Workload(_Model):
             raise ValueError("--qps/--p99-ms are serving targets; use --task infer")
         if self.task == "infer" and self.deadline_hours is not None:
             raise ValueError("--deadline-hours is a training target; use --task train")
-        _check_options(self.task, self.options)
         return self
 
+    @property
+    def job(self) -> TrainJob | InferJob:
+        return self.options
 
-def _check_options(task: str, options: dict[str, Any]) -> None:
-    """The options are job flags; validate them now, as a job of the smallest GPU count they allow, so a bad value
-    is one line here rather than a rejection of every GPU (or a crash) later."""
-    chosen = sorted({"count", "nodes"} & set(options))
-    if chosen:
-        raise ValueError(f"options: {', '.join(chosen)} is chosen by the recommender; leave it out "
-                         "(limit it with --max-gpus / --max-nodes)")
-    def whole(key: str) -> int:
-        value = options.get(key, 1)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
-
-    group = whole("tp") * (whole("pp") if task == "train" else 1)
-    try:
-        make_job(TrainJob if task == "train" else InferJob, **{**options, "count": group})
-    except ConfigError as exc:
-        raise ValueError(f"options: {exc}") from None
+    @property
+    def tokens(self) -> float:
+        """Tokens in one training job (the size behind time and cost per job)."""
+        job = self.options
+        return float(job.tokens or DEFAULT_TRAIN_TOKENS) if isinstance(job, TrainJob) else 0.0
 
 
 class Constraints(_Model):
-    psu_watts: float | None = Field(default=None, gt=0)
-    chassis: Chassis | None = None
-    max_gpus: int = Field(default=64, ge=1, le=4096)
-    max_nodes: int | None = Field(default=None, ge=1)
-    exclude_vendors: tuple[str, ...] = ()
-    needs: tuple[Need, ...] = ()
-    os: Literal["linux", "windows", "wsl2"] = "linux"
+    psu_watts: Annotated[float | None, Field(gt=0, le=100_000), Flag(_REC, SYSTEM)] = Field(
+        default=None, description="power supply the cards must fit in (W)")
+    chassis: Annotated[Chassis | None, Flag(_REC, SYSTEM)] = Field(
+        default=None, description="the system they go in when bought")
+    max_gpus: Annotated[int, Field(ge=1, le=4096), Flag(_REC, SYSTEM)] = Field(
+        default=64, description="most GPUs to consider")
+    max_nodes: Annotated[int | None, Field(ge=1, le=512), Flag(_REC, SYSTEM)] = Field(
+        default=None, description="most machines to consider")
+    exclude_vendors: Annotated[tuple[Vendor, ...], Field(max_length=8), Flag(_REC, SYSTEM, name="--exclude-vendor")] = (
+        Field(default=(), description="vendors to leave out (repeatable)"))
+    needs: Annotated[tuple[str, ...], Field(max_length=len(FEATURES)), Flag(_REC, SYSTEM, name="--need",
+                                                                            accepted=tuple(FEATURES))] = Field(
+        default=(), description="features the card must have (repeatable); the names of `catalog list --feature`")
+    os: Annotated[Literal["linux", "windows", "wsl2"], Flag(_REC, SYSTEM, name="--os")] = Field(
+        default="linux", description="operating system")
+
+    @field_validator("needs")
+    @classmethod
+    def _known_features(cls, needs: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [n for n in needs if n not in FEATURES]
+        if unknown:
+            raise ValueError(f"unknown feature {excerpt(unknown[0], 40)}; use one of: {', '.join(FEATURES)}")
+        return needs
 
 
-class Usage(_Model):
-    hours_per_day: float = Field(default=8.0, gt=0, le=24)
-    years: float = Field(default=3.0, gt=0, le=10)
-    usd_per_kwh: float = Field(default=0.16, ge=0, description="EIA US residential average 15.45 c/kWh, Jan 2024")
-    pue: float = Field(default=1.0, ge=1.0, le=3.0, description="1.0 at home; data centers 1.1-1.6 (Uptime)")
+_WAYS = {"buy-new": "--buy", "buy-used": "--buy-used", "rent": "--rent"}
 
 
 class Request(_Model):
-    workloads: tuple[Workload, ...] = Field(min_length=1)
-    objective: Objective = "tco"
-    acquisitions: tuple[Acquisition, ...] = ("buy-new", "buy-used", "rent")
-    providers: tuple[str, ...] | None = None
-    budget_usd: float | None = Field(default=None, gt=0, description="purchase budget")
-    monthly_budget_usd: float | None = Field(default=None, gt=0)
+    workloads: tuple[Workload, ...] = Field(min_length=1, max_length=MAX_WORKLOADS)
+    objective: Annotated[Objective, Flag(_REC, RANKING)] = Field(default="tco", description="what to rank by")
+    acquisitions: Annotated[tuple[Acquisition, ...], Field(min_length=1, max_length=3),
+                            Flag(_REC, MONEY, choice_flags=_WAYS)] = Field(
+        default=("buy-new", "buy-used", "rent"), description="ways to get the cards (default: all three)")
+    providers: Annotated[tuple[Annotated[str, Field(max_length=64)], ...] | None, Field(max_length=64),
+                         Flag(_REC, MONEY, name="--provider")] = Field(
+        default=None, description="only these cloud providers (repeatable)")
+    budget_usd: Annotated[float | None, Field(gt=0, le=1e10), Flag(_REC, MONEY)] = Field(
+        default=None, description="purchase budget (USD)")
+    monthly_budget_usd: Annotated[float | None, Field(gt=0, le=1e9), Flag(_REC, MONEY)] = Field(
+        default=None, description="monthly rental budget (USD)")
     usage: Usage = Usage()
     constraints: Constraints = Constraints()
-    top: int = Field(default=10, ge=1, le=200)
-    gpus: tuple[str, ...] | None = Field(default=None, description="restrict to these catalog ids")
+    top: Annotated[int, Field(ge=1, le=200), Flag(_REC, RANKING)] = Field(default=10, description="options to show")
+    gpus: tuple[Annotated[str, Field(max_length=100)], ...] | None = Field(
+        default=None, max_length=200, description="restrict to these catalog ids")
 
 
 def _one_line(exc: ValidationError, origin: str) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"])
-    return f"{origin}: {where}: {str(err['msg']).removeprefix('Value error, ')}"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        message = "unknown key; see the examples/ scenarios for the accepted ones"
+    return f"{origin}: {where}: {message}" if where else f"{origin}: {message}"
 
 
-def parse_request(data: dict[str, Any], *, origin: str = "request") -> Request:
+def parse_request(data: object, *, origin: str = "request") -> Request:
+    if isinstance(data, Request):
+        return data
     try:
         return Request.model_validate(data)
     except ValidationError as exc:
@@ -110,12 +174,7 @@ def parse_request(data: dict[str, Any], *, origin: str = "request") -> Request:
 
 def load_scenario(path: Path) -> Request:
     """A scenario YAML file -> Request; one-line ConfigError naming the file and the field."""
-    try:
-        data = yaml.safe_load(path.read_text("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read scenario {str(path)!r}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    data = parse_yaml(read_text(path, what="scenario", max_bytes=MAX_SCENARIO_BYTES), origin=str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a scenario is a mapping with 'workloads' and options")
     data = {k: v for k, v in data.items() if k not in ("name", "description", "source")}
