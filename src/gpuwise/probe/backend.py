@@ -18,26 +18,42 @@ from pydantic import ValidationError
 
 from gpuwise.errors import ConfigError, ProbeUnavailable
 from gpuwise.probe.snapshot import GpuReading, PeerLink, Process, Snapshot, Software
+from gpuwise.safe_io import atomic_write_text, parse_json, read_text
 
 REASON_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
                0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake"}
 COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 
 
+MAX_SNAPSHOT_BYTES = 20_000_000
+REPORT_SCHEMA = "gpuwise.doctor/1"
+
+
 def read_snapshot(path: Path) -> Snapshot:
+    """A snapshot saved by `doctor --save-snapshot`, or the one inside a `doctor --json` report."""
+    data = parse_json(read_text(path, what="snapshot", max_bytes=MAX_SNAPSHOT_BYTES), origin=str(path))
+    if isinstance(data, dict) and data.get("schema") == REPORT_SCHEMA:
+        if "snapshot" not in data:
+            raise RecordedReport(data)
+        data = data["snapshot"]
     try:
-        return Snapshot.model_validate(json.loads(path.read_text("utf-8")))
-    except OSError as exc:
-        raise ConfigError(f"cannot read snapshot {str(path)!r}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        return Snapshot.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise ConfigError(f"{path}: field {'.'.join(str(p) for p in err['loc'])!r}: {err['msg']}") from None
+        where = ".".join(str(p) for p in err["loc"]) or "(snapshot)"
+        raise ConfigError(f"{path}: field {where!r}: {str(err['msg']).removeprefix('Value error, ')}") from None
+
+
+class RecordedReport(Exception):
+    """A `doctor --json` report written without its snapshot: its checks can be shown as recorded, not re-run."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        super().__init__("a doctor report without a snapshot")
+        self.document = document
 
 
 def write_snapshot(snapshot: Snapshot, path: Path) -> None:
-    path.write_text(json.dumps(snapshot.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(snapshot.model_dump(mode="json"), indent=2) + "\n", what="snapshot")
 
 
 def query(nvml: Any, name: str, *args: Any) -> Any:

@@ -13,11 +13,14 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuwise.errors import ConfigError, ProbeUnavailable
+from gpuwise.safe_io import atomic_write_text, parse_json, read_text
 
 Verdict = Literal["PASS", "WARN", "FAIL", "N/A"]
 
@@ -164,31 +167,35 @@ def peer_copy_gb_s(*, n_bytes: int, source: str, target: str, repeats: int) -> f
     return transfer_gb_s(n_bytes, measure(lambda: b.copy_(a, non_blocking=True), repeats))
 
 
-@dataclass(frozen=True)
-class CalibrationRecord:
+class CalibrationRecord(BaseModel):
     """What `bench --save` writes and `estimate --calibration` reads: measured rates of one card."""
 
-    gpu: str
-    name: str
-    driver: str | None
-    torch: str | None
-    date: str
-    gemm_tflops: dict[str, float]
-    memory_gb_s: float | None
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+    gpu: str = Field(min_length=1, max_length=100, description="catalog id (or the device name, for old records)")
+    name: str = Field(max_length=200)
+    driver: str | None = Field(default=None, max_length=100)
+    torch: str | None = Field(default=None, max_length=100)
+    date: str = Field(max_length=40)
+    gemm_tflops: dict[Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8"], Annotated[float, Field(gt=0, le=1e5)]]
+    memory_gb_s: float | None = Field(default=None, gt=0, le=1e5)
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(self.model_dump(mode="json"), indent=2) + "\n", what="calibration record")
+
+
+MAX_CALIBRATION_BYTES = 100_000
 
 
 def load_calibration(path: Path) -> CalibrationRecord:
+    data = parse_json(read_text(path, what="calibration", max_bytes=MAX_CALIBRATION_BYTES), origin=str(path))
     try:
-        data = json.loads(path.read_text("utf-8"))
-        return CalibrationRecord(**{k: data[k] for k in ("gpu", "name", "driver", "torch", "date", "gemm_tflops",
-                                                         "memory_gb_s")})
-    except OSError as exc:
-        raise ConfigError(f"cannot read calibration {str(path)!r}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: not a gpuwise calibration record ({type(exc).__name__}: {exc})") from None
+        return CalibrationRecord.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(record)"
+        raise ConfigError(f"{path}: not a gpuwise calibration record (field {where!r}: {err['msg']}); write one "
+                          "with `gpuwise bench --save FILE`") from None
 
 
 def today() -> str:
@@ -250,3 +257,41 @@ def run(card: Any, *, device: str, quick: bool, link_gb_s: float | None) -> list
                                   verdict(value, reference, pass_at=LINK_PASS, fail_below=LINK_FAIL)
                                   if reference else "N/A", "256 MiB, one direction"))
     return results
+
+
+def device_identity(device: str) -> tuple[str, float | None, str | None, str | None]:
+    """Device name, memory in MiB (it settles names NVML shares between variants, e.g. H200 SXM/NVL), driver, torch."""
+    torch = _torch()
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ProbeUnavailable("torch sees no CUDA device (CPU-only build, no driver, or no GPU): run "
+                                   "`gpuwise doctor` to find which")
+        if int(device.partition(":")[2] or 0) >= torch.cuda.device_count():
+            raise ConfigError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
+        memory_mib = torch.cuda.get_device_properties(device).total_memory / 2**20
+        return torch.cuda.get_device_name(device), memory_mib, None, torch.__version__
+    return "cpu", None, None, torch.__version__
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One `gpuwise bench`: the device, its catalog record (if matched) and every measurement."""
+
+    device_name: str
+    catalog_id: str | None
+    results: tuple[Result, ...]
+    record: CalibrationRecord
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(r.verdict in ("WARN", "FAIL") for r in self.results) else 0
+
+
+def calibration_record(name: str, card_id: str | None, driver: str | None, torch_version: str | None,
+                       results: list[Result]) -> CalibrationRecord:
+    rates: dict[str, float] = {r.metric.removeprefix("gemm_"): r.value for r in results
+                               if r.metric.startswith("gemm_") and r.value > 0}
+    return CalibrationRecord.model_validate({"gpu": card_id or name, "name": name, "driver": driver,
+                                             "torch": torch_version, "date": today(), "gemm_tflops": rates,
+                                             "memory_gb_s": next((r.value for r in results
+                                                                  if r.metric == "memory_copy"), None)})

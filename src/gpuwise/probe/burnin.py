@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuwise.errors import ConfigError, ProbeUnavailable
 from gpuwise.probe.checks import FAILING_REASONS
+from gpuwise.safe_io import atomic_write_text
 
 Status = Literal["PASS", "WARN", "FAIL"]
 STOP_MARGIN_C = 5.0
@@ -172,19 +174,44 @@ def nvml_sampler(index: int) -> tuple[Callable[[], Sample], float | None, Callab
     return sample, shutdown, nvml.nvmlShutdown
 
 
-def write_timeline(result: BurnInResult, path: Path) -> None:
-    """CSV of the samples; with plotly installed and an .html path, an interactive chart."""
+def on_gpu(*, seconds: float, device: int) -> BurnInResult:
+    """Burn in CUDA device ``device`` for ``seconds`` (torch for the load, NVML for the telemetry)."""
+    try:
+        import torch
+    except ImportError:
+        raise ProbeUnavailable("burn-in needs PyTorch with CUDA") from None
+    if not torch.cuda.is_available():
+        raise ProbeUnavailable("torch sees no CUDA device: run `gpuwise doctor` to find out why")
+    if device >= torch.cuda.device_count():
+        raise ConfigError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
+    try:
+        sampler, shutdown, close = nvml_sampler(device)
+    except ImportError:
+        raise ProbeUnavailable("burn-in needs nvidia-ml-py for telemetry: pip install 'gpuwise[probe]'") from None
+    try:
+        return run(seconds=seconds, workload=torch_workload(f"cuda:{device}"), sampler=sampler, shutdown_c=shutdown)
+    finally:
+        close()
+
+
+def timeline_csv(result: BurnInResult) -> str:
     rows = ["t_s,sm_clock_mhz,temperature_c,power_w,reasons,ecc_uncorrected,wrong_results,memory_errors"]
     rows += [f"{s.t_s:.1f},{s.sm_clock_mhz},{s.temperature_c},{s.power_w},{'|'.join(s.reasons)},"
              f"{s.ecc_uncorrected},{s.wrong_results},{s.memory_errors}" for s in result.samples]
+    return "\n".join(rows) + "\n"
+
+
+def write_timeline(result: BurnInResult, path: Path) -> Path:
+    """CSV of the samples; for an .html path, an interactive chart (plotly, bundled: no CDN); returns what was
+    written (the .csv beside it when plotly is not installed). Written atomically."""
     if path.suffix != ".html":
-        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-        return
+        atomic_write_text(path, timeline_csv(result), what="timeline")
+        return path
     try:
         import plotly.graph_objects as go
     except ImportError:
-        path.with_suffix(".csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-        return
+        atomic_write_text(path.with_suffix(".csv"), timeline_csv(result), what="timeline")
+        return path.with_suffix(".csv")
     t = [s.t_s for s in result.samples]
     figure = go.Figure()
     for name, values in (("SM clock MHz", [s.sm_clock_mhz for s in result.samples]),
@@ -192,4 +219,5 @@ def write_timeline(result: BurnInResult, path: Path) -> None:
                          ("power W", [s.power_w for s in result.samples])):
         figure.add_trace(go.Scatter(x=t, y=values, name=name))
     figure.update_layout(title=f"gpuwise burn-in: {result.status}", xaxis_title="seconds")
-    figure.write_html(str(path), include_plotlyjs=True)
+    atomic_write_text(path, figure.to_html(include_plotlyjs=True), what="timeline")
+    return path

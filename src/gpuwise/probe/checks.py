@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuwise.catalog import GPU, Catalog
-from gpuwise.errors import AmbiguousGPU, UnknownGPU
+from gpuwise.errors import AmbiguousGPU, ConfigError, UnknownGPU
 from gpuwise.probe.snapshot import GpuReading, Snapshot
 
 Status = Literal["PASS", "WARN", "FAIL", "N/A"]
@@ -296,6 +296,7 @@ class Report:
     inventory: tuple[Inventory, ...]
     checks: tuple[Check, ...]
     snapshot: Snapshot
+    recorded: bool = False  # read back from a saved report: the checks as they were, not re-run
 
     @property
     def exit_code(self) -> int:
@@ -314,3 +315,17 @@ def run_checks(snapshot: Snapshot, catalog: Catalog) -> Report:
     checks += peer_checks(snapshot, cards)
     checks += software_checks(snapshot)
     return Report(tuple(inventory), tuple(checks), snapshot)
+
+
+def recorded_report(document: dict[str, object], *, origin: str) -> Report:
+    """A `doctor --json` report read back as it was recorded (its checks are not re-run: it has no readings)."""
+    try:
+        inventory = tuple(Inventory(**item) for item in document.get("inventory", []))  # type: ignore[attr-defined]
+        checks = tuple(Check(**item) for item in document.get("checks", []))  # type: ignore[attr-defined]
+    except TypeError as exc:
+        raise ConfigError(f"{origin}: not a gpuwise doctor report ({exc})") from None
+    if any(c.status not in ("PASS", "WARN", "FAIL", "N/A") for c in checks):
+        raise ConfigError(f"{origin}: a check's status is not PASS, WARN, FAIL or N/A")
+    fields = {k: document.get(k) for k in ("host", "taken_at", "driver_version", "cuda_driver_version")}
+    snapshot = Snapshot(**{k: str(v)[:200] for k, v in fields.items() if isinstance(v, str)})
+    return Report(inventory, checks, snapshot, recorded=True)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gpuwise.errors import ProbeUnavailable
 from gpuwise.probe.checks import FAILING_REASONS
 
 
@@ -74,3 +77,38 @@ def read_all() -> list[Reading]:
             reasons=tuple(n for bit, n in REASON_BITS.items() if mask & bit and n != "gpu_idle"),
         ))
     return readings
+
+
+@dataclass(frozen=True)
+class Round:
+    """One reading of every GPU, with the host's CPU load and the hints for each GPU."""
+
+    time_s: float
+    cpu_busy_fraction: float | None
+    readings: tuple[Reading, ...]
+    hints: tuple[tuple[str, ...], ...]
+
+
+def rounds(*, interval_s: float, count: int) -> Iterator[Round]:
+    """Readings every ``interval_s`` seconds, ``count`` times (0: until the caller stops); NVML is opened for the
+    duration and closed when the iteration ends."""
+    try:
+        import pynvml as nvml
+    except ImportError:
+        raise ProbeUnavailable("monitor needs nvidia-ml-py: pip install 'gpuwise[probe]'") from None
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise ProbeUnavailable(f"no NVIDIA driver ({exc}): install it so that nvidia-smi works") from None
+    try:
+        shown = 0
+        while count == 0 or shown < count:
+            if shown:
+                time.sleep(interval_s)
+            busy = cpu_busy_fraction()
+            readings = tuple(read_all())
+            yield Round(time.time(), busy, readings,
+                        tuple(tuple(hints(r, cpu_busy_fraction=busy)) for r in readings))
+            shown += 1
+    finally:
+        nvml.nvmlShutdown()

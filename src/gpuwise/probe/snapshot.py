@@ -7,11 +7,24 @@ the backend. ``doctor --save-snapshot`` writes this model as JSON; ``doctor --fr
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+READING_MAX = 1e15  # no counter, clock, temperature or size NVML reports comes near this
 
 
 class _Plain(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """A plain value read from a driver or a saved file: finite, never negative, strings of sane length."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, str_max_length=4096)
+
+    @model_validator(mode="after")
+    def _physical(self) -> Any:
+        for name, value in self:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= READING_MAX:
+                raise ValueError(f"{name} must be from 0 to {READING_MAX:g}, got {value}")
+        return self
 
 
 class Process(_Plain):
@@ -66,7 +79,7 @@ class GpuReading(_Plain):
     persistence_mode: bool | None = None
     compute_mode: str | None = Field(default=None, description="default, exclusive_process, prohibited")
     mig_enabled: bool | None = None
-    processes: tuple[Process, ...] | None = None
+    processes: tuple[Process, ...] | None = Field(default=None, max_length=100_000)
 
 
 class PeerLink(_Plain):
@@ -97,8 +110,8 @@ class Snapshot(_Plain):
     driver_version: str | None = None
     cuda_driver_version: str | None = Field(default=None, description="e.g. '12.8' (nvidia-smi 'CUDA Version')")
     nvml_version: str | None = None
-    gpus: tuple[GpuReading, ...] = ()
-    peers: tuple[PeerLink, ...] = ()
+    gpus: tuple[GpuReading, ...] = Field(default=(), max_length=1024)
+    peers: tuple[PeerLink, ...] = Field(default=(), max_length=1024 * 1024)
     software: Software = Software()
     problem: str | None = Field(default=None, description="no_driver or no_gpu, with the reason in detail")
     problem_detail: str | None = None
