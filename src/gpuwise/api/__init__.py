@@ -1,0 +1,49 @@
+"""The public functions of gpuwise: what the CLI, the web app and Python users call.
+
+Every function takes keyword-only options and returns plain dataclasses or pydantic records; none prints. Job
+options are the flags of the typed job (``method="qlora"``, ``seq=4096``), validated once by the same models the
+CLI and the web app build. ``catalog_files`` adds or patches catalog records from the user's own YAML files.
+"""
+
+from __future__ import annotations
+
+from gpuwise.api.catalog import compare_gpus, find_gpu, list_gpus, load_catalog
+from gpuwise.api.diagnose import Diagnosis, diagnose
+from gpuwise.api.hardware import bench, burn_in, doctor, monitor
+from gpuwise.api.jobs import (
+    estimate,
+    exact_params,
+    fit,
+    job,
+    list_models,
+    model,
+    model_from_config,
+    recommend,
+    scale,
+    serve_sim,
+    tco,
+)
+
+__all__ = [
+    "Diagnosis",
+    "bench",
+    "burn_in",
+    "compare_gpus",
+    "diagnose",
+    "doctor",
+    "estimate",
+    "exact_params",
+    "find_gpu",
+    "fit",
+    "job",
+    "list_gpus",
+    "list_models",
+    "load_catalog",
+    "model",
+    "model_from_config",
+    "monitor",
+    "recommend",
+    "scale",
+    "serve_sim",
+    "tco",
+]

@@ -1,0 +1,186 @@
+"""Models and jobs through the public API: estimate, fit, scale, serve-sim, recommend, tco.
+
+A model is a preset id, a hub id, a config.json path, or an :class:`Architecture` (``model_from_config`` builds one
+from a mapping, e.g. an uploaded config.json). A job is a typed :class:`TrainJob`/:class:`InferJob` (``job=``), or
+its flags as keyword options, validated into one by the same model the CLI uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuwise.api.catalog import CatalogFiles, load_catalog
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.errors import AmbiguousGPU, ConfigError, UnknownGPU
+from gpuwise.estimate.cost import Usage
+from gpuwise.estimate.estimate import Estimate
+from gpuwise.estimate.estimate import estimate as _estimate
+from gpuwise.estimate.fit import FitReport
+from gpuwise.estimate.fit import fit as _fit
+from gpuwise.estimate.load import serving_report
+from gpuwise.estimate.roofline import Calibration
+from gpuwise.estimate.scaling import ScaleRow, scaling
+from gpuwise.estimate.serving import ServingReport
+from gpuwise.estimate.tco_report import Purchase, TcoReport, tco_report
+from gpuwise.recommend.engine import Recommendation
+from gpuwise.recommend.rank import recommend as _recommend
+from gpuwise.recommend.request import Request, parse_request
+from gpuwise.safe_io import check_size
+from gpuwise.workload.architecture import Architecture, from_config
+from gpuwise.workload.flags import build
+from gpuwise.workload.job import InferJob, Job, LoadTest, TrainJob, make_job
+from gpuwise.workload.presets import Preset, presets
+from gpuwise.workload.resolve import resolve_model
+
+ModelRef = str | Architecture
+CALIBRATION_ABOVE_PEAK = 1.25  # GeForce boost clocks run matmuls up to ~1.05x the spec; more is not this card
+
+
+def model(name: ModelRef) -> Architecture:
+    """A model's normalised shape and exact parameter count: preset id, hub id, path to a config.json."""
+    return name if isinstance(name, Architecture) else resolve_model(name)
+
+
+def model_from_config(config: Mapping[str, Any], *, name: str = "uploaded config.json") -> Architecture:
+    """The architecture of a config.json mapping (validated: types, ranges, size, nesting)."""
+    check_size(config, origin=name)
+    return from_config(config, name=name[:200])
+
+
+def exact_params(name: ModelRef) -> int:
+    """Parameter count from transformers on the meta device (the ``hf`` extra and torch are needed)."""
+    from gpuwise.workload.exact import meta_param_count
+
+    arch = model(name)
+    if not arch.config.get("model_type"):
+        raise ConfigError(f"{arch.name}: no transformers config to build; its count is the published one")
+    return meta_param_count(arch.config)
+
+
+def list_models() -> list[Preset]:
+    """The shipped presets (usable offline), by id."""
+    return [presets()[k] for k in sorted(presets())]
+
+
+def job(task: str = "train", /, **options: Any) -> TrainJob | InferJob:
+    """The typed job of ``task`` from its flags: ``gpuwise.api.job("infer", quant="fp8", batch=32)``."""
+    return make_job(task, **options)
+
+
+def _job(task: str, given: Job | None, options: Mapping[str, Any]) -> Job:
+    if given is None:
+        return make_job(task, **options)
+    if options:
+        raise ConfigError(f"give job= or the job's options ({', '.join(sorted(options))}), not both")
+    return given
+
+
+def _measured_on(name: str, catalog: Catalog) -> tuple[str, ...]:
+    """The catalog ids a record's ``gpu`` may name: its id, or every variant a shared NVML name stands for (old
+    records carry the device name, and NVML calls both H200 variants "NVIDIA H200")."""
+    try:
+        return (catalog.gpu(name).id,)
+    except AmbiguousGPU as exc:
+        return exc.candidates
+    except UnknownGPU:
+        return ()
+
+
+def calibration_for(path: Path | str, card: GPU, catalog: Catalog) -> Calibration:
+    """A `bench --save` record as the roofline's rates, after checking it was measured on ``card`` and is a plausible
+    measurement of it (no rate above 1.25x the card's datasheet peak)."""
+    from gpuwise.probe.bench import load_calibration
+
+    record = load_calibration(Path(path))
+    candidates = _measured_on(record.gpu, catalog)
+    if card.id not in candidates:
+        raise ConfigError(f"calibration {str(path)!r} was measured on {', '.join(candidates) or record.gpu[:60]}, "
+                          f"not {card.id}")
+    for dtype, tflops in record.gemm_tflops.items():
+        peak = card.peak_flops(dtype)
+        if peak and tflops * 1e12 > CALIBRATION_ABOVE_PEAK * peak:
+            raise ConfigError(f"calibration {str(path)!r}: {dtype} {tflops:,.1f} TFLOPS is above {card.id}'s "
+                              f"{peak / 1e12:,.1f} dense peak: not a measurement of this card")
+    if record.memory_gb_s and record.memory_gb_s > CALIBRATION_ABOVE_PEAK * card.memory_bandwidth_gb_s:
+        raise ConfigError(f"calibration {str(path)!r}: {record.memory_gb_s:,.0f} GB/s is above {card.id}'s "
+                          f"{card.memory_bandwidth_gb_s:,.0f} GB/s datasheet bandwidth")
+    return Calibration(gemm_flops={k: v * 1e12 for k, v in record.gemm_tflops.items()},
+                       memory_bytes_per_s=record.memory_gb_s * 1e9 if record.memory_gb_s else None)
+
+
+def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
+             calibration: Path | str | None = None, catalog_files: CatalogFiles = (),
+             **options: object) -> Estimate:
+    """Per-GPU memory, speed and cost of a job; ``calibration`` is a record written by ``gpuwise bench --save``
+    whose measured rates replace the efficiency tables for that card.
+
+    ``gpuwise.estimate("llama-3.1-8b", gpu="rtx-4090", method="qlora", batch=2, seq=2048)``
+    """
+    cat = load_catalog(catalog_files=catalog_files)
+    card = cat.gpu(gpu)
+    measured = calibration_for(calibration, card, cat) if calibration is not None else None
+    return _estimate(model(model_name), _job(task, job, options), card, cat, calibration=measured)
+
+
+def fit(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
+        catalog_files: CatalogFiles = (), **options: object) -> FitReport:
+    """The estimate plus the largest batch that fits and the changes that save the most memory."""
+    card = load_catalog(catalog_files=catalog_files).gpu(gpu)
+    return _fit(model(model_name), _job(task, job, options), card)
+
+
+def scale(model_name: ModelRef, *, gpu: str, job: TrainJob | None = None, catalog_files: CatalogFiles = (),
+          **options: object) -> list[ScaleRow]:
+    """The training job on 1, 2, 4, 8 GPUs and nodes of 8, with scaling efficiency per GPU count."""
+    cat = load_catalog(catalog_files=catalog_files)
+    shaped = _job("train", job, options)
+    assert isinstance(shaped, TrainJob)
+    return scaling(model(model_name), shaped, cat.gpu(gpu), cat)
+
+
+def serve_sim(model_name: ModelRef, *, gpu: str, job: InferJob | None = None, calibration: Path | str | None = None,
+              catalog_files: CatalogFiles = (), **options: object) -> ServingReport:
+    """Continuous-batching simulation of one replica under Poisson load: P50/P90/P99 TTFT and end-to-end latency at
+    ``qps``, the highest rate whose P99 meets ``p99_ms``, and the closed-form capacity the recommender plans with.
+    ``options`` are the inference job's flags and the load test's (qps, p99_ms, slo, requests, seed, length_dist).
+    Deterministic for a given ``seed``."""
+    load = build(LoadTest, {k: v for k, v in options.items() if k in LoadTest.model_fields})
+    job_options = {k: v for k, v in options.items() if k not in LoadTest.model_fields}
+    cat = load_catalog(catalog_files=catalog_files)
+    card = cat.gpu(gpu)
+    shaped = _job("infer", job, job_options)
+    assert isinstance(shaped, InferJob)
+    measured = calibration_for(calibration, card, cat) if calibration is not None else None
+    return serving_report(model(model_name), shaped, card, cat, load, calibration=measured)
+
+
+def recommend(request: Request | Mapping[str, object], *, calibration: Sequence[Path | str] = (),
+              catalog_files: CatalogFiles = ()) -> Recommendation:
+    """Rank every GPU x count x buy/rent way to run the request's workloads (a Request, or the same as a mapping:
+    ``{"workloads": [{"model": "qwen2-7b", "options": {"method": "qlora"}}], "budget_usd": 2000}``).
+    ``calibration``: `bench --save` records; each replaces the efficiency tables for the card it measured."""
+    parsed = parse_request(request)
+    cat = load_catalog(catalog_files=catalog_files)
+    measured: dict[str, Calibration] = {}
+    for path in calibration:
+        from gpuwise.probe.bench import load_calibration
+
+        record = load_calibration(Path(path))
+        cards = _measured_on(record.gpu, cat)
+        if not cards:
+            raise ConfigError(f"calibration {str(path)!r} was measured on {record.gpu[:60]!r}, which is not in the "
+                              "catalog; add the card with --catalog")
+        for card_id in cards:
+            measured[card_id] = calibration_for(path, cat.gpus[card_id], cat)
+    return _recommend(parsed, cat, measured)
+
+
+def tco(gpu: str, *, catalog_files: CatalogFiles = (), **options: object) -> TcoReport:
+    """Year-by-year cost of owning cards against renting them from each catalog offer. ``options``: the purchase
+    (count, price_usd, used) and the usage (hours_per_day, years, usd_per_kwh, pue)."""
+    purchase = build(Purchase, {k: v for k, v in options.items() if k not in Usage.model_fields})
+    usage = build(Usage, {k: v for k, v in options.items() if k in Usage.model_fields})
+    cat = load_catalog(catalog_files=catalog_files)
+    return tco_report(cat.gpu(gpu), cat, purchase, usage)
