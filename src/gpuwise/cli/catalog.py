@@ -7,9 +7,18 @@ from pathlib import Path
 import typer
 
 from gpuwise import api
-from gpuwise.catalog import FEATURES, SEGMENTS, SORT_FIELDS, VENDORS
-from gpuwise.cli.common import CatalogOption, JsonOption, catalog_files, guarded, print_json, stdout
+from gpuwise.catalog import FEATURES, SEGMENTS, VENDORS
+from gpuwise.cli.output import guarded, print_json, stdout
 from gpuwise.report.catalog import comparison_json, comparison_table, gpu_json, gpu_list_table, gpu_panel
+
+CatalogOption = typer.Option(None, "--catalog", metavar="FILE", help="YAML file of GPU/offer records that add to or "
+                             "patch the shipped catalog (repeatable).")
+JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+
+
+def catalog_files(files: list[Path] | None) -> tuple[Path, ...]:
+    return tuple(files or ())
+
 
 app = typer.Typer(
     help="Browse the GPU catalog: datasheet figures with their sources, prices with their dates.",
@@ -76,5 +85,3 @@ def compare(
     else:
         stdout().print(comparison_table(result))
 
-
-SORT_HELP = ", ".join(SORT_FIELDS)

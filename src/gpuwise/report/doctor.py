@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.probe.checks import Report
+from gpuwise.probe.monitor import Round
+from gpuwise.report.format import number
 
 _STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "N/A": "dim"}
 
@@ -23,6 +25,7 @@ def doctor_json(report: Report) -> dict[str, Any]:
         "summary": {status: sum(1 for c in report.checks if c.status == status)
                     for status in ("PASS", "WARN", "FAIL", "N/A")},
         "exit_code": report.exit_code,
+        **({} if report.recorded else {"snapshot": s.model_dump(mode="json")}),
     }
 
 
@@ -44,4 +47,23 @@ def doctor_view(report: Report) -> Group:
                        c.expected, c.fix)
     counts = doctor_json(report)["summary"]
     verdict = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
-    return Group(inventory, checks, f"[bold]{verdict}[/bold] (N/A: the driver does not report it; never a pass)")
+    parts: list[Any] = [inventory, checks, f"[bold]{verdict}[/bold] (N/A: the driver does not report it; never a "
+                                              "pass)"]
+    if report.recorded:
+        parts.append(f"[dim]a saved report, shown as recorded on {s.taken_at or 'an unknown date'}: its checks were "
+                     "not re-run (save a snapshot with --save-snapshot to re-check one)[/dim]")
+    return Group(*parts)
+
+
+def monitor_table(round_: Round) -> Table:
+    """One round of `gpuwise monitor` as a table with a hint per GPU."""
+    table = Table(title="gpuwise monitor (Ctrl-C to stop)", title_justify="left")
+    for header in ("GPU", "util %", "memory MiB", "power W", "temp C", "SM MHz", "throttle", "hint"):
+        table.add_column(header, overflow="fold")
+    for r, hints in zip(round_.readings, round_.hints, strict=True):
+        memory = f"{r.memory_used_mib:,.0f}/{r.memory_total_mib:,.0f}" if r.memory_total_mib and \
+            r.memory_used_mib is not None else "—"
+        power = f"{r.power_w:,.0f}/{r.power_limit_w:,.0f}" if r.power_w and r.power_limit_w else "—"
+        table.add_row(f"{r.index} {r.name}", number(r.utilization_pct), memory, power, number(r.temperature_c),
+                      number(r.sm_clock_mhz), ", ".join(r.reasons) or "—", "; ".join(hints) or "—")
+    return table

@@ -11,10 +11,10 @@ from gpuwise.estimate.bands import band
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.perf import InferPerf, TrainPerf
-from gpuwise.report.format import number
 from gpuwise.workload.job import TrainJob
 
 GB = 1e9
+GIB = 2**30
 _LABELS = {
     "weights": "weights", "master_weights": "fp32 master weights", "gradients": "gradients",
     "optimizer": "optimizer states", "activations": "activations", "kv_cache": "KV cache", "logits": "logits + loss",
@@ -26,14 +26,20 @@ def _gb(value: float) -> float:
     return round(value / GB, 4)
 
 
+def _gib(value: float) -> float:
+    return round(value / GIB, 4)
+
+
 def estimate_json(est: Estimate) -> dict[str, Any]:
     """The estimate contract: workload, hardware, memory (perf and cost keys arrive with their issues)."""
     job, mem, arch = est.job, est.memory, est.model
     workload: dict[str, Any] = {
         "model": arch.name, "family": arch.family, "params": arch.total_params,
         "active_params": arch.active_params, "task": est.task,
-        **job.model_dump(exclude={"count", "nodes", "network"}),
+        **job.model_dump(exclude={"count", "nodes", "network", "task"}),
     }
+    if isinstance(job, TrainJob):
+        workload["zero"] = job.zero_stage
     if isinstance(job, TrainJob):
         workload["trainable_params"] = int(mem.details.get("trainable_params", 0))
     memory: dict[str, Any] = {
@@ -41,6 +47,9 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "headroom_gb": _gb(mem.headroom_bytes),
         "breakdown_gb": {k: _gb(v) for k, v in mem.breakdown_bytes.items()},
         "cuda_context_gb": _gb(mem.cuda_context_bytes),
+        "per_gpu_gib": _gib(mem.per_gpu_bytes), "capacity_gib": _gib(mem.capacity_bytes),
+        "headroom_gib": _gib(mem.headroom_bytes),
+        "breakdown_gib": {k: _gib(v) for k, v in mem.breakdown_bytes.items()},
     }
     if mem.engine_reserved_bytes is not None:
         memory["engine_reserved_gb"] = _gb(mem.engine_reserved_bytes)
@@ -116,24 +125,24 @@ def breakdown_table(est: Estimate) -> Table:
     mem = est.memory
     table = Table(title=f"{est.model.name} ({est.task}) on {est.job.count} x {est.gpu.id}", title_justify="left")
     table.add_column("component")
-    table.add_column("GB per GPU", justify="right")
+    table.add_column("GiB per GPU", justify="right")
     table.add_column("share", justify="right")
     total = mem.per_gpu_bytes or 1.0
     for key, value in mem.breakdown_bytes.items():
         if value > 0:
-            table.add_row(_LABELS.get(key, key), f"{value / GB:,.2f}", f"{value / total:.0%}")
-    table.add_row("[bold]total[/bold]", f"[bold]{total / GB:,.2f}[/bold]", "100%")
+            table.add_row(_LABELS.get(key, key), f"{value / GIB:,.2f}", f"{value / total:.0%}")
+    table.add_row("[bold]total[/bold]", f"[bold]{total / GIB:,.2f}[/bold]", "100%")
     return table
 
 
 def verdict(est: Estimate) -> str:
     mem = est.memory
     word = "[green]fits[/green]" if mem.fits else "[red]does not fit[/red]"
-    line = (f"{number(mem.per_gpu_bytes / GB)} of {number(mem.capacity_bytes / GB)} GB per GPU: {word}, "
-            f"headroom {mem.headroom_bytes / GB:,.2f} GB")
+    line = (f"{mem.per_gpu_bytes / GIB:,.2f} of {mem.capacity_bytes / GIB:,.2f} GiB per GPU: {word}, "
+            f"headroom {mem.headroom_bytes / GIB:,.2f} GiB")
     if mem.engine_reserved_bytes:
         line += f"; {est.job.engine if hasattr(est.job, 'engine') else 'the engine'} pre-reserves " \
-                f"{mem.engine_reserved_bytes / GB:,.1f} GB"
+                f"{mem.engine_reserved_bytes / GIB:,.1f} GiB"
     if mem.max_concurrency is not None:
         line += f"; room for {mem.max_concurrency} sequences of this length"
     return line
@@ -152,9 +161,11 @@ def fit_json(report: FitReport) -> dict[str, Any]:
         "gradient_accumulation": report.gradient_accumulation,
         "plan": list(report.plan),
         "plan_per_gpu_gb": None if report.plan_per_gpu_bytes is None else _gb(report.plan_per_gpu_bytes),
+        "plan_per_gpu_gib": None if report.plan_per_gpu_bytes is None else _gib(report.plan_per_gpu_bytes),
         "changes": [
             {"flags": c.flags, "description": c.description, "tradeoff": c.tradeoff,
-             "per_gpu_gb": _gb(c.per_gpu_bytes), "saving_gb": _gb(c.saving_bytes), "fits": c.fits}
+             "per_gpu_gb": _gb(c.per_gpu_bytes), "saving_gb": _gb(c.saving_bytes),
+             "per_gpu_gib": _gib(c.per_gpu_bytes), "saving_gib": _gib(c.saving_bytes), "fits": c.fits}
             for c in report.changes
         ],
     }
@@ -171,15 +182,15 @@ def fit_view(report: FitReport) -> Group:
     parts.append(line)
     if report.plan and report.plan_per_gpu_bytes is not None:
         parts.append(f"[green]fits with:[/green] [bold]{' '.join(report.plan)}[/bold] "
-                     f"({report.plan_per_gpu_bytes / GB:,.2f} GB per GPU)")
+                     f"({report.plan_per_gpu_bytes / GIB:,.2f} GiB per GPU)")
     elif not est.memory.fits:
         parts.append("[red]no combination of the changes below fits this card[/red]")
     if report.changes:
         table = Table(title="changes that save memory (each alone), best first", title_justify="left")
-        for header in ("flags", "what", "GB per GPU", "saves GB", "fits", "costs"):
-            table.add_column(header, justify="right" if "GB" in header else "left")
+        for header in ("flags", "what", "GiB per GPU", "saves GiB", "fits", "costs"):
+            table.add_column(header, justify="right" if "GiB" in header else "left")
         for c in report.changes[:10]:
-            table.add_row(c.flags, c.description, f"{c.per_gpu_bytes / GB:,.2f}", f"{c.saving_bytes / GB:,.2f}",
+            table.add_row(c.flags, c.description, f"{c.per_gpu_bytes / GIB:,.2f}", f"{c.saving_bytes / GIB:,.2f}",
                           "yes" if c.fits else "no", c.tradeoff)
         parts.append(table)
     parts.append(notes(est))

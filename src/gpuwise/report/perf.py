@@ -15,17 +15,19 @@ from gpuwise.estimate.serving import LoadResult, ServingReport
 
 
 def scale_row_json(row: ScaleRow) -> dict[str, Any]:
-    return {k: round(v, 6) if isinstance(v, float) else v for k, v in row.__dict__.items()}
+    values = {k: round(v, 6) if isinstance(v, float) else v for k, v in row.__dict__.items()}
+    return {**values, "per_gpu_gib": round(row.per_gpu_gb * 1e9 / 2**30, 4)}
 
 
 def scale_table(model: str, gpu: str, rows: list[ScaleRow]) -> Table:
     table = Table(title=f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "
                         "that fits)", title_justify="left")
-    for header in ("GPUs", "nodes", "GB/GPU", "fits", "step s", "tokens/s", "tokens/s/GPU", "comm share",
+    for header in ("GPUs", "nodes", "GiB/GPU", "fits", "step s", "tokens/s", "tokens/s/GPU", "comm share",
                    "efficiency"):
         table.add_column(header, justify="right")
     for r in rows:
-        table.add_row(str(r.count), str(r.nodes), f"{r.per_gpu_gb:,.1f}", "yes" if r.fits else "[red]no[/red]",
+        table.add_row(str(r.count), str(r.nodes), f"{r.per_gpu_gb * 1e9 / 2**30:,.1f}",
+                      "yes" if r.fits else "[red]no[/red]",
                       f"{r.step_time_s:,.3f}", f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s_per_gpu:,.0f}",
                       f"{r.communication_share:.0%}", f"{r.efficiency:.0%}" if r.efficiency else "—")
     return table
@@ -40,13 +42,15 @@ def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
         "e2e_ms": dict(zip(("p50", "p90", "p99"), (round(v, 3) for v in result.e2e_ms), strict=True)),
         "mean_queue_ms": round(result.mean_queue_ms, 3), "mean_batch": round(result.mean_batch, 2),
         "throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1), "saturated": result.saturated,
+        "steady": result.steady,
     }
 
 
 def serving_json(report: ServingReport) -> dict[str, Any]:
     return {"at_rate": _load_json(report.at_rate), "slo_p99_ms": report.slo_p99_ms, "slo": report.slo_key,
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
-            "kv_capacity_tokens": int(report.kv_capacity_tokens)}
+            "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
+            "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms}}
 
 
 def serving_view(report: ServingReport) -> Group:
@@ -58,9 +62,14 @@ def serving_view(report: ServingReport) -> Group:
             continue
         table.add_row(f"{result.qps:,.2f}", "/".join(f"{v:,.0f}" for v in result.ttft_ms),
                       "/".join(f"{v:,.0f}" for v in result.e2e_ms), f"{result.mean_batch:.1f}",
-                      f"{result.throughput_tokens_per_s:,.0f}", "saturated" if result.saturated else "")
+                      f"{result.throughput_tokens_per_s:,.0f}",
+                      "saturated" if result.saturated else ("" if result.steady else "too few requests"))
     lines: list[Any] = [table, f"KV cache room: {report.kv_capacity_tokens:,.0f} tokens; batch limit "
-                               f"{report.max_batch} sequences"]
+                               f"{report.max_batch} sequences; the recommender's closed form plans "
+                               f"{report.planned_qps:,.2f} QPS per replica"]
+    if not report.at_rate.steady:
+        lines.append(f"[yellow]note:[/yellow] {report.at_rate.requests} requests are fewer than 4x the "
+                     f"{report.at_rate.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
     if report.slo_p99_ms is not None:
         lines.append(f"highest rate with P99 {report.slo_key} <= {report.slo_p99_ms:,.0f} ms: "
                      + (f"[bold]{report.max_qps:,.2f} QPS[/bold]" if report.max_qps else

@@ -16,14 +16,16 @@ def _time_text(o: Option) -> str:
     if o.fit.job_hours is not None:
         return f"{o.fit.job_hours:,.1f} h/job"
     if o.fit.qps_capacity is not None:
-        return f"{o.fit.qps_capacity:,.1f} QPS, P99 {o.fit.p99_ms:,.0f} ms"
+        p99 = f"{o.fit.p99_ms:,.0f} ms" if o.fit.p99_ms is not None else "— (saturated)"
+        return f"{o.fit.qps_capacity:,.1f} QPS, P99 {p99}"
     return "—"
 
 
 def option_json(o: Option) -> dict[str, Any]:
     return {
         "gpu": o.gpu, "count": o.count, "acquisition": o.acquisition, "fits": True,
-        "per_gpu_gb": round(o.fit.per_gpu_gb, 3), "job_hours": o.fit.job_hours, "tokens_per_s": o.fit.tokens_per_s,
+        "per_gpu_gb": round(o.fit.per_gpu_gb, 3), "per_gpu_gib": round(o.fit.per_gpu_bytes / 2**30, 3),
+        "job_hours": o.fit.job_hours, "tokens_per_s": o.fit.tokens_per_s,
         "qps_capacity": o.fit.qps_capacity, "p99_ms": o.fit.p99_ms, "tp": o.fit.tp,
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
         "usd_per_hour": round(o.usd_per_hour, 4),
@@ -66,11 +68,12 @@ def recommendation_view(rec: Recommendation) -> Group:
     parts: list[Any] = []
     if rec.options:
         table = Table(title=f"best ways to run it, by {rec.request.objective}", title_justify="left")
-        for header in ("#", "configuration", "acquisition", "GB/GPU", "time / capacity", "USD/job", "TCO USD",
+        for header in ("#", "configuration", "acquisition", "GiB/GPU", "time / capacity", "USD/job", "TCO USD",
                        "USD/h", "kW"):
             table.add_column(header, justify="left" if header in ("configuration", "acquisition") else "right")
         for i, o in enumerate(rec.options[: rec.request.top], 1):
-            table.add_row(str(i), f"{o.count} x {o.gpu}", o.acquisition, f"{o.fit.per_gpu_gb:,.1f}", _time_text(o),
+            table.add_row(str(i), f"{o.count} x {o.gpu}", o.acquisition, f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
+                          _time_text(o),
                           f"{o.cost_per_job_usd:,.0f}" if o.cost_per_job_usd is not None else "—",
                           f"{o.tco_usd:,.0f}", f"{o.usd_per_hour:,.2f}", f"{o.wall_kw:,.2f}")
         parts.append(table)
@@ -95,11 +98,12 @@ def markdown(rec: Recommendation) -> str:
     import yaml
 
     lines += [yaml.safe_dump(rec.request.model_dump(mode="json"), sort_keys=False).rstrip(), "```", "", "## Options",
-              "", "| # | configuration | acquisition | GB/GPU | time / capacity | USD/job | TCO USD | USD/h | why |",
+              "", "| # | configuration | acquisition | GiB/GPU | time / capacity | USD/job | TCO USD | USD/h | why |",
               "|---|---|---|---:|---|---:|---:|---:|---|"]
     for i, o in enumerate(rec.options[: rec.request.top], 1):
         job = f"{o.cost_per_job_usd:,.0f}" if o.cost_per_job_usd is not None else "—"
-        lines.append(f"| {i} | {o.count} x {o.gpu} | {o.acquisition} | {o.fit.per_gpu_gb:,.1f} | {_time_text(o)} | "
+        lines.append(f"| {i} | {o.count} x {o.gpu} | {o.acquisition} | {o.fit.per_gpu_bytes / 2**30:,.1f} | "
+                     f"{_time_text(o)} | "
                      f"{job} | {o.tco_usd:,.0f} | {o.usd_per_hour:,.2f} | {o.why} |")
     if not rec.options:
         lines += ["", "Nothing meets every requirement. Nearest:", ""]
@@ -120,7 +124,7 @@ def markdown(rec: Recommendation) -> str:
 def tco_json(report: TcoReport) -> dict[str, Any]:
     return {
         "gpu": report.gpu.id, "count": report.count, "unit_price_usd": report.unit_price_usd,
-        "price_basis": report.price_basis, "usage": report.usage.__dict__,
+        "price_basis": report.price_basis, "usage": report.usage.model_dump(),
         "buy": {**{k: round(v, 2) for k, v in report.buy.__dict__.items()}, "capex_usd": round(report.buy.capex_usd, 2),
                 "tco_usd": round(report.buy.tco_usd, 2), "by_year_usd": [round(v, 2) for v in report.buy_by_year_usd]},
         "rent": [{"offer": line.offer.id, "provider": line.offer.provider, "instance": line.offer.instance,

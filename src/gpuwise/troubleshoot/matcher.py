@@ -9,12 +9,14 @@ generic evidence checklist.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpuwise import budget
 from gpuwise.troubleshoot.kb import Entry, entries
 
 MAX_EVIDENCE = 5
@@ -69,6 +71,9 @@ def _split_top_level(pattern: str) -> list[str]:
     return [*branches, pattern[start:]]
 
 
+_QUANTIFIER = re.compile(r"\{\d*(?:,\d*)?\}")
+
+
 def _literal_runs(branch: str) -> list[str]:
     """Literal text a match must contain: runs outside groups and classes, quantified characters dropped."""
     runs: list[str] = []
@@ -97,6 +102,9 @@ def _literal_runs(branch: str) -> list[str]:
             depth -= 1
         elif depth == 0 and c in "?*{":
             runs, run = [*runs, run[:-1]], ""
+            if c == "{" and (quantifier := _QUANTIFIER.match(branch, i)):
+                i = quantifier.end()  # {m,n} repeats what precedes it: its body is not text to look for
+                continue
         elif depth == 0 and c in ".^$+":
             runs, run = [*runs, run], ""
         elif depth == 0:
@@ -122,6 +130,28 @@ def _compiled(kb: tuple[Entry, ...]) -> tuple[tuple[Entry, tuple[tuple[re.Patter
     return tuple((e, tuple((re.compile(p, re.IGNORECASE), anchors(p)) for p in e.patterns)) for e in kb)
 
 
+class _Lines:
+    """Where each line of a text starts, found once (linear), so that mapping a hit to its line is a bisection --
+    not a scan back to the previous newline, which is quadratic on a long line with many hits."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._starts: list[int] | None = None
+
+    @property
+    def starts(self) -> list[int]:
+        if self._starts is None:
+            self._starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
+        return self._starts
+
+    def line_of(self, position: int) -> tuple[int, int]:
+        """(start, end) of the line holding ``position``."""
+        index = bisect.bisect_right(self.starts, position) - 1
+        start = self.starts[index]
+        end = self.starts[index + 1] - 1 if index + 1 < len(self.starts) else len(self.text)
+        return start, end
+
+
 def scan(text: str, kb: Sequence[Entry] | None = None) -> dict[str, tuple[Entry, list[str], int]]:
     """entry id -> (entry, first evidence lines, number of matching lines).
 
@@ -129,21 +159,22 @@ def scan(text: str, kb: Sequence[Entry] | None = None) -> dict[str, tuple[Entry,
     """
     found: dict[str, tuple[Entry, list[str], int]] = {}
     lowered = text.lower()
+    lines = _Lines(text)
     present: dict[str, bool] = {}
     for entry, patterns in _compiled(tuple(entries() if kb is None else kb)):
+        budget.checkpoint()
         starts: set[int] = set()
         evidence: list[str] = []
         for pattern, needles in patterns:
             if needles is not None and not any(present.setdefault(n, n in lowered) for n in needles):
                 continue  # a C-speed substring test rules the pattern out for the whole log
             for hit in pattern.finditer(text):
-                begin = text.rfind("\n", 0, hit.start()) + 1
+                begin, end = lines.line_of(hit.start())
                 if begin in starts:
                     continue
                 starts.add(begin)
                 if len(evidence) < MAX_EVIDENCE:
-                    end = text.find("\n", hit.start())
-                    evidence.append(text[begin:len(text) if end == -1 else end].strip()[:500])
+                    evidence.append(text[begin:min(end, begin + 2000)].strip()[:500])
         if starts:
             found[entry.id] = (entry, evidence, len(starts))
     return found

@@ -1,0 +1,148 @@
+"""`gpuwise estimate`, `fit`, `scale`, `serve-sim` and `models`: each builds the typed job from the flags the user
+typed, calls one `gpuwise.api` function and renders the result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpuwise import api
+from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
+from gpuwise.cli.output import print_json, stdout
+from gpuwise.errors import ConfigError
+from gpuwise.workload.job import HARDWARE, InferJob, LoadTest, TrainJob, job_flag_fields, make_job
+
+MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path. "
+                     "`gpuwise models` lists the presets.")
+GPU = Opt("gpu", "--gpu", "Catalog id or loose name of the GPU: rtx-4090, 'H100 SXM' (required).", str, HARDWARE,
+          "GPU")
+CALIBRATION = Opt("calibration", "--calibration", "Measured rates from `gpuwise bench --save FILE` for this card.",
+                  Path, OUTPUT, "FILE")
+EXACT = Opt("exact", "--exact", "Also count parameters by building the model on PyTorch's meta device (needs the "
+                                "hf extra and torch).")
+EMIT = Opt("emit", "--emit", "'hf': print matching transformers/PEFT/bitsandbytes settings.", str, metavar="hf")
+FIXED_TASK = {"scale": "train", "serve-sim": "infer"}
+
+
+def _gpu(given: Given) -> str:
+    gpu = given.shell.get("gpu")
+    if not gpu:
+        raise ConfigError("--gpu is required: a catalog id or loose name such as rtx-4090 (`gpuwise catalog list`)")
+    return str(gpu)
+
+
+def typed_job(given: Given, command: str) -> TrainJob | InferJob:
+    """The job of the flags typed for ``command``; a task the command cannot run is refused, not ignored."""
+    values = dict(given["job"])
+    task = str(values.pop("task", FIXED_TASK.get(command, "train")))
+    if command in FIXED_TASK and task != FIXED_TASK[command]:
+        raise ConfigError(f"`gpuwise {command}` is {FIXED_TASK[command]} only; leave --task out")
+    return make_job(task, command=command, **values)
+
+
+def _files(given: Given) -> tuple[Path, ...]:
+    return tuple(given.shell.get("catalog") or ())
+
+
+def _estimate(given: Given) -> None:
+    from gpuwise.report import estimate as view
+    from gpuwise.report.perf import perf_lines
+
+    model, job = given.args["model"], typed_job(given, "estimate")
+    result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
+                          catalog_files=_files(given))
+    exact = api.exact_params(model) if given.shell.get("exact") else None
+    if given.shell.get("as_json"):
+        document = view.estimate_json(result)
+        if exact is not None:
+            document["workload"]["params_exact"] = exact
+        print_json(document)
+        return
+    console = stdout()
+    if exact is not None:
+        agree = "agrees" if exact == result.model.total_params else "DIFFERS"
+        console.print(f"meta-device count {exact:,} ({agree} with the formula's {result.model.total_params:,})")
+    for part in (view.breakdown_table(result), view.verdict(result), perf_lines(result), view.notes(result)):
+        console.print(part)
+
+
+def _fit(given: Given) -> None:
+    from gpuwise.report import estimate as view
+
+    emit = given.shell.get("emit")
+    if emit not in (None, "hf"):
+        raise ConfigError(f"--emit {str(emit)[:40]!r} is not accepted; use hf")
+    job = typed_job(given, "fit")
+    if emit == "hf" and not isinstance(job, TrainJob):
+        raise ConfigError("--emit hf prints training settings; it applies to --task train")
+    fitted = api.fit(given.args["model"], gpu=_gpu(given), job=job, catalog_files=_files(given))
+    if emit == "hf":
+        from gpuwise.report.hf_settings import hf_settings
+
+        typer.echo(hf_settings(fitted), nl=False)
+    elif given.shell.get("as_json"):
+        print_json(view.fit_json(fitted))
+    else:
+        stdout().print(view.fit_view(fitted))
+
+
+def _scale(given: Given) -> None:
+    from gpuwise.report import perf as view
+
+    job = typed_job(given, "scale")
+    assert isinstance(job, TrainJob)
+    rows = api.scale(given.args["model"], gpu=_gpu(given), job=job, catalog_files=_files(given))
+    if given.shell.get("as_json"):
+        print_json([view.scale_row_json(r) for r in rows])
+    else:
+        stdout().print(view.scale_table(given.args["model"], _gpu(given), rows))
+
+
+def _serve_sim(given: Given) -> None:
+    from gpuwise.report import perf as view
+
+    job = typed_job(given, "serve-sim")
+    assert isinstance(job, InferJob)
+    report = api.serve_sim(given.args["model"], gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
+                           catalog_files=_files(given), **given["load"])
+    print_json(view.serving_json(report)) if given.shell.get("as_json") else stdout().print(view.serving_view(report))
+
+
+def _models(given: Given) -> None:
+    rows: list[dict[str, Any]] = []
+    for preset in api.list_models():
+        arch = api.model(preset.id)
+        rows.append({"id": preset.id, "family": arch.family, "params": arch.total_params,
+                     "active_params": arch.active_params, "hub_ids": list(preset.hub_ids), "source": preset.source})
+    if given.shell.get("as_json"):
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} model presets", title_justify="left")
+    for header in ("id", "family", "parameters", "hub id"):
+        table.add_column(header, justify="right" if header == "parameters" else "left", no_wrap=header == "id")
+    for r in rows:
+        table.add_row(r["id"], r["family"], f"{r['params']:,}", (r["hub_ids"] or [""])[0])
+    stdout().print(table)
+
+
+def _job_source(command: str) -> Source:
+    tasks = (FIXED_TASK[command],) if command in FIXED_TASK else ("train", "infer")
+    return Source("job", job_flag_fields(command, tasks))
+
+
+def register(app: typer.Typer) -> None:
+    define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
+           _estimate, args=[MODEL], sources=[_job_source("estimate")],
+           shell=[GPU, CALIBRATION, EXACT, JSON, CATALOG])
+    define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
+           args=[MODEL], sources=[_job_source("fit")], shell=[GPU, EMIT, JSON, CATALOG])
+    define(app, "scale", "Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.", _scale,
+           args=[MODEL], sources=[_job_source("scale")], shell=[GPU, JSON, CATALOG])
+    define(app, "serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",
+           _serve_sim, args=[MODEL], sources=[_job_source("serve-sim"), Source.of("load", LoadTest, "serve-sim")],
+           shell=[GPU, CALIBRATION, JSON, CATALOG])
+    define(app, "models", "List the shipped model presets (work offline).", _models, shell=[JSON])
