@@ -23,17 +23,17 @@ const gpuwise = (() => {
         const data = await post("/api/fit", { model: f.model, gpu: f.gpu, task: f.task, options });
         const mem = data.estimate.memory;
         $("#fit-verdict").innerHTML = `<span class="${mem.fits ? "ok" : "error"}">${mem.fits ? "fits" : "does not fit"}</span>: `
-          + `${mem.per_gpu_gb.toFixed(1)} of ${mem.capacity_gb.toFixed(1)} GB per GPU, headroom ${mem.headroom_gb.toFixed(1)} GB`
+          + `${mem.per_gpu_gib.toFixed(1)} of ${mem.capacity_gib.toFixed(1)} GiB per GPU, headroom ${mem.headroom_gib.toFixed(1)} GiB`
           + (data.plan && data.plan.length ? `; fits with <code>${esc(data.plan.join(" "))}</code>` : "");
-        const parts = Object.entries(mem.breakdown_gb).filter(([, v]) => v > 0);
+        const parts = Object.entries(mem.breakdown_gib).filter(([, v]) => v > 0);
         const traces = parts.map(([k, v]) => ({ type: "bar", name: k, x: ["per GPU"], y: [v] }));
         Plotly.newPlot("fit-chart", traces, {
-          barmode: "stack", title: `${data.estimate.workload.model} on ${data.estimate.hardware.gpu}`, yaxis: { title: "GB" },
-          shapes: [{ type: "line", x0: -0.5, x1: 0.5, y0: mem.capacity_gb, y1: mem.capacity_gb, line: { color: "red", dash: "dash" } }],
+          barmode: "stack", title: `${data.estimate.workload.model} on ${data.estimate.hardware.gpu}`, yaxis: { title: "GiB" },
+          shapes: [{ type: "line", x0: -0.5, x1: 0.5, y0: mem.capacity_gib, y1: mem.capacity_gib, line: { color: "red", dash: "dash" } }],
         }, { displayModeBar: false });
         $("#fit-changes tbody").innerHTML = data.changes.slice(0, 10).map((c) =>
-          `<tr><td><code>${esc(c.flags)}</code></td><td>${esc(c.description)}</td><td>${c.per_gpu_gb.toFixed(1)}</td>`
-          + `<td>${c.saving_gb.toFixed(1)}</td><td>${c.fits ? "yes" : "no"}</td></tr>`).join("");
+          `<tr><td><code>${esc(c.flags)}</code></td><td>${esc(c.description)}</td><td>${c.per_gpu_gib.toFixed(1)}</td>`
+          + `<td>${c.saving_gib.toFixed(1)}</td><td>${c.fits ? "yes" : "no"}</td></tr>`).join("");
       } catch (err) { $("#fit-verdict").innerHTML = `<span class="error">${esc(err.message)}</span>`; }
     });
   }
@@ -59,7 +59,7 @@ const gpuwise = (() => {
         Plotly.newPlot("rec-chart", [all, line], { title: "total cost vs time per job", xaxis: { title: "hours per job", type: "log" },
           yaxis: { title: "TCO USD", type: "log" } }, { displayModeBar: false });
         $("#rec-table tbody").innerHTML = opts.map((o, i) => `<tr><td>${i + 1}</td><td>${o.count} x ${esc(o.gpu)}`
-          + `${front.has(`${o.gpu}|${o.count}|${o.acquisition}`) ? " ★" : ""}</td><td>${esc(o.acquisition)}</td><td>${o.per_gpu_gb.toFixed(1)}</td>`
+          + `${front.has(`${o.gpu}|${o.count}|${o.acquisition}`) ? " ★" : ""}</td><td>${esc(o.acquisition)}</td><td>${o.per_gpu_gib.toFixed(1)}</td>`
           + `<td>${o.job_hours == null ? "—" : o.job_hours.toFixed(1)}</td><td>${Math.round(o.tco_usd).toLocaleString()}</td><td>${esc(o.why)}</td></tr>`).join("");
         const groups = {};
         for (const r of data.rejected) (groups[r.code] ||= []).push(r);
@@ -118,3 +118,10 @@ const gpuwise = (() => {
 
   return { fitPage, recommendPage, comparePage, tcoPage, doctorPage };
 })();
+
+// each page names itself on <body data-page>: no inline script, so the Content-Security-Policy allows only files
+window.addEventListener("DOMContentLoaded", () => {
+  const start = { fit: gpuwise.fitPage, recommend: gpuwise.recommendPage, compare: gpuwise.comparePage,
+    tco: gpuwise.tcoPage, doctor: gpuwise.doctorPage }[document.body.dataset.page];
+  if (start) start();
+});
