@@ -66,6 +66,7 @@ def test_bench_names_the_h200_variant_by_memory(tmp_path: Path, monkeypatch: pyt
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device=None: type("P", (), {"total_memory": 143_771 * 2**20})())

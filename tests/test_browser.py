@@ -20,6 +20,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
     pytest.skip("Debian's chromium is not installed (apt-get install chromium)", allow_module_level=True)
 ARTIFACTS = Path(os.environ.get("GPUWISE_TEST_ARTIFACTS", Path(__file__).parents[1] / "test-artifacts"))
+CONSOLE: list[str] = []  # errors the pages printed (a CSP violation is one)
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
@@ -62,8 +63,11 @@ def page(server: str) -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         tab = browser.new_page(viewport={"width": 1200, "height": 1000})
+        tab.on("console", lambda m: CONSOLE.append(m.text) if m.type == "error" else None)
         yield tab
         browser.close()
+    # no page broke the Content-Security-Policy (script-src 'self': no inline script, no CDN) or threw
+    assert not [m for m in CONSOLE if "favicon" not in m], CONSOLE
 
 
 def test_fit_form_renders_the_breakdown_chart(server: str, page: object) -> None:
@@ -76,7 +80,7 @@ def test_fit_form_renders_the_breakdown_chart(server: str, page: object) -> None
     bars = tab.locator("#fit-chart .bars path").count()  # type: ignore[attr-defined]
     assert bars >= 3  # weights, activations, overhead ... stacked
     verdict = tab.inner_text("#fit-verdict")  # type: ignore[attr-defined]
-    assert "GB per GPU" in verdict and "fits" in verdict
+    assert "GiB per GPU" in verdict and "fits" in verdict
     tab.screenshot(path=str(ARTIFACTS / "fit.png"), full_page=True)  # type: ignore[attr-defined]
 
 
@@ -102,3 +106,12 @@ def test_compare_and_tco_charts(server: str, page: object) -> None:
     tab.wait_for_selector("#tco-chart .scatterlayer .trace", timeout=10000)  # type: ignore[attr-defined]
     assert "residual" in tab.inner_text("#tco-detail")  # type: ignore[attr-defined]
     tab.screenshot(path=str(ARTIFACTS / "tco.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_the_api_docs_render_offline(server: str, page: object) -> None:
+    # Swagger UI from the installed swagger-ui-bundle (the machine has no network): every operation is listed
+    tab = page
+    tab.goto(server + "/docs")  # type: ignore[attr-defined]
+    tab.wait_for_selector(".swagger-ui .opblock", timeout=15000)  # type: ignore[attr-defined]
+    assert tab.locator(".swagger-ui .opblock").count() >= 9  # type: ignore[attr-defined]
+    tab.screenshot(path=str(ARTIFACTS / "docs.png"), full_page=False)  # type: ignore[attr-defined]

@@ -105,7 +105,8 @@ def test_compare_table_renders_all_gpus() -> None:
         (("catalog", "list", "--vendor", "nvdia"), "unknown vendor 'nvdia'; use one of: nvidia, amd, intel"),
         (("catalog", "list", "--sort", "speed"), "unknown sort field 'speed'"),
         (("catalog", "list", "--feature", "warp-drive"), "unknown feature 'warp-drive'"),
-        (("catalog", "list", "--min-memory", "-1"), "min memory must be >= 0"),
+        (("catalog", "list", "--min-memory", "-1"), "--min-memory must be from 0"),
+        (("catalog", "list", "--min-memory", "nan"), "--min-memory must be from 0"),
         (("catalog", "list", "--catalog", "/nonexistent.yaml"), "does not exist"),
     ],
 )

@@ -28,13 +28,17 @@ def test_mixed_precision_adamw_is_18_bytes_per_parameter() -> None:
 
 def test_zero_stages_shard_what_the_zero_paper_says() -> None:
     arch = resolve_model("llama-3-8b")
-    base = model_states(arch, TrainJob(count=8, precision="bf16"))
+    base = model_states(arch, TrainJob(count=8, zero=0, precision="bf16"))
     z1 = model_states(arch, TrainJob(count=8, zero=1, precision="bf16"))
     z2 = model_states(arch, TrainJob(count=8, zero=2, precision="bf16"))
     assert z1["optimizer"] == pytest.approx(base["optimizer"] / 8)
     assert z1["gradients"] == base["gradients"] and z2["gradients"] == pytest.approx(base["gradients"] / 8)
     z3 = model_states(arch, TrainJob(count=8, zero=3, precision="bf16"))
     assert z3["weights"] < base["weights"] / 4
+    # several data-parallel GPUs shard with ZeRO-3 unless the job says otherwise (the FSDP2 default of torchtune's
+    # and torchtitan's distributed recipes); one GPU, or tensor parallelism alone, has nothing to shard over
+    assert model_states(arch, TrainJob(count=8, precision="bf16")) == z3
+    assert TrainJob(count=1).zero_stage == 0 and TrainJob(count=8, tp=8).zero_stage == 0
 
 
 def test_lora_adapter_count_by_hand() -> None:

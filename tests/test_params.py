@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import json
+import socket
+import threading
+import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -125,27 +131,107 @@ def test_formula_agrees_with_transformers_on_the_meta_device(preset_id: str) -> 
     assert resolve_model(preset_id).total_params == exact
 
 
-def test_hub_repo_is_fetched_through_huggingface_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    hub = pytest.importorskip("huggingface_hub")
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(presets()["gpt2"].config))
-    calls: list[tuple[str, str]] = []
+class _FakeHub(http.server.BaseHTTPRequestHandler):
+    """The two requests huggingface_hub makes for a file: HEAD (commit, etag, size) and GET; RepoNotFound for others."""
 
-    def fake_download(*, repo_id: str, filename: str) -> str:
-        calls.append((repo_id, filename))
-        return str(config)
+    config = b"{}"
+    seen: ClassVar[list[str]] = []
 
-    monkeypatch.setattr(hub, "hf_hub_download", fake_download)
+    def _headers(self) -> None:
+        known = self.path.startswith("/someone/tiny-gpt2/resolve/main/config.json")
+        self.send_response(200 if known else 404)
+        if known:
+            self.send_header("X-Repo-Commit", "a" * 40)
+            self.send_header("ETag", '"' + "b" * 40 + '"')
+            self.send_header("Content-Length", str(len(self.config)))
+        else:
+            self.send_header("X-Error-Code", "RepoNotFound")
+            self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_HEAD(self) -> None:
+        self.seen.append(self.path)
+        self._headers()
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        self._headers()
+        if self.path.startswith("/someone/tiny-gpt2/"):
+            self.wfile.write(self.config)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _point_at(hub: Any, monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    """What HF_ENDPOINT does when set before the library is imported (its URL template is built at import)."""
+    monkeypatch.setattr(hub, "ENDPOINT", endpoint)
+    monkeypatch.setattr(hub, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+
+
+@pytest.fixture
+def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    hub = pytest.importorskip("huggingface_hub.constants")
+    _FakeHub.config = json.dumps(presets()["gpt2"].config).encode()
+    _FakeHub.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    _point_at(hub, monkeypatch, endpoint)
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    yield endpoint
+    server.shutdown()
+    server.server_close()
+
+
+def test_hub_repo_is_fetched_through_huggingface_hub(fake_hub: str) -> None:
+    # the real library against a local hub: only config.json is fetched, never weights
     assert resolve_model("someone/tiny-gpt2").total_params == 124_439_808
-    assert calls == [("someone/tiny-gpt2", "config.json")]  # only config.json, never weights
+    fetched = [path for path in _FakeHub.seen if "/resolve/" in path]
+    assert fetched and all(path.endswith("/config.json") for path in fetched)
+    with pytest.raises(UnknownModel, match="no such repo"):
+        resolve_model("someone/missing")
 
 
-def test_offline_hub_access_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    hub = pytest.importorskip("huggingface_hub")
+def test_offline_hub_access_is_a_clear_error(fake_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = pytest.importorskip("huggingface_hub.constants")
+    resolve_model("someone/tiny-gpt2")  # now in the cache: offline still works for it
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
+    assert resolve_model("someone/tiny-gpt2").total_params == 124_439_808
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"^offline \(HF_HUB_OFFLINE is set\).*'someone/other'"):
+        resolve_model("someone/other")
+    assert time.monotonic() - start < 1  # no retries when the user said offline
 
-    def offline(**_: str) -> str:
-        raise ConnectionError("no network")
 
-    monkeypatch.setattr(hub, "hf_hub_download", offline)
-    with pytest.raises(ConfigError, match=r"could not fetch config\.json of 'someone/model'.*offline"):
+def test_an_unreachable_hub_fails_fast_and_says_offline(fake_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = pytest.importorskip("huggingface_hub.constants")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now: connections are refused at once
+    _point_at(hub, monkeypatch, f"http://127.0.0.1:{port}")
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"^offline: cannot reach the Hugging Face hub"):
         resolve_model("someone/model")
+    assert time.monotonic() - start < 2
+
+
+def test_a_stalled_hub_is_given_up_on(fake_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # accepts the connection, never answers (a stalled proxy): the lookup ends at its deadline, not never
+    hub = pytest.importorskip("huggingface_hub.constants")
+    from gpuwise.workload import resolve
+
+    stalled = socket.socket()
+    stalled.bind(("127.0.0.1", 0))
+    stalled.listen(8)
+    _point_at(hub, monkeypatch, f"http://127.0.0.1:{stalled.getsockname()[1]}")
+    monkeypatch.setattr(resolve, "HUB_DEADLINE_S", 1.5)
+    start = time.monotonic()
+    try:
+        with pytest.raises(ConfigError, match=r"did not answer within 1\.5 s"):
+            resolve_model("someone/model")
+    finally:
+        stalled.close()
+    assert time.monotonic() - start < 4

@@ -11,9 +11,11 @@ import gpuwise
 def test_all_is_sorted_and_pinned() -> None:
     assert gpuwise.__all__ == sorted(gpuwise.__all__)
     assert set(gpuwise.__all__) == {
-        "AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "NotEstimable", "ProbeUnavailable",
-        "UnknownGPU", "UnknownModel", "__version__", "compare_gpus", "estimate", "exact_params", "find_gpu",
-        "fit", "list_gpus", "list_models", "load_catalog", "model", "recommend", "scale", "serve_sim", "tco",
+        "AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "InputTooLarge", "NotEstimable",
+        "ProbeUnavailable", "TimeLimitExceeded", "UnknownGPU", "UnknownModel", "__version__", "bench", "burn_in",
+        "compare_gpus", "diagnose", "doctor", "estimate", "exact_params", "find_gpu", "fit", "job", "list_gpus",
+        "list_models", "load_catalog", "model", "model_from_config", "monitor", "recommend", "scale", "serve_sim",
+        "tco",
     }
 
 

@@ -7,9 +7,11 @@ import pytest
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient
 
+from gpuwise import __version__
 from gpuwise.web.app import create_app
+from gpuwise.web.settings import ServeSettings
 
-client = TestClient(create_app())
+client = TestClient(create_app(ServeSettings(allow_host=("testserver",))))  # TestClient's Host
 
 
 def test_pages_and_bundled_plotly() -> None:
@@ -20,7 +22,12 @@ def test_pages_and_bundled_plotly() -> None:
     js = client.get("/static/plotly.min.js")
     assert js.status_code == 200 and len(js.content) > 1_000_000
     assert client.get("/nope").status_code == 404
-    assert client.get("/docs").status_code == 200 and client.get("/openapi.json").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "cdn" not in docs.text.lower()
+    assert "/static/docs/swagger-ui-bundle.js" in docs.text
+    assert client.get("/static/docs/swagger-ui-bundle.js").status_code == 200
+    assert client.get("/static/docs/..%2F..%2Fcore.py").status_code == 404
+    assert client.get("/openapi.json").json()["info"]["version"] == __version__ != "0"
 
 
 def test_catalog_endpoints() -> None:
@@ -61,11 +68,11 @@ def test_uploaded_config_instead_of_a_preset() -> None:
     ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "bogus": 1}, 422, "bogus"),
     # the api's file-taking keywords must never be reachable from a request
     ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"calibration": "/etc/passwd"}}, 422,
-     "unknown 'calibration'"),
+     "unknown option 'calibration'"),
     ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"catalog_files": ["/etc/hosts"]}}, 422,
-     "unknown 'catalog_files'"),
+     "unknown option 'catalog_files'"),
     ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "task": "infer", "options": {"method": "lora"}}, 422,
-     "unknown 'method' for task 'infer'"),
+     "--method applies to training; this is an inference job"),
     ({"config": {"model_type": "llama", "hidden_size": [512], "num_hidden_layers": 4, "num_attention_heads": 8,
                  "intermediate_size": 1024, "vocab_size": 1000}, "gpu": "t4"}, 422, "hidden_size"),
     ({"config": {"model_type": "llama", "hidden_size": 10**400, "num_hidden_layers": 4, "num_attention_heads": 8,
@@ -94,3 +101,51 @@ def test_recommend_tco_diagnose() -> None:
 def test_diagnose_with_a_doctor_report_of_the_wrong_shape_is_a_422() -> None:
     r = client.post("/api/diagnose", json={"text": "CUDA out of memory", "doctor": {"checks": [1, "x"]}})
     assert r.status_code == 422 and "not a `gpuwise doctor --json` document" in r.json()["detail"]
+
+
+def test_the_host_must_be_this_server_and_every_response_carries_security_headers() -> None:
+    # DNS rebinding: a page on evil.example resolves its own name to 127.0.0.1 and calls the local API; its requests
+    # carry Host: evil.example, which a local-only server must refuse
+    assert client.get("/api/models", headers={"host": "evil.example"}).status_code == 400
+    assert client.get("/api/models", headers={"host": "evil.example:8000"}).status_code == 400
+    local = TestClient(create_app(ServeSettings(port=8123)), base_url="http://127.0.0.1:8123")
+    assert local.get("/api/models").status_code == 200
+    assert local.get("/api/models", headers={"host": "localhost:8123"}).status_code == 200
+    assert local.get("/api/models", headers={"host": "[::1]:8123"}).status_code == 200
+    assert local.get("/api/models", headers={"host": "testserver"}).status_code == 400
+    r = client.get("/fit")
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+    assert "script-src 'self'" in r.headers["content-security-policy"] and "<script>" not in r.text
+
+
+def test_bodies_are_bounded_in_size_and_depth_and_never_echoed() -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # a recursive parser would blow its stack (500) before validating
+    r = client.post("/api/estimate", content=deep, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "nested" in r.json()["detail"]
+    huge = client.post("/api/diagnose", content=b'{"text": "' + b"x" * 26_000_000 + b'"}',
+                       headers={"content-type": "application/json"})
+    assert huge.status_code == 413
+    secret = "s" * 50_000
+    r = client.post("/api/estimate", json={"model": "llama-3.1-8b", "gpu": "rtx-4090", "junk": secret})
+    assert r.status_code == 422 and secret[:100] not in r.text and len(r.text) < 2000
+
+
+@pytest.mark.parametrize("config", [
+    {"architectures": 5}, {"sliding_window": "abc"}, {"num_experts_per_tok": 64, "num_local_experts": 8},
+    {"tie_word_embeddings": "no"}, {"sliding_window": -4096}, {"num_key_value_heads": 3},
+])
+def test_config_fields_that_once_gave_500s_or_wrong_answers_are_422s(config: dict[str, object]) -> None:
+    # 12 hostile requests gave 500s (architectures: 5 ...); a negative window gave a negative KV cache, "no" read as
+    # tied embeddings, 64-of-8 experts gave 363 B active of 47 B
+    base = {"model_type": "mistral", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+            "intermediate_size": 1024, "vocab_size": 1000}
+    r = client.post("/api/estimate", json={"config": {**base, **config}, "gpu": "t4", "task": "infer"})
+    assert r.status_code == 422, r.text
+    assert next(iter(config)) in r.json()["detail"]
+
+
+def test_a_resnet_config_that_would_spin_for_ever_is_refused_at_once() -> None:
+    config = {"model_type": "resnet", "embedding_size": 64, "hidden_sizes": [256, 512, 1024, 2048],
+              "depths": [10**9, 10**9, 10**9, 10**9], "layer_type": "bottleneck"}
+    r = client.post("/api/estimate", json={"config": config, "gpu": "t4"})
+    assert r.status_code == 422 and "depths" in r.json()["detail"]
