@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from served import serving
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytest.importorskip("fastapi")
@@ -25,36 +22,10 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "-
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwise.cli.main", "serve", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/api/models", timeout=1):
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        message = proc.stderr.read().decode() if proc.stderr else ""
-        if proc.stderr is not None:
-            proc.stderr.close()
-        pytest.fail("the server did not start: " + message)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    if proc.stderr is not None:
-        proc.stderr.close()
+    with serving() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

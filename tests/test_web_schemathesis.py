@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -15,8 +17,11 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(ServeSetting
                                                                                               "testserver"))))
 
 
+SCALE = float(os.environ.get("GPUWISE_FUZZ_SCALE", "1"))  # a longer campaign: GPUWISE_FUZZ_SCALE=20
+
+
 @schema.parametrize()
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(40 * SCALE), deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_server_errors(case: schemathesis.Case) -> None:
     """Every operation of the OpenAPI document, with generated bodies, queries and paths: 4xx or 200, never 5xx
     (a 503 would be a request past its time limit), and never the echo of a long input."""

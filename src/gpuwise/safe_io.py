@@ -13,7 +13,7 @@ import re
 import reprlib
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,12 +33,21 @@ _EXCERPT.maxlevel, _EXCERPT.maxdict, _EXCERPT.maxlist, _EXCERPT.maxstring, _EXCE
 def excerpt(value: object, limit: int = 60) -> str:
     """A short, safe repr of a user's value for an error message (huge ints, deep or shared structures included)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * MAX_DIGITS:
-        return f"<a {value.bit_length() * 0.30103:,.0f}-digit number>"
+        return f"<a {int(value.bit_length() * 0.30103) + 1:,}-digit number>"  # log10(2) digits per bit
     try:
         text = _EXCERPT.repr(value)
     except (ValueError, RecursionError):
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def outside(fields: Iterable[tuple[str, object]], low: float, high: float) -> str | None:
+    """The first number among ``fields`` (a pydantic model iterates as its fields) outside [low, high], said as an
+    error message; None when every one is inside."""
+    for name, value in fields:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not low <= value <= high:
+            return f"{name} {value:g} is outside {low:g} to {high:g}"
+    return None
 
 
 # ---- reading ---------------------------------------------------------------------------------------------

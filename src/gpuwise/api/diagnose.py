@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.errors import ConfigError, GpuwiseError
-from gpuwise.troubleshoot.context import RunContext, read_context
-from gpuwise.troubleshoot.matcher import Match
 from gpuwise.workload.presets import hub_index
+
+if TYPE_CHECKING:  # the knowledge base loads when a log is diagnosed, not when gpuwise is imported
+    from gpuwise.troubleshoot.context import RunContext
+    from gpuwise.troubleshoot.matcher import Match
 
 MAX_LOG_CHARS = 50_000_000
 
@@ -66,6 +68,7 @@ def _memory_advice(context: RunContext, catalog_files: CatalogFiles) -> str | No
 def diagnose(text: str, *, doctor_report: Mapping[str, object] | None = None,
              catalog_files: CatalogFiles = ()) -> Diagnosis:
     """Known error signatures in a log, best first, with evidence; doctor facts confirm or rule out causes."""
+    from gpuwise.troubleshoot.context import read_context
     from gpuwise.troubleshoot.matcher import GENERIC_CHECKLIST, diagnose_text
 
     if len(text) > MAX_LOG_CHARS:

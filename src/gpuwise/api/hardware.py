@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.errors import ConfigError
-from gpuwise.probe.bench import BenchRun
-from gpuwise.probe.burnin import BurnInResult
-from gpuwise.probe.checks import Report
-from gpuwise.probe.monitor import Round
-from gpuwise.probe.settings import BenchSettings, BurnInSettings, DoctorSettings, MonitorSettings
 from gpuwise.safe_io import check_writable
 from gpuwise.workload.flags import build
+
+if TYPE_CHECKING:  # the probe modules load when a hardware command runs, not when gpuwise is imported
+    from gpuwise.probe.bench import BenchRun
+    from gpuwise.probe.burnin import BurnInResult
+    from gpuwise.probe.checks import Report
+    from gpuwise.probe.monitor import Round
 
 
 def doctor(*, snapshot_file: Path | str | None = None, save_snapshot: Path | str | None = None,
@@ -26,6 +28,7 @@ def doctor(*, snapshot_file: Path | str | None = None, save_snapshot: Path | str
     ``save_snapshot`` writes what the checks read, once they have run. ``settings``: load_seconds."""
     from gpuwise.probe.backend import RecordedReport, read_machine, read_snapshot, write_snapshot
     from gpuwise.probe.checks import recorded_report, run_checks
+    from gpuwise.probe.settings import DoctorSettings
 
     chosen = build(DoctorSettings, settings)
     target = Path(save_snapshot) if save_snapshot is not None else None
@@ -52,7 +55,9 @@ def bench(*, save: Path | str | None = None, catalog_files: CatalogFiles = (), *
     """Measure the card (GEMM per dtype, memory, host links, peers) against the catalog; ``save`` writes the
     calibration record `estimate --calibration` reads. ``settings``: device, quick, gpu."""
     from gpuwise.probe import bench as probe
+    from gpuwise.probe.bench import BenchRun
     from gpuwise.probe.checks import match_catalog
+    from gpuwise.probe.settings import BenchSettings
 
     chosen = build(BenchSettings, settings)
     target = Path(save) if save is not None else None
@@ -73,6 +78,7 @@ def burn_in(*, timeline: Path | str | None = None, **settings: object) -> BurnIn
     """Sustained GEMM + memory pattern test with 1 s telemetry; ``timeline`` (.csv or .html) records the samples.
     ``settings``: minutes, device."""
     from gpuwise.probe import burnin
+    from gpuwise.probe.settings import BurnInSettings
 
     chosen = build(BurnInSettings, settings)
     target = Path(timeline) if timeline is not None else None
@@ -87,6 +93,7 @@ def burn_in(*, timeline: Path | str | None = None, **settings: object) -> BurnIn
 def monitor(**settings: object) -> Iterator[Round]:
     """Readings of every GPU, round by round (``interval`` seconds apart, ``count`` rounds; 0: until stopped)."""
     from gpuwise.probe.monitor import rounds
+    from gpuwise.probe.settings import MonitorSettings
 
     chosen = build(MonitorSettings, settings)
     return rounds(interval_s=chosen.interval, count=chosen.count)

@@ -70,9 +70,14 @@ class Catalog:
     interconnects: Mapping[str, Interconnect]
     override_files: tuple[str, ...] = ()
     _index: NameIndex = field(init=False, repr=False, compare=False)
+    _offers_by_gpu: Mapping[str, tuple[CloudOffer, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", NameIndex.build({i: g.names for i, g in self.gpus.items()}))
+        by_gpu: dict[str, list[CloudOffer]] = {}
+        for offer in sorted(self.offers.values(), key=lambda o: o.usd_per_gpu_hour):
+            by_gpu.setdefault(offer.gpu, []).append(offer)
+        object.__setattr__(self, "_offers_by_gpu", {k: tuple(v) for k, v in by_gpu.items()})
 
     def gpu(self, name: str) -> GPU:
         """The GPU an id, alias or loose name designates (``"4090"``, ``"RTX 4090"``, ``"a100-sxm-80gb"``)."""
@@ -80,7 +85,7 @@ class Catalog:
 
     def offers_for(self, gpu_id: str) -> list[CloudOffer]:
         """Cloud offers of one GPU, cheapest per GPU-hour first."""
-        return sorted((o for o in self.offers.values() if o.gpu == gpu_id), key=lambda o: o.usd_per_gpu_hour)
+        return list(self._offers_by_gpu.get(gpu_id, ()))
 
     def interconnect(self, link_id: str) -> Interconnect:
         try:

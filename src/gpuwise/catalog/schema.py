@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
+from gpuwise.safe_io import outside
+
 GB = 1e9
 GIB = 2**30
 TERA = 1e12
@@ -40,9 +42,9 @@ class _Record(BaseModel):
 
     @model_validator(mode="after")
     def _sane_figures(self) -> Any:
-        for name, value in self:
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= FIGURE_MAX:
-                raise ValueError(f"{name} {value:g} is outside 0 to {FIGURE_MAX:g}")
+        problem = outside(self, 0, FIGURE_MAX)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

@@ -17,6 +17,8 @@ from rich.markup import escape
 
 from gpuwise.errors import GpuwiseError, exit_code_for
 
+MAX_ERROR_CHARS = 600
+
 
 def stdout() -> Console:
     return Console(soft_wrap=False)
@@ -39,7 +41,9 @@ def print_json(value: Any) -> None:
 
 def emit_error(message: str, code: int, *, as_json: bool) -> None:
     """One line on stderr; with ``--json`` also ``{"error": message, "exit_code": code}`` as one line on stdout."""
-    line = " ".join(message.split())[:2000]
+    line = " ".join(message.split())
+    if len(line) > MAX_ERROR_CHARS:  # a usage error quotes the value typed: never echo more than an excerpt
+        line = line[: MAX_ERROR_CHARS - 3] + "..."
     if as_json:
         sys.stdout.write(json.dumps({"error": line, "exit_code": code}, ensure_ascii=False) + "\n")
         sys.stdout.flush()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuwise import budget
 from gpuwise.catalog import GPU, Catalog
@@ -49,6 +49,13 @@ class Replica:
     kv_sequences: int  # whole sequences of the job's length the cache holds at once
     prefill: Callable[[int], float]  # prompt tokens prefilled together -> seconds
     decode_step: Callable[[int, float], float]  # (batch, mean context) -> seconds
+    _steps: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
+
+    def step_at(self, batch: int) -> float:
+        """One decode step of ``batch`` sequences at the job's mean context (half the output generated)."""
+        if batch not in self._steps:
+            self._steps[batch] = self.decode_step(batch, self.job.input_len + self.job.output_len / 2)
+        return self._steps[batch]
 
     @property
     def batch_limit(self) -> int:
@@ -117,22 +124,22 @@ def latency_at(rep: Replica, rate: float) -> Latency | None:
     job = rep.job
     first = rep.prefill(job.input_len)
     steps = max(job.output_len - 1, 0)
-    context = job.input_len + job.output_len / 2
     busy = rate * first
     if busy >= 1:
         return None
-    mean = first + steps * rep.decode_step(1, context)
+    limit = rep.batch_limit
+    mean = first + steps * rep.step_at(1)
     for _ in range(60):  # fixed point of T = (P + (O - 1) S(r T)) / (1 - r P), damped
         batch = rate * mean
-        if batch > rep.batch_limit:
+        if batch > limit:
             return None
-        new = (first + steps * rep.decode_step(max(1, round(batch)), context)) / (1 - busy)
+        new = (first + steps * rep.step_at(max(1, round(batch)))) / (1 - busy)
         converged = abs(new - mean) <= 1e-4 * mean
         mean = new if converged else (mean + new) / 2
         if converged:
             break
     batch = max(1.0, rate * mean)
-    step = rep.decode_step(round(batch), context)
+    step = rep.step_at(round(batch))
     in_flight = step if rate * mean > 0.01 else 0.0  # an idle engine has no iteration to wait for
     p99 = in_flight + first + steps * step + first * poisson_quantile(rate * mean)
     ttft = in_flight + first * (1 + poisson_quantile(rate * (step + first)))

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpuwise.safe_io import outside
+
 READING_MAX = 1e15  # no counter, clock, temperature or size NVML reports comes near this
 
 
@@ -21,9 +23,9 @@ class _Plain(BaseModel):
 
     @model_validator(mode="after")
     def _physical(self) -> Any:
-        for name, value in self:
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= READING_MAX:
-                raise ValueError(f"{name} must be from 0 to {READING_MAX:g}, got {value}")
+        problem = outside(self, 0, READING_MAX)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
