@@ -149,8 +149,8 @@ def test_scenario_options_are_validated_up_front() -> None:
         (["tco", "rtx-4090", "--pue", "nan"], "--pue: Input should be a finite number"),
         (["tco", "rtx-4090", "--price-usd", "nan", "--json"], "--price-usd: Input should be a finite number"),
         (["recommend", "llama-3.1-8b", "--need", "warp-drive"], "unknown feature 'warp-drive'"),
-        (["recommend", "--scenario", "examples/individual-learner.yaml", "--budget-usd", "5"],
-         "--scenario says everything itself"),
+        (["recommend", "--scenario", "examples/individual-learner.yaml", "--method", "lora"],
+         "--scenario names its own workloads"),
         (["recommend"], "give a MODEL"),
     ],
 )
@@ -214,3 +214,15 @@ def test_serving_with_no_latency_target_plans_a_finite_capacity(gpu: str) -> Non
     assert rec.options and all(o.fit.qps_capacity is not None and 5 <= o.fit.qps_capacity < 100 * o.count
                                for o in rec.options)
     assert all(o.fit.p99_ms is not None and math.isfinite(o.fit.p99_ms) for o in rec.options)
+
+
+def test_flags_override_a_scenarios_money_and_ranking() -> None:
+    # the flags were once ignored beside --scenario: now money, usage, system and ranking flags override the file
+    scenario = str(EXAMPLES / "individual-learner.yaml")
+    base = json.loads(runner.invoke(app, ["recommend", "--scenario", scenario, "--json"]).stdout)
+    tight = json.loads(runner.invoke(app, ["recommend", "--scenario", scenario, "--budget-usd", "800", "--top", "3",
+                                           "--objective", "time", "--json"]).stdout)
+    assert base["request"]["budget_usd"] == 2500 and tight["request"]["budget_usd"] == 800
+    assert tight["request"]["objective"] == "time" and len(tight["options"]) <= 3
+    assert tight["request"]["constraints"] == base["request"]["constraints"]  # the file's own, untouched
+    assert all(o["capex_usd"] is None or o["capex_usd"] <= 800 for o in tight["options"])

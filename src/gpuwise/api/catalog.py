@@ -42,7 +42,7 @@ def list_gpus(
 
 def compare_gpus(names: Sequence[str], *, catalog_files: CatalogFiles = ()) -> Comparison:
     """Side-by-side figures of two to eight GPUs with ratios to the first."""
-    if not 1 <= len(names) <= MAX_COMPARED:
-        raise ConfigError(f"compare takes 1 to {MAX_COMPARED} GPUs, got {len(names)}")
+    if len(names) > MAX_COMPARED:
+        raise ConfigError(f"compare takes 2 to {MAX_COMPARED} GPUs, got {len(names)}")
     cat = _load_catalog(catalog_files)
     return compare([cat.gpu(n) for n in names])

@@ -158,9 +158,13 @@ def _collect(kwargs: dict[str, Any], args: Iterable[Arg], sources: Iterable[Sour
         given.args[arg.name] = kwargs.get(arg.name)
     for opt in shell:
         given.shell[opt.name] = kwargs.get(opt.name)
+    claimed: set[str] = {arg.name for arg in args}
     for source in sources:
         typed: dict[str, Any] = {}
         for name, (_info, flag) in source.fields.items():
+            if name in claimed:  # a field two sources share goes to the first, as its option was made for it
+                continue
+            claimed.add(name)
             if flag.choice_flags is not None:
                 chosen = tuple(c for i, c in enumerate(flag.choice_flags) if kwargs.get(f"{name}__{i}"))
                 if chosen:

@@ -20,8 +20,9 @@ from gpuwise.workload.job import make_job
 
 MODEL = Arg("model", "Preset id, hub id or config.json path of the model to train or serve (or use --scenario).",
             required=False)
-SCENARIO = Opt("scenario", "--scenario", "YAML scenario with everything (workloads, money, constraints; see "
-                                         "examples/); then give no MODEL and no other flags.", Path, OUTPUT, "FILE")
+SCENARIO = Opt("scenario", "--scenario", "YAML scenario with its workloads, money and constraints (see examples/); "
+                                         "give no MODEL then; money, usage, system and ranking flags override it.",
+               Path, OUTPUT, "FILE")
 REPORT = Opt("report", "--report", "Also write a Markdown report to this file.", Path, OUTPUT, "FILE")
 CALIBRATIONS = Opt("calibration", "--calibration", "Measured rates from `gpuwise bench --save FILE` (repeatable): "
                                                    "they replace the efficiency tables for the card they measured.",
@@ -41,18 +42,28 @@ def _request_from_flags(given: Given) -> Request:
                           "constraints": given["constraints"]}, origin="flags")
 
 
+def _scenario(path: Path, given: Given) -> Request:
+    """The scenario file's request; money, usage, system and ranking flags override its values. Its workloads are
+    the file's own: a MODEL or a job or target flag would have no workload to go to, and is refused."""
+    if given.args.get("model") or given["job"] or given["workload"]:
+        raise ConfigError("--scenario names its own workloads; leave out MODEL and the job and target flags (put "
+                          "them in the scenario file)")
+    request = load_scenario(path)
+    if not any(given[key] for key in _REQUEST_SOURCES):
+        return request
+    return parse_request({**request.model_dump(exclude={"workloads", "usage", "constraints"}), **given["request"],
+                          "usage": {**request.usage.model_dump(), **given["usage"]},
+                          "constraints": {**request.constraints.model_dump(), **given["constraints"]},
+                          "workloads": request.workloads}, origin=f"{path} with the flags")
+
+
 def _recommend(given: Given) -> None:
     from gpuwise.report import recommend as view
 
     scenario, report = given.shell.get("scenario"), given.shell.get("report")
-    if scenario is not None:
-        extra = [k for k, v in given.values.items() if v] + (["MODEL"] if given.args.get("model") else [])
-        if extra:
-            raise ConfigError("--scenario says everything itself; leave out MODEL and the other job, target and "
-                              "money flags (put them in the scenario file)")
     if report is not None:
         check_writable(report, what="report")
-    request = load_scenario(scenario) if scenario is not None else _request_from_flags(given)
+    request = _scenario(scenario, given) if scenario is not None else _request_from_flags(given)
     result = api.recommend(request, calibration=tuple(given.shell.get("calibration") or ()),
                            catalog_files=tuple(given.shell.get("catalog") or ()))
     if report is not None:

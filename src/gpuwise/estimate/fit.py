@@ -111,6 +111,9 @@ def _inference_edits(job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
     if job.quant in ("fp32", "bf16", "fp16", "fp8", "int8"):
         edits.append(("--quant awq-int4", "4-bit AWQ weights", "small quality loss", {"quant": "awq-int4"}))
+    if job.engine == "llamacpp" and job.quant != "gguf-q4_k_m":
+        edits.append(("--quant gguf-q4_k_m", "4-bit GGUF (llama.cpp Q4_K_M)", "small quality loss; llama.cpp",
+                      {"quant": "gguf-q4_k_m"}))
     if job.quant in ("fp32", "bf16", "fp16") and gpu.software.fp8:
         edits.append(("--quant fp8", "FP8 weights", "minimal quality loss", {"quant": "fp8"}))
     if job.kv_dtype != "fp8":

@@ -147,6 +147,20 @@ class TrainJob(_Job):
         return self.method in ("lora", "qlora")
 
 
+ENGINE_FORMATS: dict[str, tuple[frozenset[str], str]] = {
+    # engine -> (the weight formats it runs, what to do instead); engines not listed run every --quant format
+    "llamacpp": (frozenset({"gguf-q4_k_m", "gguf-q8_0", "bf16", "fp16", "fp32"}),
+                 "llama.cpp runs GGUF files only (llama.cpp docs/models.md: 'llama.cpp requires the model to be stored "
+                 "in the GGUF file format'; bf16/fp16/fp32 are unquantized GGUF): use --quant gguf-q4_k_m or "
+                 "gguf-q8_0"),
+    "hf": (frozenset(get_args(Quant)) - {"gguf-q4_k_m", "gguf-q8_0"},
+           "transformers dequantizes a GGUF checkpoint when it loads it on a GPU (transformers docs, GGUF): with "
+           "--engine hf give the dtype it runs in (--quant bf16), or use --engine llamacpp"),
+}
+"""Weight formats an engine cannot run as asked: the job-side rows of the compatibility table (estimate/compat.py
+holds the card-side ones)."""
+
+
 class InferJob(_Job):
     """Serving or offline generation of ``batch`` sequences of ``input_len`` + ``output_len`` tokens."""
 
@@ -163,6 +177,9 @@ class InferJob(_Job):
 
     @model_validator(mode="after")
     def _coherent(self) -> InferJob:
+        formats, instead = ENGINE_FORMATS.get(self.engine, (frozenset(get_args(Quant)), ""))
+        if self.quant not in formats:
+            raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {instead}")
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")
         if self.count % self.nodes:
