@@ -127,6 +127,11 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "100000000"),
          "--requests: Input should be less than or equal to 100000"),
         (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--p99-ms", "inf"), "--p99-ms: Input should be"),
+        # llama.cpp reads GGUF only (its docs/models.md); transformers dequantizes GGUF on a GPU (its GGUF docs)
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "infer", "--engine", "llamacpp", "--quant",
+          "awq-int4"), "llama.cpp runs GGUF files only"),
+        (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "infer", "--engine", "hf", "--quant",
+          "gguf-q4_k_m"), "transformers dequantizes a GGUF checkpoint"),
         # a DES of 100,000 requests x 100,000 tokens would run for days: refused before it starts
         (("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "100000", "--output-len", "100000"),
          "more than the 1,000,000 tokens serve-sim simulates"),
