@@ -1,11 +1,17 @@
-"""FLOPs and bytes of every operator of a transformer forward pass, on one tensor-parallel shard.
+"""FLOPs and bytes of every operator of a transformer forward pass, on one tensor-parallel shard, block by block.
 
 Legend: b sequences, q query tokens per sequence (s in prefill/training, 1 in decode), c key/value tokens
 attended to, h hidden, a heads, k KV heads, d head dim, i MLP width, V vocabulary, t tensor-parallel
 degree, e bytes per activation, w bytes per weight. A GEMM of an (m x n) by (n x p) product costs 2mnp
 FLOPs and moves its weight (n x p x w) plus input and output activations. Causal self-attention over s
-tokens attends to s/2 keys on average. Worked check: one Llama-3-8B decode step at batch 1 reads the 16 GB of
-bf16 weights once, so on a 3.35 TB/s H100 it cannot take less than ~4.8 ms.
+tokens attends to s/2 keys on average; a decode step of a sliding-window layer reads at most its window.
+Worked check: one Llama-3-8B decode step at batch 1 reads the 16 GB of bf16 weights once, so on a 3.35 TB/s H100
+it cannot take less than ~4.8 ms.
+
+Each block (workload/blocks.py) contributes its attention (GQA, latent MLA, or gated-DeltaNet linear attention)
+and its feed-forward part (dense, or routed experts with shared ones). A routed expert's GEMM is as large as the
+tokens that reach it: few tokens per expert make small GEMMs, which run far below peak (the size curve of
+roofline.py applies per expert, not per layer).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 
 from gpuwise.estimate.roofline import Op
 from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.blocks import Attention, Block, FeedForward
 
 
 @dataclass(frozen=True)
@@ -31,10 +38,15 @@ class Pass:
     logits_tokens: int | None = None  # positions whose logits are computed (None: all)
     loss: bool = False  # cross-entropy over the logits (training)
     lm_head: bool = True
+    absorb_mla: bool = True  # decode MLA on its latent (serving engines) rather than re-expanding every key
 
     @property
     def tokens(self) -> int:
         return self.batch * self.query
+
+    @property
+    def decode(self) -> bool:
+        return self.query == 1
 
 
 def _gemm(name: str, tokens: int, d_in: float, d_out: float, p: Pass, weight_bytes: float, count: int) -> Op:
@@ -43,63 +55,150 @@ def _gemm(name: str, tokens: int, d_in: float, d_out: float, p: Pass, weight_byt
     return Op(name, "gemm", flops * count, moved * count, count)
 
 
-def experts_touched(arch: Architecture, tokens: int) -> float:
+def experts_touched(ffn: FeedForward | Architecture, tokens: int) -> float:
     """Distinct experts a layer runs for ``tokens`` tokens under uniform top-k routing: E(1 - (1 - k/E)^T)."""
-    if not arch.experts:
+    experts, k = (ffn.experts, ffn.top_k) if isinstance(ffn, FeedForward) else (ffn.experts, ffn.experts_per_token)
+    if not experts:
         return 1.0
-    e, k = arch.experts, arch.experts_per_token
-    return e * (1.0 - (1.0 - k / e) ** tokens)
+    return experts * (1.0 - (1.0 - k / experts) ** tokens)
 
 
-def layer_ops(arch: Architecture, p: Pass, layers: float) -> list[Op]:
-    """Every operator of ``layers`` identical transformer layers for pass ``p`` (one TP shard)."""
-    n = round(layers)
-    t, e, h = p.tp, p.act_bytes, arch.hidden
-    tokens = p.tokens
-    ad, kvd = arch.heads * arch.head_dim / t, arch.kv_heads * arch.head_dim / t
-    width = arch.intermediate / t
-    ops = [
-        _gemm("qkv_proj", tokens, h, ad + 2 * kvd, p, p.weight_bytes, n),
-        _gemm("o_proj", tokens, ad, h, p, p.weight_bytes, n),
-    ]
-    ops += _attention(arch, p, n)
-    active = max(arch.experts_per_token, 1)
-    mlp_in = (2 if arch.gated_mlp else 1) * width
-    touched = experts_touched(arch, tokens)
-    # MoE: FLOPs follow the k experts of each token; weight bytes follow the distinct experts touched
-    up = _gemm("mlp_up_gate", tokens * active, h, mlp_in, p, 0.0, n)
-    down = _gemm("mlp_down", tokens * active, width, h, p, 0.0, n)
-    expert_bytes = touched * n * p.weight_bytes
-    ops += [Op(up.name, "gemm", up.flops, up.bytes + h * mlp_in * expert_bytes, n),
-            Op(down.name, "gemm", down.flops, down.bytes + width * h * expert_bytes, n)]
-    shared = arch.shared_expert_intermediate / t
-    if shared:  # Qwen2-MoE's shared expert: a dense gated MLP on every token
+def _context(attention: Attention, p: Pass) -> float:
+    return min(p.context, attention.window) if attention.window and p.decode else p.context
+
+
+def _gqa(attention: Attention, p: Pass, n: int, h: int) -> list[Op]:
+    t = p.tp
+    ad, kvd = attention.q_width / t, attention.kv_heads * attention.head_dim / t
+    q_out = ad * (2 if attention.q_gate else 1)
+    ops = [_gemm("qkv_proj", p.tokens, h, q_out + 2 * kvd, p, p.weight_bytes, n),
+           _gemm("o_proj", p.tokens, attention.out_width / t, h, p, p.weight_bytes, n)]
+    heads, kv_heads = attention.heads / t, max(attention.kv_heads / t, 1.0)
+    context = _context(attention, p)
+    flops = 2.0 * p.batch * p.query * context * heads * (attention.head_dim + attention.value_dim)
+    qo = p.tokens * heads * (attention.head_dim + attention.value_dim) * p.act_bytes
+    keys = p.query if p.query > 1 else context  # prefill reads its own fresh K/V; decode reads the cache
+    kv = p.batch * keys * kv_heads * (attention.head_dim + attention.value_dim) * p.kv_bytes
+    return ops + _attention_core(flops, qo + kv, p, heads, context, n)
+
+
+def _attention_core(flops: float, moved: float, p: Pass, heads: float, context: float, n: int) -> list[Op]:
+    if p.flash:
+        return [Op("attention", "attention", flops * n, moved * n, n)]
+    scores = p.batch * heads * p.query * context * 2  # causal averages c; the kernel writes full rows
+    return [Op("attention_matmuls", "gemm", flops * n, moved * n, 2 * n),
+            Op("attention_softmax", "memory", 0.0, 4 * scores * p.act_bytes * n, 2 * n)]
+
+
+def _mla(attention: Attention, p: Pass, n: int, h: int) -> list[Op]:
+    """DeepSeek-V2/V3 multi-head latent attention (V2 sec. 2.1.2-2.1.3). Prefill and training expand keys and values
+    from the latent (kv_b_proj) for all tokens; a serving engine's decode absorbs W^UK into the query and W^UV into
+    the output (V2 appendix C), attending MQA-like over the cached latent + RoPE key; transformers' decode instead
+    re-expands every cached latent each step (DeepseekV3Attention.expand_kv)."""
+    t, a = p.tp, attention
+    heads = a.heads / t
+    qk, r_kv, d_v = a.head_dim, a.kv_lora_rank, a.value_dim
+    nope = qk - a.rope_dim
+    q_ops = ([_gemm("q_a_proj", p.tokens, h, a.q_lora_rank, p, p.weight_bytes, n),
+              _gemm("q_b_proj", p.tokens, a.q_lora_rank, heads * qk, p, p.weight_bytes, n)] if a.q_lora_rank
+             else [_gemm("q_proj", p.tokens, h, heads * qk, p, p.weight_bytes, n)])
+    ops = [*q_ops, _gemm("kv_a_proj", p.tokens, h, r_kv + a.rope_dim, p, p.weight_bytes, n),
+           _gemm("o_proj", p.tokens, heads * d_v, h, p, p.weight_bytes, n)]
+    context = _context(a, p)
+    latent = p.batch * context * (r_kv + a.rope_dim) * p.kv_bytes  # the cache read: one latent for all heads
+    if p.decode and p.absorb_mla:
+        ops += [_gemm("mla_absorb_k", p.tokens, nope, r_kv, p, p.weight_bytes, int(n * heads)),
+                _gemm("mla_absorb_v", p.tokens, r_kv, d_v, p, p.weight_bytes, int(n * heads))]
+        flops = 2.0 * p.batch * context * heads * (2 * r_kv + a.rope_dim)
+        return ops + _attention_core(flops, latent + p.tokens * heads * (r_kv + a.rope_dim) * p.act_bytes, p, heads,
+                                     context, n)
+    expanded = p.query if p.query > 1 else context  # prefill expands its own tokens; eager decode every cached one
+    ops.append(_gemm("kv_b_proj", p.batch * int(expanded), r_kv, heads * (nope + d_v), p, p.weight_bytes, n))
+    flops = 2.0 * p.batch * p.query * context * heads * (qk + d_v)
+    moved = p.tokens * heads * (qk + d_v) * p.act_bytes + (latent if p.decode else 0.0)
+    return ops + _attention_core(flops, moved, p, heads, context, n)
+
+
+CHUNK = 64  # tokens per chunk of the chunked gated-delta-rule prefill (FLA chunk_gated_delta_rule; transformers 64)
+
+
+def _linear(attention: Attention, p: Pass, n: int, h: int) -> list[Op]:
+    """Gated DeltaNet (Qwen3-Next/Qwen3.5): projections, a depthwise conv, and the delta-rule recurrence. A decode step
+    reads and writes each sequence's fp32 state (value heads x key dim x value dim); a prefill runs it in chunks of
+    64 tokens: intra-chunk attention plus a state update per chunk (Yang et al. 2024, Gated Delta Networks)."""
+    t, a = p.tp, attention
+    keys, values = a.key_heads * a.head_dim / t, a.kv_heads * a.value_dim / t
+    state = a.kv_heads / t * a.head_dim * a.value_dim
+    ops = [_gemm("linear_in_proj", p.tokens, h, 2 * keys + 2 * values + 2 * a.kv_heads / t, p, p.weight_bytes, n),
+           _gemm("linear_out_proj", p.tokens, values, h, p, p.weight_bytes, n),
+           Op("linear_conv", "memory", 0.0, p.tokens * (2 * keys + values) * p.act_bytes * 2 * n, n)]
+    if p.decode:
+        moved = p.batch * state * 4 * 2  # the fp32 state, read and written
+        return [*ops, Op("delta_rule_step", "memory", 6.0 * p.batch * state * n, moved * n, n)]
+    flops = p.tokens * (6.0 * state + 2.0 * CHUNK * a.kv_heads / t * (a.head_dim + a.value_dim))
+    chunks = p.batch * max(p.query / CHUNK, 1.0)
+    return [*ops, Op("delta_rule_chunks", "attention", flops * n, chunks * state * 4 * 2 * n, n)]
+
+
+def _feed_forward(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
+    t = p.tp
+    width, tokens = ffn.width / t, p.tokens
+    mlp_in = (2 if ffn.gated else 1) * width
+    if not ffn.experts:
+        ops = [_gemm("mlp_up_gate", tokens, h, mlp_in, p, p.weight_bytes, n),
+               _gemm("mlp_down", tokens, width, h, p, p.weight_bytes, n)]
+    else:
+        touched = experts_touched(ffn, tokens)
+        routed = tokens * ffn.top_k
+        # FLOPs follow the k experts of each token; weight bytes follow the distinct experts touched, and each
+        # expert's GEMM is as large as the tokens routed to it
+        per_expert = routed / touched
+        up, down = _gemm("mlp_up_gate", routed, h, mlp_in, p, 0.0, n), _gemm("mlp_down", routed, width, h, p, 0.0, n)
+        expert_bytes = touched * n * p.weight_bytes
+        ops = [Op(up.name, "gemm", up.flops, up.bytes + h * mlp_in * expert_bytes, n,
+                  unit_flops=2.0 * per_expert * h * mlp_in),
+               Op(down.name, "gemm", down.flops, down.bytes + width * h * expert_bytes, n,
+                  unit_flops=2.0 * per_expert * width * h)]
+    shared = ffn.shared_width / t
+    if shared:  # shared experts (Qwen2-MoE, DeepSeek-V3): a dense gated MLP on every token
         ops += [_gemm("shared_expert_up_gate", tokens, h, 2 * shared, p, p.weight_bytes, n),
                 _gemm("shared_expert_down", tokens, shared, h, p, p.weight_bytes, n)]
-    elementwise = tokens * e * (
-        2 * 2 * h  # two norms: read + write the hidden state
-        + 2 * 3 * h  # two residual adds: read two, write one
-        + (3 if arch.gated_mlp else 2) * width * active  # activation (and the gate product)
-        + 3 * shared  # the shared expert's activation and gate product
-        + 2 * (ad + kvd)  # rotary on q and k, or bias adds
-    )
-    ops.append(Op("norms_residuals_activation", "memory", 0.0, elementwise * n, 6 * n))
     return ops
 
 
-def _attention(arch: Architecture, p: Pass, n: int) -> list[Op]:
-    heads = arch.heads / p.tp
-    kv_heads = max(arch.kv_heads / p.tp, 1.0)
-    d = arch.head_dim
-    flops = 4.0 * p.batch * p.query * p.context * heads * d
-    qo = 2 * p.tokens * heads * d * p.act_bytes
-    keys = p.query if p.query > 1 else p.context  # prefill reads its own fresh K/V; decode reads the cache
-    kv = 2 * p.batch * keys * kv_heads * d * p.kv_bytes
-    if p.flash:
-        return [Op("attention", "attention", flops * n, (qo + kv) * n, n)]
-    scores = p.batch * heads * p.query * p.context * 2  # causal averages c; the kernel writes full rows
-    return [Op("attention_matmuls", "gemm", flops * n, (qo + kv) * n, 2 * n),
-            Op("attention_softmax", "memory", 0.0, 4 * scores * p.act_bytes * n, 2 * n)]
+def _elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
+    a, ffn, t = block.attention, block.ffn, p.tp
+    width = ffn.width / t
+    active = max(ffn.top_k, 1) if ffn.experts else 1
+    elementwise = p.tokens * p.act_bytes * (
+        2 * 2 * h  # two norms: read + write the hidden state
+        + 2 * 3 * h  # two residual adds: read two, write one
+        + (3 if ffn.gated else 2) * width * active  # activation (and the gate product)
+        + 3 * ffn.shared_width / t  # the shared expert's activation and gate product
+        + 2 * (a.q_width + a.kv_heads * a.head_dim) / t  # rotary on q and k, or bias adds
+    )
+    return Op("norms_residuals_activation", "memory", 0.0, elementwise * n, 6 * n)
+
+
+ATTENTION = {"gqa": _gqa, "mla": _mla, "linear": _linear}
+
+
+def block_ops(arch: Architecture, block: Block, p: Pass, n: int) -> list[Op]:
+    """Every operator of ``n`` layers of ``block`` for pass ``p`` (one TP shard)."""
+    if not n:
+        return []
+    h = arch.hidden
+    return [*ATTENTION[block.attention.kind](block.attention, p, n, h), *_feed_forward(block.ffn, p, n, h),
+            _elementwise(block, p, n, h)]
+
+
+def layer_ops(arch: Architecture, p: Pass, layers: float) -> list[Op]:
+    """Every operator of ``layers`` of the model's layers (a pipeline stage takes its share of each block)."""
+    share = layers / max(arch.layers, 1)
+    ops: list[Op] = []
+    for block in arch.blocks:
+        ops += block_ops(arch, block, p, round(block.count * share))
+    return ops
 
 
 def head_ops(arch: Architecture, p: Pass) -> list[Op]:

@@ -21,7 +21,6 @@ from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, links, pipeline_bubble
 from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
-from gpuwise.estimate.serving_memory import cached_tokens
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob
 
@@ -252,8 +251,7 @@ def _infer_dtype(quant: str) -> Dtype:
 def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
     return Pass(batch=job.batch, query=query, context=context, act_bytes=activation_bytes(job.quant),
                 weight_bytes=bytes_per_element(job.quant), kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
-                flash=job.flash_attn,
-                logits_tokens=job.batch)
+                flash=job.flash_attn, logits_tokens=job.batch, absorb_mla=job.engine != "hf")
 
 
 def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
@@ -290,7 +288,7 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=_top(prefill.by_op, prefill.seconds),
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
-    average_context = cached_tokens(arch, job.input_len + job.output_len / 2)  # a sliding window reads less
+    average_context = job.input_len + job.output_len / 2  # a sliding-window layer reads at most its window
     decode = phase_time(forward_ops(arch, _infer_pass(arch, job, query=1, context=average_context)), m)
     tpot = decode.seconds + _tp_comm_s(arch, job, job.batch, gpu, catalog)
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
@@ -307,7 +305,7 @@ def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog,
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
     m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
     shaped = job.model_copy(update={"batch": batch})
-    ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=cached_tokens(arch, context)))
+    ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=context))
     return phase_time(ops, m).seconds + _tp_comm_s(arch, shaped, batch, gpu, catalog)
 
 

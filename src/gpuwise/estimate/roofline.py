@@ -28,6 +28,8 @@ class Op:
     flops: float
     bytes: float
     count: int = 1  # kernel launches, for the per-kernel floor
+    unit_flops: float | None = None  # FLOPs of one GEMM problem when it is not flops / count (a grouped GEMM's
+    # expert: as large as the tokens routed to it)
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ def machine(gpu: GPU, dtype: Dtype, *, eager: bool = False, calibration: Calibra
 def op_time(op: Op, m: Machine) -> tuple[float, str]:
     """Seconds for ``op`` on ``m`` and what bounds it ("compute" or "memory")."""
     if op.kind == "gemm":
-        rate = m.gemm_rate(op.flops / max(op.count, 1))
+        rate = m.gemm_rate(op.unit_flops if op.unit_flops is not None else op.flops / max(op.count, 1))
     elif op.kind == "attention":
         rate = m.peak_flops * m.attention_efficiency
     else:

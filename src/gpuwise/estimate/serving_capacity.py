@@ -27,11 +27,12 @@ from gpuwise import budget
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import NotEstimable
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.kv_cache import kv_bytes_per_token
 from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.estimate.perf import decode_step_s, prefill_s
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving import step_table
-from gpuwise.estimate.serving_memory import inference_memory, kv_bytes_per_token
+from gpuwise.estimate.serving_memory import inference_memory
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob
 

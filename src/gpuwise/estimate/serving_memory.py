@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import BITS, activation_bytes, bytes_per_element, unquantized_bytes
+from gpuwise.estimate.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
 from gpuwise.estimate.memory import COMPONENTS, MemoryEstimate, framework_overhead
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob
@@ -20,22 +21,6 @@ def weight_bytes(arch: Architecture, quant: str) -> float:
         return arch.total_params * bytes_per_element(quant)
     linear = arch.params.linear
     return linear * bytes_per_element(quant) + (arch.total_params - linear) * unquantized_bytes(quant)
-
-
-def kv_bytes_per_token(arch: Architecture, job: InferJob) -> float:
-    """K and V of one token on one GPU; tensor parallelism splits KV heads (at least one per GPU)."""
-    kv_heads = max(arch.kv_heads / job.tp, 1.0)
-    return 2 * arch.decoder_layers * kv_heads * arch.head_dim * bytes_per_element(job.kv_dtype)
-
-
-def cached_tokens(arch: Architecture, context: float) -> float:
-    """Tokens a sequence keeps in cache, averaged over the layers: the whole context, or the sliding window when it
-    is shorter on the layers that use one (all of Mistral's; every other layer of Gemma 2, the rest are global)."""
-    if not arch.sliding_window or not arch.decoder_layers:
-        return float(context)
-    windowed = arch.window_layers if arch.window_layers is not None else arch.decoder_layers
-    short = min(context, arch.sliding_window)
-    return (windowed * short + (arch.decoder_layers - windowed) * context) / arch.decoder_layers
 
 
 def workspace_bytes(arch: Architecture, job: InferJob) -> float:
@@ -57,7 +42,7 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
 def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float) -> MemoryEstimate:
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     parts["weights"] = weight_bytes(arch, job.quant) / job.tp
-    per_sequence = kv_bytes_per_token(arch, job) * cached_tokens(arch, job.context)
+    per_sequence = sequence_cache_bytes(arch, job, job.context)
     parts["kv_cache"] = per_sequence * job.batch
     parts["activations"] = workspace_bytes(arch, job)
     engine_overhead = C.VLLM_OVERHEAD.value if job.engine in ("vllm", "sglang") else 0.0
@@ -92,8 +77,7 @@ def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: flo
 def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
     notes = [f"{arch.name}: {arch.total_params:,} parameters; weights as {job.quant} "
              f"({BITS[job.quant]:.3g} bits per linear weight)",
-             f"KV cache {job.kv_dtype}: 2 x {arch.decoder_layers} layers x {arch.kv_heads} KV heads x "
-             f"{arch.head_dim} dims per token"]
+             f"KV cache {job.kv_dtype}: {describe_cache(arch)}"]
     fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
     if fraction is not None:
         notes.append(f"{job.engine} pre-reserves {fraction.value:.0%} {fraction.unit} ({fraction.source})")

@@ -7,11 +7,12 @@ that GPT-2 calls the hidden size ``n_embd``, T5 ``d_model`` and MPT ``d_model`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpuwise.errors import ConfigError
 from gpuwise.safe_io import excerpt
+from gpuwise.workload.blocks import Attention, Block, FeedForward, split_windows, uniform
 from gpuwise.workload.config_check import check_config, check_total
 from gpuwise.workload.params import COUNTERS, ParamCount, count_params, need
 
@@ -49,6 +50,7 @@ class Architecture:
     hidden_dropout: float = 0.0
     source: str = ""
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    blocks: tuple[Block, ...] = ()  # the layers as runs of identical blocks (workload/blocks.py)
 
     @property
     def total_params(self) -> int:
@@ -62,6 +64,11 @@ class Architecture:
     def kv_bytes_per_token_per_dtype_byte(self) -> int:
         """K and V elements per generated token: 2 x layers x kv heads x head dim (x bytes per element)."""
         return 2 * self.decoder_layers * self.kv_heads * self.head_dim
+
+    @property
+    def caching_blocks(self) -> tuple[Block, ...]:
+        """The blocks whose layers keep a cache when the model generates (a decoder's, never an encoder's)."""
+        return tuple(b for b in self.blocks if b.caches)
 
 
 def _shape(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -156,7 +163,7 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
     experts = int(config.get("num_local_experts") or config.get("num_experts") or 0)
     decoder_layers = int(shape.pop("decoder_layers", shape["layers"] if kind == "decoder" else 0))
     window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
-    return Architecture(
+    arch = Architecture(
         name=name, family=family, kind=kind, params=params, lm_head=_has_lm_head(config, kind),
         gated_mlp=family in _GATED_FAMILIES or str(config.get("feed_forward_proj", "")).startswith("gated"),
         vocab=int(config.get("vocab_size") or 0), experts=experts if experts > 1 else 0,
@@ -170,6 +177,24 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
                                     "dropout_rate"),
         config=dict(config), **shape,
     )
+    return replace(arch, blocks=_uniform_blocks(arch))
+
+
+def _uniform_blocks(arch: Architecture) -> tuple[Block, ...]:
+    """The blocks of a family whose layers are all alike (the window on some of them aside): its decoder layers
+    cache, an encoder's (BERT, ViT, T5's encoder) do not."""
+    attention = Attention("gqa", arch.heads, arch.kv_heads, arch.head_dim, arch.head_dim)
+    ffn = FeedForward(arch.intermediate, arch.gated_mlp, arch.experts, arch.experts_per_token,
+                      arch.shared_expert_intermediate)
+    encoder = arch.layers - arch.decoder_layers
+    blocks = (Block(encoder, attention, ffn, caches=False),) if encoder else ()
+    if not arch.decoder_layers:
+        return blocks
+    if arch.sliding_window:
+        windowed = Attention("gqa", arch.heads, arch.kv_heads, arch.head_dim, arch.head_dim, window=arch.sliding_window)
+        count = arch.window_layers if arch.window_layers is not None else arch.decoder_layers
+        return blocks + split_windows(arch.decoder_layers, count, windowed, ffn)
+    return blocks + uniform(arch.decoder_layers, attention, ffn)
 
 
 def _first_float(config: Mapping[str, Any], *keys: str) -> float:
