@@ -14,10 +14,13 @@ from gpuwise.errors import ConfigError
 from gpuwise.safe_io import excerpt
 from gpuwise.workload.blocks import Attention, Block, FeedForward, split_windows, uniform
 from gpuwise.workload.config_check import check_config, check_total
+from gpuwise.workload.families import LAYOUTS, text_config
+from gpuwise.workload.layer_params import count_layout
 from gpuwise.workload.params import COUNTERS, ParamCount, count_params, need
 
 Kind = Literal["decoder", "encoder", "encoder-decoder", "vision", "cnn", "unet"]
 
+SUPPORTED = tuple(sorted({*COUNTERS, *LAYOUTS}))  # every model_type gpuwise counts from its config alone
 _GATED_FAMILIES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3"}
 _ENCODERS = {"bert", "roberta"}
 
@@ -59,11 +62,6 @@ class Architecture:
     @property
     def active_params(self) -> int:
         return self.params.active
-
-    @property
-    def kv_bytes_per_token_per_dtype_byte(self) -> int:
-        """K and V elements per generated token: 2 x layers x kv heads x head dim (x bytes per element)."""
-        return 2 * self.decoder_layers * self.kv_heads * self.head_dim
 
     @property
     def caching_blocks(self) -> tuple[Block, ...]:
@@ -143,11 +141,13 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
     """Normalise a config.json mapping; raises ConfigError naming a missing or invalid key."""
     family = config.get("model_type")
     if not isinstance(family, str) or not family:
-        raise ConfigError(f"{name}: config.json has no 'model_type'; supported: {', '.join(sorted(COUNTERS))}")
-    if family not in COUNTERS:
+        raise ConfigError(f"{name}: config.json has no 'model_type'; supported: {', '.join(SUPPORTED)}")
+    if family not in SUPPORTED:
         raise ConfigError(f"{name}: model_type {excerpt(family, 40)} is not supported; supported families: "
-                          f"{', '.join(sorted(COUNTERS))}")
+                          f"{', '.join(SUPPORTED)}")
     check_config(name, config)
+    if family in LAYOUTS:
+        return _from_layout(config, name=name, source=source)
     try:
         params = count_params(config)
     except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:  # a shape no model has
@@ -178,6 +178,33 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
         config=dict(config), **shape,
     )
     return replace(arch, blocks=_uniform_blocks(arch))
+
+
+def _from_layout(config: Mapping[str, Any], *, name: str, source: str) -> Architecture:
+    """A family read block by block (workload/families.py); the scalar fields summarise its main blocks: the
+    softmax-attention block with most layers, and the MoE feed-forward part when there is one."""
+    family = str(config["model_type"])
+    try:
+        layout = LAYOUTS[family](config)
+        params = count_layout(layout)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError) as exc:
+        raise ConfigError(f"{name}: config.json does not describe a {family} model: {excerpt(str(exc), 80)}") from None
+    check_total(name, params.total)
+    blocks, text = layout.blocks, text_config(config)
+    if not blocks:
+        raise ConfigError(f"{name}: config.json describes a {family} model with no layers")
+    main = max(blocks, key=lambda b: (b.attention.kind != "linear", b.count)).attention
+    ffn = next((b.ffn for b in blocks if b.ffn.experts), blocks[0].ffn)
+    windowed = [b for b in blocks if b.attention.window]
+    layers = sum(b.count for b in blocks)
+    return Architecture(
+        name=name, family=family, kind="decoder", params=params, hidden=layout.hidden, layers=layers,
+        heads=main.heads, kv_heads=main.kv_heads, head_dim=main.head_dim, intermediate=ffn.width, gated_mlp=ffn.gated,
+        vocab=layout.vocab, max_positions=text.get("max_position_embeddings"), lm_head=_has_lm_head(config, "decoder"),
+        experts=ffn.experts, experts_per_token=ffn.top_k, decoder_layers=layers,
+        sliding_window=windowed[0].attention.window if windowed else None,
+        window_layers=sum(b.count for b in windowed) if windowed else None, shared_expert_intermediate=ffn.shared_width,
+        attention_dropout=_first_float(text, "attention_dropout"), source=source, config=dict(config), blocks=blocks)
 
 
 def _uniform_blocks(arch: Architecture) -> tuple[Block, ...]:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 AttentionKind = Literal["gqa", "mla", "linear"]
+Bias = Literal["none", "qkv", "all"]  # which attention projections carry a bias
+QKNorm = Literal["none", "head", "width"]  # RMSNorm on q and k: per head (Qwen3, Gemma 3) or over the whole width
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,17 @@ class Attention:
     rope_dim: int = 0  # mla: the decoupled RoPE key, cached beside the latent
     key_heads: int = 0  # linear: key heads (values have ``kv_heads``)
     conv_kernel: int = 0  # linear: the depthwise convolution's width
+    bias: Bias = "none"
+    qk_norm: QKNorm = "none"
+    indexer_heads: int = 0  # DeepSeek sparse attention (GLM-5): the lightning indexer's heads ...
+    indexer_dim: int = 0  # ... and head dim; its one key per token is cached beside the latent
+    selected: int | None = None  # tokens each query attends after the indexer's top-k (None: all it holds)
 
     @property
     def cache_elements_per_token(self) -> int:
         """Elements one token adds to this layer's cache (all heads, before tensor parallelism)."""
         if self.kind == "mla":
-            return self.kv_lora_rank + self.rope_dim
+            return self.kv_lora_rank + self.rope_dim + self.indexer_dim
         if self.kind == "linear":
             return 0
         return self.kv_heads * (self.head_dim + self.value_dim)
@@ -73,6 +80,9 @@ class FeedForward:
     experts: int = 0  # routed experts (0: a dense MLP)
     top_k: int = 0  # experts each token runs
     shared_width: int = 0  # total intermediate width of the shared expert(s) every token runs
+    bias: bool = False  # the MLP (or every expert) has biases (gpt-oss)
+    router_bias: bool = False  # the router is a Linear with a bias (gpt-oss)
+    shared_gate: bool = False  # a Linear(h, 1) whose sigmoid scales the shared expert (Qwen2-MoE, Qwen3-Next)
 
     @property
     def active_width(self) -> int:
@@ -86,6 +96,7 @@ class Block:
     attention: Attention
     ffn: FeedForward
     caches: bool = True  # keeps a cache when the model generates (decoder layers; not an encoder's)
+    norms: int = 2  # hidden-size norms per layer (pre-attention and pre-MLP; Gemma 2/3 add two post-norms)
 
 
 def uniform(count: int, attention: Attention, ffn: FeedForward) -> tuple[Block, ...]:

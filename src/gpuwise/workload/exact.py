@@ -13,13 +13,17 @@ from typing import Any
 from gpuwise.errors import ConfigError, ProbeUnavailable
 
 _RENAMED = {"T5WithLMHeadModel": "T5ForConditionalGeneration"}  # the pre-2020 name some configs keep
+# model types transformers builds under another name: Kimi-K2's remote-code type is DeepSeek-V3 (transformers'
+# Kimi_K25Config rewrites a kimi_k2 text_config to deepseek_v3 the same way)
+_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
 
 
 def _case_insensitive(module: Any, name: str) -> Any:
-    """Remote-code class names differ in case from the native ones (MPTForCausalLM vs MptForCausalLM)."""
-    lowered = name.lower()
+    """Remote-code class names differ in case or underscores from the native ones (MPTForCausalLM vs
+    MptForCausalLM, KimiK25ForConditionalGeneration vs Kimi_K25ForConditionalGeneration)."""
+    lowered = name.lower().replace("_", "")
     for attribute in dir(module):
-        if attribute.lower() == lowered:
+        if attribute.lower().replace("_", "") == lowered:
             return getattr(module, attribute)
     return None
 
@@ -34,7 +38,7 @@ def meta_param_count(config: Mapping[str, Any], *, architecture: str | None = No
             "--exact needs torch and transformers: pip install 'gpuwise[hf]' and a torch build"
         ) from None
     clean = {k: v for k, v in config.items() if not k.startswith("_") and k != "auto_map"}
-    model_type = str(clean.get("model_type"))
+    model_type = _TYPE_ALIASES.get(str(clean.get("model_type")), str(clean.get("model_type")))
     try:
         hf_config = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in clean.items()
                                                                      if k != "model_type"})

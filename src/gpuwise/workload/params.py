@@ -46,6 +46,8 @@ class ParamCount:
     other: int
     active: int
     linears: tuple[Linear, ...]
+    tower: int = 0  # of ``other``: a vision encoder and its projector
+    mtp: int = 0  # multi-token-prediction layers the checkpoint holds beside the model (not in total)
 
     @property
     def total(self) -> int:

@@ -1,7 +1,9 @@
 """Shipped model presets: real ``config.json`` files with their source, usable offline.
 
 Each file ``presets/<id>.json`` is the model's config.json plus a ``_preset`` block naming its Hugging
-Face repo ids, the URL it was copied from and, where one is published, the exact parameter count.
+Face repo ids, the URL it was copied from and, where one is published, the exact parameter count
+(``published_params``) or the vendor's rounded figures (``published``: "30.5B" total, "3.3B" active, with how the
+vendor counted them -- e.g. ``-embedding`` when the active figure leaves the embedding table out).
 """
 
 from __future__ import annotations
@@ -17,12 +19,37 @@ from gpuwise.errors import ConfigError
 
 
 @dataclass(frozen=True)
+class Published:
+    """A vendor's rounded parameter figures ("671B", "37B") and what they leave out or add (``-embedding``,
+    ``-head``, ``-tower``, ``+mtp``), with the page or report that states them."""
+
+    total: str | None
+    active: str | None
+    total_convention: tuple[str, ...]
+    active_convention: tuple[str, ...]
+    source: str
+    quote: str
+
+
+@dataclass(frozen=True)
 class Preset:
     id: str
     hub_ids: tuple[str, ...]
     source: str
     published_params: int | None
     config: Mapping[str, Any]
+    published: Published | None = None
+    notes: str = ""
+
+
+def _published(meta: Mapping[str, Any]) -> Published | None:
+    block = meta.get("published")
+    if not isinstance(block, dict):
+        return None
+    return Published(total=block.get("total"), active=block.get("active"),
+                     total_convention=tuple(block.get("total_convention", ())),
+                     active_convention=tuple(block.get("active_convention", ())),
+                     source=str(block.get("source", "")), quote=str(block.get("quote", "")))
 
 
 def _read(name: str, text: str) -> Preset:
@@ -36,6 +63,8 @@ def _read(name: str, text: str) -> Preset:
         source=str(meta.get("source", "")),
         published_params=meta.get("published_params"),
         config=data,
+        published=_published(meta),
+        notes=str(meta.get("notes", "")),
     )
 
 
