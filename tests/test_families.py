@@ -24,10 +24,8 @@ def _figure(text: str) -> tuple[float, float]:
     match = re.match(r"\s*([\d.]+)\s*([BT])", text)
     assert match, text
     digits, scale = match.group(1), 1e9 if match.group(2) == "B" else 1e12
-    if "." in digits:
-        place = 10.0 ** -len(digits.split(".")[1])
-    else:
-        place = 10.0 ** (len(digits) - len(digits.rstrip("0")))
+    decimals, zeros = len(digits.partition(".")[2]), len(digits) - len(digits.rstrip("0"))
+    place = 10.0 ** (-decimals if "." in digits else zeros)
     return float(digits) * scale, place * scale
 
 
