@@ -213,10 +213,21 @@ def test_serving_cost_per_million_tokens_counts_every_replica() -> None:
         or "secure" in one["basis"]  # the offer's tier is named
 
 
-def test_inference_count_must_split_over_nodes() -> None:
-    code, _, err = run("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3",
-                       "--nodes", "2")
-    assert code == 2 and "do not split evenly over --nodes 2" in err
+def test_inference_refuses_flags_that_would_not_change_its_answer() -> None:
+    """A replica's latency does not depend on how many machines hold the other replicas: --nodes and --network are
+    refused for inference (and for fit, which answers memory), not silently ignored."""
+    for command in (("estimate", "--task", "infer"), ("serve-sim", "--qps", "1"), ("fit",)):
+        code, _, err = run(*command[:1], "llama-3.1-8b", "--gpu", "h100-sxm-80gb", *command[1:], "--count", "2",
+                           "--nodes", "2")
+        assert code == 2 and "--nodes:" in err and "leave it out" in err, (command, err)
+    code, _, err = run("fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--tokens", "1e9")
+    assert code == 2 and "--tokens" in err
+
+
+def test_inference_replicas_are_reported() -> None:
+    code, out, _ = run("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "4",
+                       "--tp", "2", "--json")
+    assert code == 0 and json.loads(out)["perf"]["infer"]["replicas"] == 2
 
 
 def test_fit_gives_no_accumulation_when_no_micro_batch_fits() -> None:

@@ -126,7 +126,8 @@ def test_the_shipped_h200_calibration_is_accepted_for_its_card(shipped: Catalog)
 
 @pytest.mark.parametrize(("rates", "needle"), [
     ({"bf16": -500.0}, "gemm_tflops.bf16"),  # a negative rate gave an MFU of 107 %
-    ({"bf16": 5000.0}, "above h100-sxm-80gb's 989.5 dense peak"),
+    ({"bf16": 5000.0}, "not within 1%-125% of h100-sxm-80gb's 989.5 dense peak"),
+    ({"bf16": 1e-300}, "not within 1%-125% of h100-sxm-80gb's 989.5 dense peak"),  # an MFU of 0.0
 ])
 def test_implausible_calibrations_are_refused(tmp_path: Path, rates: dict[str, float], needle: str) -> None:
     path = tmp_path / "cal.json"
@@ -257,3 +258,73 @@ def test_a_budget_stops_a_computation_at_its_next_checkpoint() -> None:
     checkpoint()  # outside: no budget, no limit
     with limited(Budget(0.0)), pytest.raises(TimeLimitExceeded, match="limit"):
         api.recommend({"workloads": [{"model": "qwen2-7b"}]})
+
+
+# ---------------------------------------------------------------- defects found by the adversarial review
+def test_mpt_heads_are_validated(tmp_path: Path) -> None:
+    """MPT calls its heads n_heads; a 0 there divided by zero (exit 1) before the check knew the key."""
+    config = {k: v for k, v in json.loads((Path(api.__file__).parents[1] / "workload" / "presets" / "mpt-7b.json")
+                                          .read_text()).items() if k != "_preset"}
+    for bad in (0, "x", [1], 0.5, False):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**config, "n_heads": bad}))
+        code, _, err = run("estimate", str(path), "--gpu", "rtx-4090", "--json")
+        assert code == 2 and "'n_heads' must be a whole number" in err, (bad, err)
+
+
+def test_a_zero_default_power_limit_is_not_a_crash(tmp_path: Path) -> None:
+    snapshot = json.loads((Path(__file__).parent / "fixtures" / "snapshots" / "healthy-h100-sxm.json").read_text())
+    snapshot["gpus"][0]["power_default_limit_w"] = 0
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snapshot))
+    code, out, _ = run("doctor", "--from", str(path), "--json")
+    assert code in (0, 1) and any(c["id"] == "power_limit" and c["status"] == "N/A"
+                                  for c in json.loads(out)["checks"])
+
+
+def test_outputs_never_replace_links_devices_or_pipes(tmp_path: Path) -> None:
+    """An atomic rename over /dev/null, a FIFO or a symlink would replace it with a plain file (it did, as root)."""
+    target = tmp_path / "real.md"
+    target.write_text("keep")
+    link = tmp_path / "link.md"
+    link.symlink_to(target)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (link, fifo, Path(os.devnull)):
+        code, _, err = run("recommend", "llama-3.2-1b", "--report", str(path))
+        assert code == 2 and "not a plain file" in err, (path, err)
+    assert link.is_symlink() and target.read_text() == "keep" and fifo.is_fifo()
+    assert Path(os.devnull).is_char_device()
+
+
+def test_the_report_never_overwrites_its_scenario(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("workloads:\n  - model: llama-3.2-1b\n")
+    code, _, err = run("recommend", "--scenario", str(scenario), "--report", str(scenario))
+    assert code == 2 and "is the --scenario file" in err and scenario.read_text().startswith("workloads")
+
+
+def test_serve_sim_spreads_the_load_over_replicas() -> None:
+    """--count 8 of single-GPU replicas takes 8x the rate one replica takes at the same latency."""
+    one = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", qps=4.0, requests=200)
+    eight = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", qps=32.0, requests=200, count=8)
+    assert eight.replicas == 8 and eight.planned_qps == pytest.approx(8 * one.planned_qps)
+    assert eight.at_rate.e2e_ms[1] == pytest.approx(one.at_rate.e2e_ms[1], rel=0.05)
+    capped = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", qps=4.0, requests=200, max_num_seqs=4)
+    assert capped.max_batch == 4
+
+
+def test_scale_takes_model_parallel_degrees() -> None:
+    code, out, err = run("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--tp", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)[0]["count"] == 2
+    code, out, _ = run("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--tokens", "1e9", "--json")
+    assert all(r["epoch_time_s"] == pytest.approx(1e9 / r["tokens_per_s"], rel=1e-3) for r in json.loads(out))
+
+
+def test_an_estimate_lies_inside_its_band() -> None:
+    for model, task in (("bert-base-uncased", "infer"), ("vit-b-16", "infer"), ("llama-3.1-8b", "train")):
+        _, out, _ = run("estimate", model, "--gpu", "h100-sxm-80gb", "--task", task, "--json")
+        block = json.loads(out)["perf"][task]
+        for key, likely in block["band"].items():
+            assert likely["low"] <= block[key] <= likely["high"], (model, key)

@@ -113,6 +113,8 @@ def test_the_host_must_be_this_server_and_every_response_carries_security_header
     assert local.get("/api/models", headers={"host": "localhost:8123"}).status_code == 200
     assert local.get("/api/models", headers={"host": "[::1]:8123"}).status_code == 200
     assert local.get("/api/models", headers={"host": "testserver"}).status_code == 400
+    for odd in ("localhost:8123@evil.example", "localhost:abc", "localhost:", "local host", "[::1]x"):
+        assert local.get("/api/models", headers={"host": odd}).status_code == 400, odd
     r = client.get("/fit")
     assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
     assert "script-src 'self'" in r.headers["content-security-policy"] and "<script>" not in r.text
@@ -125,6 +127,8 @@ def test_bodies_are_bounded_in_size_and_depth_and_never_echoed() -> None:
     huge = client.post("/api/diagnose", content=b'{"text": "' + b"x" * 26_000_000 + b'"}',
                        headers={"content-type": "application/json"})
     assert huge.status_code == 413
+    shouted = client.post("/api/estimate", content=deep, headers={"content-type": "Application/JSON"})
+    assert shouted.status_code == 413  # the depth guard reads the media type case-insensitively
     secret = "s" * 50_000
     r = client.post("/api/estimate", json={"model": "llama-3.1-8b", "gpu": "rtx-4090", "junk": secret})
     assert r.status_code == 422 and secret[:100] not in r.text and len(r.text) < 2000
@@ -149,3 +153,18 @@ def test_a_resnet_config_that_would_spin_for_ever_is_refused_at_once() -> None:
               "depths": [10**9, 10**9, 10**9, 10**9], "layer_type": "bottleneck"}
     r = client.post("/api/estimate", json={"config": config, "gpu": "t4"})
     assert r.status_code == 422 and "depths" in r.json()["detail"]
+
+
+def test_a_bug_answers_json_500_with_the_security_headers() -> None:
+    """An unhandled exception got Starlette's bare text 500, without nosniff/DENY/CSP, past the Guard middleware."""
+    app = create_app(ServeSettings(allow_host=("testserver",)))
+
+    def boom() -> None:
+        raise RuntimeError("secret-boom")
+
+    app.add_api_route("/boom", boom)
+    app.router.routes.insert(0, app.router.routes.pop())  # ahead of the page routes
+
+    r = TestClient(app, raise_server_exceptions=False).get("/boom")
+    assert r.status_code == 500 and "bug in gpuwise" in r.json()["detail"] and "secret-boom" not in r.text
+    assert r.headers["x-content-type-options"] == "nosniff" and "content-security-policy" in r.headers

@@ -189,9 +189,13 @@ def check_size(data: Any, *, origin: str, max_depth: int = MAX_DEPTH, max_nodes:
 
 # ---- writing ---------------------------------------------------------------------------------------------
 def check_writable(path: Path, *, what: str) -> None:
-    """Refuse, before any work, a target that is a folder or lies in a folder that does not exist."""
+    """Refuse, before any work, a target that is a folder, a link, a device or a pipe (an atomic rename would replace
+    it with a plain file: /dev/null among them), or lies in a folder that does not exist."""
     if path.is_dir():
         raise ConfigError(f"{what} {str(path)!r} is a folder; give a file name inside it, e.g. {path / 'out.json'}")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ConfigError(f"{what} {str(path)!r} is a link, device or pipe, not a plain file; give a file path "
+                          "(gpuwise writes files whole, by renaming a finished copy over the target)")
     if not path.parent.is_dir():
         raise ConfigError(f"folder {str(path.parent)!r} for the {what} does not exist; create it first "
                           f"(mkdir -p {path.parent})")

@@ -36,6 +36,7 @@ from gpuwise.workload.resolve import resolve_model
 
 ModelRef = str | Architecture
 CALIBRATION_ABOVE_PEAK = 1.25  # GeForce boost clocks run matmuls up to ~1.05x the spec; more is not this card
+CALIBRATION_BELOW_PEAK = 0.01  # a working card, even throttled, reaches more than 1% of its datasheet rates
 
 
 def model(name: ModelRef) -> Architecture:
@@ -100,12 +101,14 @@ def calibration_for(path: Path | str, card: GPU, catalog: Catalog) -> Calibratio
                           f"not {card.id}")
     for dtype, tflops in record.gemm_tflops.items():
         peak = card.peak_flops(dtype)
-        if peak and tflops * 1e12 > CALIBRATION_ABOVE_PEAK * peak:
-            raise ConfigError(f"calibration {str(path)!r}: {dtype} {tflops:,.1f} TFLOPS is above {card.id}'s "
-                              f"{peak / 1e12:,.1f} dense peak: not a measurement of this card")
-    if record.memory_gb_s and record.memory_gb_s > CALIBRATION_ABOVE_PEAK * card.memory_bandwidth_gb_s:
-        raise ConfigError(f"calibration {str(path)!r}: {record.memory_gb_s:,.0f} GB/s is above {card.id}'s "
-                          f"{card.memory_bandwidth_gb_s:,.0f} GB/s datasheet bandwidth")
+        if peak and not CALIBRATION_BELOW_PEAK * peak <= tflops * 1e12 <= CALIBRATION_ABOVE_PEAK * peak:
+            raise ConfigError(f"calibration {str(path)!r}: {dtype} {tflops:,.3g} TFLOPS is not within 1%-125% of "
+                              f"{card.id}'s {peak / 1e12:,.1f} dense peak: not a measurement of this card")
+    datasheet = card.memory_bandwidth_gb_s
+    if record.memory_gb_s and not CALIBRATION_BELOW_PEAK * datasheet <= record.memory_gb_s <= (
+            CALIBRATION_ABOVE_PEAK * datasheet):
+        raise ConfigError(f"calibration {str(path)!r}: {record.memory_gb_s:,.3g} GB/s is not within 1%-125% of "
+                          f"{card.id}'s {datasheet:,.0f} GB/s datasheet bandwidth")
     return Calibration(gemm_flops={k: v * 1e12 for k, v in record.gemm_tflops.items()},
                        memory_bytes_per_s=record.memory_gb_s * 1e9 if record.memory_gb_s else None)
 

@@ -12,6 +12,7 @@ from gpuwise.catalog.loading import build_records, discover_override_files
 from gpuwise.catalog.lookup import NameIndex, compact_key
 from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect, Segment, Vendor
 from gpuwise.errors import CatalogError, ConfigError
+from gpuwise.safe_io import excerpt
 
 FEATURES: Mapping[str, Callable[[GPU], bool]] = {
     "bf16": lambda g: g.bf16_dense_tflops is not None and g.software.bf16,
@@ -130,7 +131,7 @@ class Catalog:
 
 def _check_choice(what: str, value: str | None, accepted: Sequence[str]) -> None:
     if value is not None and value not in accepted:
-        raise ConfigError(f"unknown {what} {value!r}; use one of: {', '.join(accepted)}")
+        raise ConfigError(f"unknown {what} {excerpt(value, 40)}; use one of: {', '.join(accepted)}")
 
 
 def _check_references(catalog: Catalog) -> None:

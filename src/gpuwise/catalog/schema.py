@@ -35,6 +35,7 @@ ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
 
 
 FIGURE_MAX = 1e9  # no datasheet figure, price or count in the catalog's units comes near a billion
+FIGURE_MIN = 1e-3  # nor is any above zero this small (0.001 TFLOPS, GB, W, USD): such a figure is a typo
 
 
 class _Record(BaseModel):
@@ -45,6 +46,9 @@ class _Record(BaseModel):
         problem = outside(self, 0, FIGURE_MAX)
         if problem:
             raise ValueError(problem)
+        for name, value in self:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < FIGURE_MIN:
+                raise ValueError(f"{name} {value:g} is above 0 but below {FIGURE_MIN:g}: a typo in its units?")
         return self
 
 

@@ -39,7 +39,12 @@ def typed_job(given: Given, command: str) -> TrainJob | InferJob:
     task = str(values.pop("task", FIXED_TASK.get(command, "train")))
     if command in FIXED_TASK and task != FIXED_TASK[command]:
         raise ConfigError(f"`gpuwise {command}` is {FIXED_TASK[command]} only; leave --task out")
-    return make_job(task, command=command, **values)
+    # scale sweeps the GPU count itself, from the smallest one the model-parallel degrees allow
+    fixed: dict[str, object] | None = None
+    if command == "scale":
+        tp, pp = values.get("tp", 1), values.get("pp", 1)
+        fixed = {"count": tp * pp} if isinstance(tp, int) and isinstance(pp, int) else None
+    return make_job(task, command=command, fixed=fixed, **values)
 
 
 def _files(given: Given) -> tuple[Path, ...]:

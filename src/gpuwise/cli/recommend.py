@@ -63,6 +63,9 @@ def _recommend(given: Given) -> None:
     scenario, report = given.shell.get("scenario"), given.shell.get("report")
     if report is not None:
         check_writable(report, what="report")
+        if scenario is not None and Path(report).resolve() == Path(scenario).resolve():
+            raise ConfigError(f"--report {str(report)!r} is the --scenario file; writing it would destroy the "
+                              "scenario: give another file name")
     request = _scenario(scenario, given) if scenario is not None else _request_from_flags(given)
     result = api.recommend(request, calibration=tuple(given.shell.get("calibration") or ()),
                            catalog_files=tuple(given.shell.get("catalog") or ()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
@@ -86,7 +86,8 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     cost: CostFigures | None = None
     if catalog is not None:
         perf = (train_perf(arch, job, gpu, catalog, calibration=calibration) if isinstance(job, TrainJob)
-                else infer_perf(arch, job, gpu, catalog, calibration=calibration))
+                else replace(infer_perf(arch, job, gpu, catalog, calibration=calibration),
+                             replicas=job.count // job.tp))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
     return Estimate(model=arch, gpu=gpu, job=job, memory=memory,
                     warnings=memory.warnings + compatibility_warnings(arch, job, gpu), perf=perf, cost=cost)

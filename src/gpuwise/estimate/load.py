@@ -8,6 +8,7 @@ the SLO, and is reported beside it so the two derivations can be compared.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
@@ -33,21 +34,23 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
     rep = replica(arch, job, gpu, catalog, calibration=calibration)
     require_room(rep, arch, gpu)
+    replicas = job.count // job.tp  # a load balancer splits Poisson arrivals into Poisson arrivals per replica
 
     def run(rate: float) -> LoadResult:
-        stream = poisson_requests(rate, load.requests, job.input_len, output, seed=load.seed,
+        stream = poisson_requests(rate / replicas, load.requests, job.input_len, output, seed=load.seed,
                                   exponential_lengths=load.length_dist == "exponential")
-        return simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
-                        kv_capacity_tokens=rep.kv_capacity_tokens)
+        one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
+                       kv_capacity_tokens=rep.kv_capacity_tokens)
+        return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
     slo_s = load.p99_ms / 1e3 if load.p99_ms is not None else None
     planned = capacity(rep, slo_s=slo_s, slo=load.slo)
     best_rate, at_best = None, None
     if load.p99_ms is not None:
-        bracket = dict(low=planned.rate_qps / 8, high=planned.rate_qps * 8, iterations=10) if (
-            planned.rate_qps > 0) else {}
+        total = planned.rate_qps * replicas
+        bracket = dict(low=total / 8, high=total * 8, iterations=10) if total > 0 else {}
         best_rate, at_best = highest_rate(run, p99_ms=load.p99_ms, key=load.slo, **bracket)  # type: ignore[arg-type]
-    at_rate_p99 = planned.p99_s(load.qps)
+    at_rate_p99 = planned.p99_s(load.qps / replicas)
     return ServingReport(run(load.qps), load.p99_ms, load.slo, best_rate, at_best, rep.max_num_seqs,
-                         rep.kv_capacity_tokens, planned.rate_qps,
-                         at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None)
+                         rep.kv_capacity_tokens, planned.rate_qps * replicas,
+                         at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas)

@@ -223,9 +223,12 @@ def model_flops_per_token(arch: Architecture, seq: int, *, weight_gradients: boo
     """Training model FLOPs per token, PaLM appendix B: 6N + 12 L h_a s (attention; no recompute).
 
     N counts the active parameters that multiply (embedding lookups excluded, a tied head included); the
-    attention term counts the full s x s matrix, as PaLM and llm-foundry do when they report MFU.
+    attention term counts the full s x s matrix, as PaLM and llm-foundry do when they report MFU -- twice what a
+    causal kernel computes, so at long sequences this MFU can pass the hardware's utilisation. Per block: heads x
+    (key + value dims) over the tokens a layer attends (its window, if it slides); linear attention has no s term.
     """
-    attention = 12 * arch.layers * arch.heads * arch.head_dim * seq
+    attention = sum(6 * b.count * b.attention.heads * (b.attention.head_dim + b.attention.value_dim)
+                    * min(seq, b.attention.window or seq) for b in arch.blocks if b.attention.kind != "linear")
     params = arch.active_params - arch.params.embedding + (arch.params.embedding if arch.params.head == 0
                                                           and arch.lm_head else 0)
     # frozen weights (LoRA/QLoRA) skip their weight-gradient GEMMs: 2N forward + 2N input gradients

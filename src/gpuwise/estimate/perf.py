@@ -56,6 +56,7 @@ class InferPerf:
     e2e_latency_ms: float | None = None
     samples_per_s: float | None = None
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    replicas: int = 1  # --count / --tp copies, each serving the job's batch: the figures above are one replica's
 
 
 def _train_dtype(precision: str) -> Dtype:
@@ -213,7 +214,10 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
         samples_per_s=tokens_per_s / seq, mfu=mfu,
         epoch_time_s=job.tokens / tokens_per_s if job.tokens else None, bound=bound, compute_s=compute,
         communication_s=comm + slowdown, bubble_s=bubble, top_ops=_top(by_op, step),
-        assumptions=_train_assumptions(m, job, microbatches),
+        assumptions=_train_assumptions(m, job, microbatches) + (
+            ("MFU counts the full s x s attention matrix (PaLM appendix B, as llm-foundry and torchtitan report "
+             "it); a causal kernel computes half of it, so at this sequence length MFU overstates the hardware's "
+             "utilisation and can pass 100%",) if mfu > 0.9 * m.gemm_efficiency else ()),
     )
 
 

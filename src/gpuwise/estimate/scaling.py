@@ -26,6 +26,7 @@ class ScaleRow:
     tokens_per_s_per_gpu: float
     communication_share: float
     efficiency: float | None  # tokens/s per GPU relative to the smallest count that fits (None: unknown)
+    epoch_time_s: float | None = None  # the job's --tokens at this count (None: no --tokens)
 
 
 def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
@@ -50,6 +51,6 @@ def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
             step_time_s=perf.step_time_s, tokens_per_s=perf.tokens_per_s,
             tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu,
             communication_share=perf.communication_s / perf.step_time_s,
-            efficiency=perf.tokens_per_s_per_gpu / base if base else None,
+            efficiency=perf.tokens_per_s_per_gpu / base if base else None, epoch_time_s=perf.epoch_time_s,
         ))
     return rows

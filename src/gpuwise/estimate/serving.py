@@ -237,3 +237,4 @@ class ServingReport:
     kv_capacity_tokens: float
     planned_qps: float  # the closed-form capacity the recommender plans with (estimate/serving_capacity.py)
     planned_p99_ms: float | None  # the closed form's P99 at the simulated rate (None: unstable there)
+    replicas: int = 1  # --count / --tp replicas behind a load balancer; rates and throughputs are their sum

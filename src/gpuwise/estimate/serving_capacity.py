@@ -75,7 +75,7 @@ def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     memory = inference_memory(arch, one, capacity_bytes=gpu.memory_bytes)
     room = max(memory.kv_budget_bytes or 0.0, 0.0)
     kv_tokens = room / kv_bytes_per_token(arch, one) if kv_bytes_per_token(arch, one) > 0 else math.inf
-    max_seqs = int(C.MAX_NUM_SEQS.value)
+    max_seqs = job.max_num_seqs or int(C.MAX_NUM_SEQS.value)
     step = step_table(lambda b, c: decode_step_s(arch, one, gpu, catalog, batch=b, context=c,
                                                  calibration=calibration), max_seqs, job.input_len + job.output_len / 2)
     prefills: dict[int, float] = {}

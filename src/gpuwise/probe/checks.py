@@ -87,7 +87,7 @@ def pcie_link(g: GpuReading, card: GPU | None) -> Check:
 
 
 def power_limit(g: GpuReading, card: GPU | None) -> Check:
-    if g.power_limit_w is None or g.power_default_limit_w is None:
+    if g.power_limit_w is None or not g.power_default_limit_w:  # a default of 0 W: the driver does not report one
         return _na("power_limit", g.index, "power limit")
     measured = f"{g.power_limit_w:,.0f} W enforced"
     expected = f"{g.power_default_limit_w:,.0f} W default" + (f", {card.tdp_w:,.0f} W datasheet" if card else "")

@@ -92,6 +92,9 @@ class Workload(_Model):
             raise ValueError("--qps/--p99-ms are serving targets; use --task infer")
         if self.task == "infer" and self.deadline_hours is not None:
             raise ValueError("--deadline-hours is a training target; use --task train")
+        if self.qps is not None and self.options.batch != 1:
+            raise ValueError("--batch with --qps: under load the batch is what the arrivals make it; cap it with "
+                             "--max-num-seqs")
         return self
 
     @property

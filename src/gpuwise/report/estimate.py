@@ -101,6 +101,7 @@ def perf_json(est: Estimate) -> dict[str, Any]:
     if est.memory.max_concurrency is not None:
         infer["max_concurrency"] = est.memory.max_concurrency
     infer["band"] = band
+    infer["replicas"] = perf.replicas  # the figures are one replica's; throughput adds up over replicas
     return {"bound": perf.bound, "infer": _rounded(infer), "top_ops": _ops(perf.top_ops)}
 
 

@@ -22,14 +22,16 @@ def scale_row_json(row: ScaleRow) -> dict[str, Any]:
 def scale_table(model: str, gpu: str, rows: list[ScaleRow]) -> Table:
     table = Table(title=f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "
                         "that fits)", title_justify="left")
+    timed = any(r.epoch_time_s for r in rows)
     for header in ("GPUs", "nodes", "GiB/GPU", "fits", "step s", "tokens/s", "tokens/s/GPU", "comm share",
-                   "efficiency"):
+                   "efficiency", *(("hours for --tokens",) if timed else ())):
         table.add_column(header, justify="right")
     for r in rows:
+        hours = (f"{r.epoch_time_s / 3600:,.1f}" if r.epoch_time_s else "—",) if timed else ()
         table.add_row(str(r.count), str(r.nodes), f"{r.per_gpu_gb * 1e9 / 2**30:,.1f}",
                       "yes" if r.fits else "[red]no[/red]",
                       f"{r.step_time_s:,.3f}", f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s_per_gpu:,.0f}",
-                      f"{r.communication_share:.0%}", f"{r.efficiency:.0%}" if r.efficiency else "—")
+                      f"{r.communication_share:.0%}", f"{r.efficiency:.0%}" if r.efficiency else "—", *hours)
     return table
 
 
@@ -50,7 +52,8 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
     return {"at_rate": _load_json(report.at_rate), "slo_p99_ms": report.slo_p99_ms, "slo": report.slo_key,
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
             "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
-            "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms}}
+            "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms},
+            "replicas": report.replicas}
 
 
 def serving_view(report: ServingReport) -> Group:
@@ -64,9 +67,10 @@ def serving_view(report: ServingReport) -> Group:
                       "/".join(f"{v:,.0f}" for v in result.e2e_ms), f"{result.mean_batch:.1f}",
                       f"{result.throughput_tokens_per_s:,.0f}",
                       "saturated" if result.saturated else ("" if result.steady else "too few requests"))
-    lines: list[Any] = [table, f"KV cache room: {report.kv_capacity_tokens:,.0f} tokens; batch limit "
-                               f"{report.max_batch} sequences; the recommender's closed form plans "
-                               f"{report.planned_qps:,.2f} QPS per replica"]
+    over = f" over {report.replicas} replicas" if report.replicas > 1 else ""
+    lines: list[Any] = [table, f"KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
+                               f"{report.max_batch} sequences per replica; the recommender's closed form plans "
+                               f"{report.planned_qps:,.2f} QPS{over}"]
     if not report.at_rate.steady:
         lines.append(f"[yellow]note:[/yellow] {report.at_rate.requests} requests are fewer than 4x the "
                      f"{report.at_rate.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
@@ -99,6 +103,8 @@ def perf_lines(est: Estimate) -> str:
             text = (f"TTFT {_likely('infer', 'ttft_ms', perf.ttft_ms, ',.1f')} ms, TPOT {perf.tpot_ms:,.2f} ms, "
                     f"{_likely('infer', 'decode_tokens_per_s', perf.decode_tokens_per_s, ',.0f')} tokens/s while "
                     f"decoding, end-to-end {perf.e2e_latency_ms:,.0f} ms, {perf.bound}-bound")
+        if perf.replicas > 1:
+            text += f"; each of {perf.replicas} replicas (x{perf.replicas} the throughput)"
     else:
         return ""
     top = ", ".join(f"{name} {share:.0%}" for name, share in perf.top_ops[:5])

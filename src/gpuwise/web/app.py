@@ -71,7 +71,7 @@ def _model(body: EstimateBody) -> Any:
         if len(json.dumps(body.config)) > MAX_CONFIG_BYTES:
             raise HTTPException(413, detail="config.json larger than 1 MB")
         name = body.config.get("_name_or_path")
-        return api.model_from_config(body.config, name=str(name)[:200] if isinstance(name, str) else
+        return api.model_from_config(body.config, name=str(name)[:60] if isinstance(name, str) else
                                      "uploaded config.json")
     if not body.model:
         raise HTTPException(422, detail="give 'model' (a preset id such as llama-3.1-8b) or upload 'config'")
@@ -112,7 +112,7 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
 
     @app.exception_handler(GpuwiseError)
     async def gpuwise_error(_: Request, exc: GpuwiseError) -> JSONResponse:
-        return JSONResponse(status_code=http_status_for(exc), content={"detail": str(exc)[:1000]})
+        return JSONResponse(status_code=http_status_for(exc), content={"detail": str(exc)[:600]})
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -31,13 +32,21 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+
+
 def host_name(header: str) -> str:
     """The host part of a Host header, without the port: ``[::1]:8000`` -> ``::1``, ``Example.com:80`` ->
-    ``example.com``."""
+    ``example.com``; "" for anything that is not a host and an optional numeric port (``a:8000@evil.com``)."""
     value = header.strip().lower()
     if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+        end = value.find("]")
+        port = value[end + 1:] if end > 0 else "x"
+        return value[1:end] if port == "" or (port[:1] == ":" and port[1:].isdigit()) else ""
+    host, colon, port = value.partition(":")
+    if (colon and not port.isdigit()) or not host or not set(host) <= _HOST_CHARS:
+        return ""
+    return host
 
 
 async def _answer(send: Send, status: int, detail: str) -> None:
@@ -53,7 +62,9 @@ class Guard:
 
     def __init__(self, app: ASGIApp, *, allowed_hosts: tuple[str, ...]) -> None:
         self.app = app
-        self.allowed = {host_name(h) for h in allowed_hosts}
+        # an allowed name may be a bare IPv6 address (::1), which a Host header brackets
+        self.allowed = {h.strip().lower() if h.count(":") > 1 and "[" not in h else host_name(h)
+                        for h in allowed_hosts} - {""}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,10 +83,17 @@ class Guard:
         if body is None:
             await _answer(send, 413, f"request body larger than {MAX_BODY_BYTES:,} bytes")
             return
-        if "json" in headers.get("content-type", "") and json_depth(body.decode("utf-8", "replace")) > MAX_BODY_DEPTH:
+        is_json = "json" in headers.get("content-type", "").lower()
+        if is_json and json_depth(body.decode("utf-8", "replace")) > MAX_BODY_DEPTH:
             await _answer(send, 413, f"request body nested more than {MAX_BODY_DEPTH} levels deep")
             return
-        await self.app(scope, _replay(body, receive), _with_headers(send))
+        sent = _with_headers(send)
+        try:
+            await self.app(scope, _replay(body, receive), sent)
+        except Exception:  # a bug: answer a JSON 500 with the same headers, never the server's bare text page
+            logging.getLogger("gpuwise.web").exception("unhandled error in %s", scope.get("path", "?"))
+            if not sent.started:  # type: ignore[attr-defined]
+                await _answer(send, 500, "internal error; this is a bug in gpuwise, please report it")
 
     @staticmethod
     async def _body(receive: Receive) -> bytes | None:
@@ -110,8 +128,10 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 def _with_headers(send: Send) -> Send:
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
+            wrapped.started = True  # type: ignore[attr-defined]
             present = {k.lower() for k, _ in message.get("headers", [])}
             message["headers"] = [*message.get("headers", []), *(h for h in HEADERS if h[0] not in present)]
         await send(message)
 
+    wrapped.started = False  # type: ignore[attr-defined]
     return wrapped

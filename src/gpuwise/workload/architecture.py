@@ -157,7 +157,10 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
         return Architecture(name=name, family=family, kind="cnn", params=params, hidden=0, layers=0, heads=0,
                             kv_heads=0, head_dim=0, intermediate=0, gated_mlp=False, vocab=0,
                             max_positions=None, source=source, config=dict(config))
-    shape = _shape(config)
+    try:
+        shape = _shape(config)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise ConfigError(f"{name}: config.json does not describe a {family} model: {excerpt(str(exc), 80)}") from None
     _check_positive(name, shape)
     kind = _kind(family)
     experts = int(config.get("num_local_experts") or config.get("num_experts") or 0)

@@ -19,25 +19,40 @@ EXPERTS_MAX = 100_000
 RESNET_BLOCKS_MAX = 10_000
 PARAMS_MAX = 10**14  # ten times the largest published model; a count beyond is a typo or an attack
 
-_LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers")
-_EXPERT_KEYS = ("num_local_experts", "num_experts", "num_experts_per_tok")
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers", "depth",
+               "first_k_dense_replace", "mtp_num_hidden_layers", "num_nextn_predict_layers", "vt_num_hidden_layers")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts", "n_shared_experts")
 _SIZE_KEYS = (
     "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
     "n_embd", "n_head", "n_head_kv", "n_inner", "num_heads", "num_kv_heads", "d_model", "d_ff", "d_kv", "ffn_dim",
     "ffn_hidden_size", "embedding_size", "moe_intermediate_size", "shared_expert_intermediate_size",
     "decoder_sparse_step", "max_position_embeddings", "n_positions", "max_seq_len", "type_vocab_size", "num_labels",
     "num_channels", "image_size", "patch_size", "word_embed_proj_dim", "relative_attention_num_buckets",
-    "num_ln_in_parallel_attn",
+    "num_ln_in_parallel_attn", "n_heads",
+    # 2025-2026 decoders (workload/families.py)
+    "linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "linear_conv_kernel_dim", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "index_n_heads", "index_head_dim", "index_topk", "intermediate_size_mlp", "attention_chunk_size",
+    "full_attention_interval", "sliding_window_pattern", "interleave_moe_layer_step", "no_rope_layer_interval",
+    # vision towers
+    "out_hidden_size", "spatial_merge_size", "temporal_patch_size", "num_position_embeddings", "in_chans",
+    "in_channels", "projector_input_dim", "projector_output_dim", "vision_output_dim", "vt_hidden_size",
+    "vt_intermediate_size", "mm_hidden_size", "init_pos_emb_height", "init_pos_emb_width",
 )
 _MAY_BE_ZERO = {"num_key_value_heads", "num_local_experts", "num_experts", "num_experts_per_tok", "type_vocab_size",
                 "shared_expert_intermediate_size", "num_labels", "n_inner", "n_head_kv", "num_kv_heads", "head_dim",
-                "embedding_size", "word_embed_proj_dim", "d_kv"}
+                "embedding_size", "word_embed_proj_dim", "d_kv", "q_lora_rank", "n_shared_experts",
+                "first_k_dense_replace", "mtp_num_hidden_layers", "num_nextn_predict_layers", "index_n_heads",
+                "index_head_dim"}
 _BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "new_decoder_architecture",
               "multi_query", "bias", "enable_bias", "do_layer_norm_before", "no_bias", "qkv_bias", "is_gated_act",
               "downsample_in_first_stage", "_remove_final_layer_norm", "is_encoder_decoder")
 _FRACTION_KEYS = ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop", "dropout_rate",
                   "hidden_dropout_prob", "hidden_dropout", "resid_pdrop", "dropout")
 _TEXT_KEYS = ("model_type", "feed_forward_proj", "layer_type", "_name_or_path", "_class_name")
+_NAME_LISTS = ("layer_types", "mlp_layer_types")  # per layer: "full_attention", "sliding_attention", "dense", ...
+_INDEX_LISTS = ("mlp_only_layers", "moe_layers", "merge_kernel_size")
+_NESTED = ("text_config", "vision_config")  # multimodal wrappers: each sub-config is checked like the top level
 
 
 def _whole(value: object) -> bool:
@@ -99,14 +114,20 @@ def _check_attention(name: str, config: Mapping[str, Any]) -> None:
 
 
 def _check_experts(name: str, config: Mapping[str, Any]) -> None:
-    experts = config.get("num_local_experts") or config.get("num_experts") or 0
+    experts = config.get("num_local_experts") or config.get("num_experts") or config.get("n_routed_experts") or 0
     top = config.get("num_experts_per_tok")
-    if experts > 1 and top is not None and not 1 <= top <= experts:
+    if experts >= 1 and top is not None and not 1 <= top <= experts:
         raise ConfigError(f"{name}: config.json num_experts_per_tok {top} must be from 1 to the {experts} experts")
-    only = config.get("mlp_only_layers")
-    if only is not None and (not isinstance(only, list) or len(only) > LAYERS_MAX or not all(
-            _whole(n) and 0 <= n < LAYERS_MAX for n in only)):
-        raise _fail(name, "mlp_only_layers", "a list of layer indices", only)
+    for key in _INDEX_LISTS:
+        values = config.get(key)
+        if values is not None and (not isinstance(values, list) or len(values) > LAYERS_MAX or not all(
+                _whole(n) and 0 <= n < LAYERS_MAX for n in values)):
+            raise _fail(name, key, "a list of layer indices", values)
+    for key in _NAME_LISTS:
+        values = config.get(key)
+        if values is not None and (not isinstance(values, list) or len(values) > LAYERS_MAX or not all(
+                isinstance(v, str) and len(v) <= 64 for v in values)):
+            raise _fail(name, key, "a list of layer kinds, one per layer", values)
 
 
 def _check_resnet(name: str, config: Mapping[str, Any]) -> None:
@@ -125,6 +146,16 @@ def _check_resnet(name: str, config: Mapping[str, Any]) -> None:
 
 def check_config(name: str, config: Mapping[str, Any]) -> None:
     """Raise a one-line ConfigError naming the first key that no real model of its family could have."""
+    for key in _NESTED:
+        nested = config.get(key)
+        if nested is not None:
+            if not isinstance(nested, Mapping):
+                raise _fail(name, key, "a mapping (the sub-model's config)", nested)
+            _check_one(f"{name} {key}", nested)
+    _check_one(name, config)
+
+
+def _check_one(name: str, config: Mapping[str, Any]) -> None:
     _check_kinds(name, config)
     _check_numbers(name, config)
     _check_attention(name, config)

@@ -34,6 +34,12 @@ HARDWARE, TRAINING, INFERENCE, LOAD = "Job: hardware and parallelism", "Job: tra
 _TASK_FLAG = Flag(frozenset({"estimate", "fit", "recommend"}), HARDWARE, accepted=("train", "infer"))
 _TASK_HELP = "train (fine-tuning, pre-training) or infer (serving, generation)"
 TP_CHOSEN = "recommend picks the smallest tensor-parallel degree that fits each GPU for serving; leave --tp out"
+_ONE_REPLICA = ("serves from replicas of --tp GPUs inside one machine; machines and the links between them do not "
+                "change a replica's answer: leave it out")
+_MEMORY_ONLY = "fit answers memory per GPU, which machines and links do not change: leave it out"
+_FIT_REPLICA = "fit answers the memory of one replica of --tp GPUs; leave --count out"
+_NO_NODES = {("estimate", "infer"): "inference " + _ONE_REPLICA, ("serve-sim", "infer"): "serve-sim " + _ONE_REPLICA,
+             ("fit", "train"): _MEMORY_ONLY, ("fit", "infer"): _MEMORY_ONLY}
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "method": get_args(Method), "precision": get_args(Precision), "optimizer": get_args(Optimizer),
@@ -46,16 +52,18 @@ CHOICES: dict[str, tuple[str, ...]] = {
 class _Job(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    count: Annotated[int, Field(ge=1, le=65536), Flag(_SIZED, HARDWARE)] = Field(
-        default=1, description="GPUs in the job")
-    nodes: Annotated[int, Field(ge=1, le=8192), Flag(_SIZED, HARDWARE)] = Field(
+    count: Annotated[int, Field(ge=1, le=65536), Flag(_SIZED, HARDWARE, refused={("fit", "infer"): _FIT_REPLICA})] = (
+        Field(default=1, description="GPUs in the job (infer: --count / --tp replicas share the load)"))
+    nodes: Annotated[int, Field(ge=1, le=8192), Flag(_SIZED, HARDWARE, refused=_NO_NODES)] = Field(
         default=1, description="machines the GPUs sit in")
-    network: Annotated[str | None, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9.-]*$"), Flag(_ALL, HARDWARE)] = (
+    network: Annotated[str | None, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9.-]*$"),
+                       Flag(_ALL, HARDWARE, refused=_NO_NODES)] = (
         Field(default=None, description="catalog id of the link between nodes: ib-ndr, ib-hdr, eth-400g ..."))
     tp: Annotated[int, Field(ge=1, le=1024), Flag(_ALL, HARDWARE, refused={("recommend", "infer"): TP_CHOSEN})] = (
         Field(default=1, description="tensor-parallel degree"))
-    batch: Annotated[int, Field(ge=1, le=1_000_000), Flag(_ALL, HARDWARE)] = Field(
-        default=1, description="micro-batch per GPU (train) or concurrent sequences (infer)")
+    batch: Annotated[int, Field(ge=1, le=1_000_000), Flag(_ALL, HARDWARE, refused={("serve-sim", "infer"): (
+        "under load the batch is what the arrivals make it; cap it with --max-num-seqs")})] = Field(
+        default=1, description="micro-batch per GPU (train) or concurrent sequences per replica (infer)")
     flash_attn: Annotated[bool, Flag(_ALL, HARDWARE)] = Field(
         default=True, description="FlashAttention / fused SDPA kernels: no s x s score tensor")
 
@@ -98,7 +106,7 @@ class TrainJob(_Job):
         default=16, description="LoRA rank r")
     lora_targets: Annotated[LoraTargets, Flag(_TRAIN, TRAINING)] = Field(
         default="all-linear", description="linears the adapters train: attention projections or all of them")
-    tokens: Annotated[float | None, Field(gt=0, le=1e16), Flag(_TRAIN, TRAINING)] = Field(
+    tokens: Annotated[float | None, Field(gt=0, le=1e16), Flag(_TRAIN - {"fit"}, TRAINING)] = Field(
         default=None, description="tokens in one epoch (one job)")
     global_batch: Annotated[int | None, Field(ge=1, le=1_000_000_000), Flag(_TRAIN, TRAINING)] = Field(
         default=None, description="sequences per optimizer step: gives the gradient accumulation")
@@ -174,6 +182,10 @@ class InferJob(_Job):
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=256, description="generated tokens")
     engine: Annotated[Engine, Flag(_INFER, INFERENCE)] = Field(default="vllm", description="serving engine")
+    max_num_seqs: Annotated[int | None, Field(ge=1, le=100_000), Flag(frozenset({"serve-sim", "recommend"}),
+                                                                        INFERENCE)] = Field(
+        default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "
+                                  "default: the engine's 256)")
 
     @model_validator(mode="after")
     def _coherent(self) -> InferJob:
