@@ -39,9 +39,15 @@ _INFER_ROWS: tuple[tuple[Callable[[InferJob], bool], Requirement], ...] = (
      Requirement("vllm", True, "stack", "vLLM does not run on {stack} for {gpu}; choose another --engine")),
     (lambda j: j.engine == "trtllm",
      Requirement("cuda", True, "stack", "TensorRT-LLM runs on NVIDIA GPUs (CUDA) only, not on {gpu}")),
-    (lambda j: j.quant == "fp8",
-     Requirement("fp8", False, "feature", "{gpu} has no FP8 support; fp8 weights would be upcast (or rejected by "
-                                          "the engine)")),
+    (lambda j: j.weights in ("fp8", "fp8-block"),
+     Requirement("fp8", False, "feature", "{gpu} has no FP8 tensor cores (its datasheet lists no FP8 rate; FP8 "
+                                          "arrives with Ada and Hopper): the engine runs FP8 weights through a "
+                                          "weight-only kernel at the 16-bit rate")),
+    (lambda j: j.weights in ("mxfp4", "nvfp4"),
+     Requirement("fp4", False, "feature", "{gpu} has no FP4 tensor cores (its datasheet lists no FP4 rate; FP4 "
+                                          "arrives with Blackwell): the engine dequantizes these weights to 16-bit "
+                                          "in a weight-only kernel -- the memory saving holds, the matmuls run at "
+                                          "the 16-bit rate")),
 )
 _FLASH = Requirement("flash-attention-2", False, "stack",
                      "FlashAttention-2 does not support {gpu}; PyTorch SDPA (memory-efficient) is the fallback")

@@ -38,6 +38,26 @@ GGUF_Q4_K_M_BITS = Constant(
     "llama.cpp tools/quantize help: Q4_K_M of Llama-3-8B (8.03e9 params) is 4.58 GiB -> 4.58*2^30*8/8.03e9",
 )
 FP8_BITS = Constant(8.0, "bits/param", "OCP FP8 formats (E4M3): one byte per weight; per-tensor scales negligible")
+FP8_BLOCK_BITS = Constant(
+    8 + 32 / (128 * 128), "bits/param",
+    "DeepSeek-V3 config.json quantization_config weight_block_size [128, 128] with one fp32 weight_scale_inv per "
+    "block (README_WEIGHTS.md 'FP8 Weight Documentation'): 8 + 32/16384 bits",
+)
+MXFP4_BITS = Constant(
+    4.25, "bits/param",
+    "OCP Microscaling Formats (MX) v1.0 spec, sec. 5: MXFP4 = blocks of 32 FP4 (E2M1) elements sharing one 8-bit "
+    "E8M0 scale: (32 x 4 + 8) / 32 bits",
+)
+NVFP4_BITS = Constant(
+    4.5, "bits/param",
+    "NVIDIA, 'Introducing NVFP4' (developer blog, 2025) and the Blackwell architecture docs: 16 FP4 (E2M1) values "
+    "share one FP8 (E4M3) scale, plus one fp32 scale per tensor: (16 x 4 + 8) / 16 bits",
+)
+INT4_GROUP128_SYMMETRIC_BITS = Constant(
+    4 + 16 / 128, "bits/param",
+    "weight-only INT4 with one 16-bit scale per group of 128 and no zero point (compressed-tensors W4A16 "
+    "'pack-quantized' group strategy, Marlin kernels): 4 + 16/128 bits",
+)
 INT8_BITS = Constant(8.0, "bits/param", "LLM.int8() / W8A8: one byte per weight; per-row scales negligible")
 
 # ---- training state, bytes per parameter (Hugging Face docs, 'Model training anatomy') -----------------

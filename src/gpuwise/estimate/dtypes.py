@@ -11,7 +11,9 @@ from gpuwise.estimate import constants as C
 
 BITS: dict[str, float] = {
     "fp32": 32.0, "tf32": 32.0, "bf16": 16.0, "fp16": 16.0, "pure-bf16": 16.0,
-    "fp8": C.FP8_BITS.value, "int8": C.INT8_BITS.value, "nf4": C.NF4_DOUBLE_QUANT_BITS.value,
+    "fp8": C.FP8_BITS.value, "fp8-block": C.FP8_BLOCK_BITS.value, "int8": C.INT8_BITS.value,
+    "nf4": C.NF4_DOUBLE_QUANT_BITS.value, "mxfp4": C.MXFP4_BITS.value, "nvfp4": C.NVFP4_BITS.value,
+    "int4": C.INT4_GROUP128_SYMMETRIC_BITS.value,
     "awq-int4": C.INT4_GROUP128_BITS.value, "gptq-int4": C.INT4_GROUP128_BITS.value,
     "gguf-q4_k_m": C.GGUF_Q4_K_M_BITS.value, "gguf-q8_0": C.GGUF_Q8_0_BITS.value,
 }

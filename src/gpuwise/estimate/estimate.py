@@ -12,7 +12,7 @@ from gpuwise.estimate.perf import InferPerf, TrainPerf, infer_perf, train_perf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_memory import inference_memory, weight_bytes
 from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import Job, TrainJob
+from gpuwise.workload.job import InferJob, Job, TrainJob
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
     require_tp(arch, job.tp)
+    if isinstance(job, InferJob):
+        job = job.for_checkpoint(arch.checkpoint)  # the checkpoint's weight format unless --quant says otherwise
     if isinstance(job, TrainJob):
         memory = training_memory(arch, job, capacity_bytes=gpu.memory_bytes)
     else:

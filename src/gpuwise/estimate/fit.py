@@ -109,12 +109,12 @@ def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[s
 
 def _inference_edits(job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
-    if job.quant in ("fp32", "bf16", "fp16", "fp8", "int8"):
+    if job.weights in ("fp32", "bf16", "fp16", "fp8", "fp8-block", "int8"):
         edits.append(("--quant awq-int4", "4-bit AWQ weights", "small quality loss", {"quant": "awq-int4"}))
-    if job.engine == "llamacpp" and job.quant != "gguf-q4_k_m":
+    if job.engine == "llamacpp" and job.weights != "gguf-q4_k_m":
         edits.append(("--quant gguf-q4_k_m", "4-bit GGUF (llama.cpp Q4_K_M)", "small quality loss; llama.cpp",
                       {"quant": "gguf-q4_k_m"}))
-    if job.quant in ("fp32", "bf16", "fp16") and gpu.software.fp8:
+    if job.weights in ("fp32", "bf16", "fp16") and gpu.software.fp8:
         edits.append(("--quant fp8", "FP8 weights", "minimal quality loss", {"quant": "fp8"}))
     if job.kv_dtype != "fp8":
         edits.append(("--kv-dtype fp8", "FP8 KV cache", "minimal quality loss", {"kv_dtype": "fp8"}))
@@ -184,6 +184,8 @@ class FitReport:
 
 
 def fit(arch: Architecture, job: Job, gpu: GPU) -> FitReport:
+    if isinstance(job, InferJob):
+        job = job.for_checkpoint(arch.checkpoint)
     result = estimate(arch, job, gpu)
     biggest = largest_batch(arch, job, gpu)
     accumulation = None

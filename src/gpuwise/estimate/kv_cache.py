@@ -38,7 +38,7 @@ def state_bytes_per_sequence(arch: Architecture, job: InferJob) -> float:
     total = 0.0
     for block in arch.caching_blocks:
         recurrent, conv = block.attention.state_elements
-        total += block.count * (recurrent * RECURRENT_STATE_BYTES + conv * activation_bytes(job.quant))
+        total += block.count * (recurrent * RECURRENT_STATE_BYTES + conv * activation_bytes(job.weights))
     return total / job.tp
 
 
@@ -60,16 +60,19 @@ def cached_tokens(arch: Architecture, context: float) -> float:
 
 
 def describe_cache(arch: Architecture) -> str:
-    """``2 x 32 layers x 8 KV heads x 128 dims per token`` and the like, block by block."""
+    """``2 x 32 layers x 8 KV heads x 128 dims per token`` and the like, per kind of attention."""
+    counts: dict[Attention, int] = {}
+    for block in arch.caching_blocks:  # blocks that differ only in their MLP share one cache shape
+        counts[block.attention] = counts.get(block.attention, 0) + block.count
     parts = []
-    for block in arch.caching_blocks:
-        a = block.attention
+    for a, count in counts.items():
         if a.kind == "mla":
-            parts.append(f"{block.count} MLA layers x ({a.kv_lora_rank} latent + {a.rope_dim} RoPE) per token")
+            indexer = f" + {a.indexer_dim} indexer key" if a.indexer_dim else ""
+            parts.append(f"{count} MLA layers x ({a.kv_lora_rank} latent + {a.rope_dim} RoPE{indexer}) per token")
         elif a.kind == "linear":
-            parts.append(f"{block.count} linear-attention layers x a {a.kv_heads} x {a.head_dim} x {a.value_dim} "
+            parts.append(f"{count} linear-attention layers x a {a.kv_heads} x {a.head_dim} x {a.value_dim} "
                          "state per sequence")
         else:
             window = f" (the last {a.window:,} tokens)" if a.window else ""
-            parts.append(f"2 x {block.count} layers x {a.kv_heads} KV heads x {a.head_dim} dims per token{window}")
+            parts.append(f"2 x {count} layers x {a.kv_heads} KV heads x {a.head_dim} dims per token{window}")
     return "; ".join(parts) or "none"

@@ -16,6 +16,7 @@ roofline.py applies per expert, not per layer).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpuwise.estimate.roofline import Op
@@ -39,6 +40,7 @@ class Pass:
     loss: bool = False  # cross-entropy over the logits (training)
     lm_head: bool = True
     absorb_mla: bool = True  # decode MLA on its latent (serving engines) rather than re-expanding every key
+    expert_bytes: float | None = None  # per routed-expert weight, when the format covers the experts only
 
     @property
     def tokens(self) -> int:
@@ -53,6 +55,17 @@ def _gemm(name: str, tokens: int, d_in: float, d_out: float, p: Pass, weight_byt
     flops = 2.0 * tokens * d_in * d_out
     moved = d_in * d_out * weight_bytes + tokens * (d_in + d_out) * p.act_bytes
     return Op(name, "gemm", flops * count, moved * count, count)
+
+
+MMA_TILE_ROWS = 16  # rows of the smallest tensor-core tile a grouped GEMM pads each expert's tokens to (PTX ISA
+# mma.sync .m16n8k16; vLLM's fused_moe configs use BLOCK_SIZE_M >= 16)
+
+
+def tile_row_fill(tokens_per_expert: float) -> float:
+    """Share of the padded tile rows that hold tokens: 1 token per expert uses 1 of 16, 24 use 24 of 32."""
+    if tokens_per_expert >= 8 * MMA_TILE_ROWS:
+        return 1.0
+    return tokens_per_expert / (MMA_TILE_ROWS * max(1, math.ceil(tokens_per_expert / MMA_TILE_ROWS)))
 
 
 def experts_touched(ffn: FeedForward | Architecture, tokens: int) -> float:
@@ -107,8 +120,10 @@ def _mla(attention: Attention, p: Pass, n: int, h: int) -> list[Op]:
     context = _context(a, p)
     latent = p.batch * context * (r_kv + a.rope_dim) * p.kv_bytes  # the cache read: one latent for all heads
     if p.decode and p.absorb_mla:
-        ops += [_gemm("mla_absorb_k", p.tokens, nope, r_kv, p, p.weight_bytes, int(n * heads)),
-                _gemm("mla_absorb_v", p.tokens, r_kv, d_v, p, p.weight_bytes, int(n * heads))]
+        # one batched GEMM per layer over the heads (torch.einsum / bmm): each head a tokens x nope x r_kv product
+        for name, d_in, d_out in (("mla_absorb_k", nope, r_kv), ("mla_absorb_v", r_kv, d_v)):
+            head = _gemm(name, p.tokens, d_in, d_out, p, p.weight_bytes, 1)
+            ops.append(Op(name, "gemm", head.flops * heads * n, head.bytes * heads * n, n))
         flops = 2.0 * p.batch * context * heads * (2 * r_kv + a.rope_dim)
         return ops + _attention_core(flops, latent + p.tokens * heads * (r_kv + a.rope_dim) * p.act_bytes, p, heads,
                                      context, n)
@@ -150,15 +165,14 @@ def _feed_forward(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
     else:
         touched = experts_touched(ffn, tokens)
         routed = tokens * ffn.top_k
-        # FLOPs follow the k experts of each token; weight bytes follow the distinct experts touched, and each
-        # expert's GEMM is as large as the tokens routed to it
-        per_expert = routed / touched
+        # FLOPs follow the k experts of each token; weight bytes follow the distinct experts touched. One grouped
+        # GEMM per layer runs them all, each expert's rows padded to the MMA tile: few tokens per expert fill
+        # little of it
+        fill = tile_row_fill(routed / touched)
         up, down = _gemm("mlp_up_gate", routed, h, mlp_in, p, 0.0, n), _gemm("mlp_down", routed, width, h, p, 0.0, n)
-        expert_bytes = touched * n * p.weight_bytes
-        ops = [Op(up.name, "gemm", up.flops, up.bytes + h * mlp_in * expert_bytes, n,
-                  unit_flops=2.0 * per_expert * h * mlp_in),
-               Op(down.name, "gemm", down.flops, down.bytes + width * h * expert_bytes, n,
-                  unit_flops=2.0 * per_expert * width * h)]
+        expert_bytes = touched * n * (p.expert_bytes if p.expert_bytes is not None else p.weight_bytes)
+        ops = [Op(up.name, "gemm", up.flops, up.bytes + h * mlp_in * expert_bytes, n, row_fill=fill),
+               Op(down.name, "gemm", down.flops, down.bytes + width * h * expert_bytes, n, row_fill=fill)]
     shared = ffn.shared_width / t
     if shared:  # shared experts (Qwen2-MoE, DeepSeek-V3): a dense gated MLP on every token
         ops += [_gemm("shared_expert_up_gate", tokens, h, 2 * shared, p, p.weight_bytes, n),

@@ -21,6 +21,7 @@ from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, links, pipeline_bubble
 from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
+from gpuwise.estimate.weights import matmul_dtype, weights
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob
 
@@ -247,38 +248,36 @@ def _train_assumptions(m: Machine, job: TrainJob, microbatches: int) -> tuple[st
 
 
 # ---------------------------------------------------------------- inference
-def _infer_dtype(quant: str) -> Dtype:
-    dtype = {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16", "int8": "int8"}.get(quant, "fp16")
-    return dtype  # type: ignore[return-value]
-
-
 def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
-    return Pass(batch=job.batch, query=query, context=context, act_bytes=activation_bytes(job.quant),
-                weight_bytes=bytes_per_element(job.quant), kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
-                flash=job.flash_attn, logits_tokens=job.batch, absorb_mla=job.engine != "hf")
+    w = weights(arch, job.weights)
+    return Pass(batch=job.batch, query=query, context=context, act_bytes=activation_bytes(job.weights),
+                weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
+                flash=job.flash_attn, logits_tokens=job.batch, absorb_mla=job.engine != "hf",
+                expert_bytes=w.expert_bytes_per_weight)
 
 
 def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
     """Batched GEMMs on AWQ/GPTQ weights unpack them to fp16 first (AutoAWQ's GEMM path above its batch
     threshold): read the packed weights, write and read fp16 copies. llama.cpp's MMQ kernels (ggml-cuda/mmq.cu)
     multiply the quantized GGUF blocks directly, so GGUF prefill pays no such pass."""
-    if job.quant not in ("awq-int4", "gptq-int4"):
+    if job.weights not in ("awq-int4", "gptq-int4", "int4"):
         return []
-    linear = arch.params.linear / job.tp
-    return [Op("dequantize", "memory", 0.0, linear * (bytes_per_element(job.quant) + 2 + 2), 7 * arch.layers)]
+    w = weights(arch, job.weights)
+    quantized = w.quantized / job.tp
+    return [Op("dequantize", "memory", 0.0, quantized * (w.bits / 8 + 2 + 2), 7 * arch.layers)]
 
 
 def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
     if job.tp <= 1:
         return 0.0
     link = links(gpu, catalog, network=job.network, nodes=job.nodes).intra
-    size = tokens * arch.hidden * activation_bytes(job.quant)
+    size = tokens * arch.hidden * activation_bytes(job.weights)
     return 2 * arch.layers * all_reduce_s(size, job.tp, link)
 
 
 def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
                calibration: Calibration | None = None) -> InferPerf:
-    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
+    m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
     if arch.kind == "cnn":
         from gpuwise.estimate.cnn import conv_ops
 
@@ -307,7 +306,7 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
 def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, batch: int,
                   context: float, calibration: Calibration | None = None) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
-    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
+    m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
     shaped = job.model_copy(update={"batch": batch})
     ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=context))
     return phase_time(ops, m).seconds + _tp_comm_s(arch, shaped, batch, gpu, catalog)
@@ -316,7 +315,7 @@ def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog,
 def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, tokens: int,
               calibration: Calibration | None = None) -> float:
     """Prefill of ``tokens`` prompt tokens (one batch of sequences of the job's input length)."""
-    m = machine(gpu, _infer_dtype(job.quant), eager=job.engine == "hf", calibration=calibration)
+    m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
     batch = max(1, round(tokens / job.input_len))
     shaped = job.model_copy(update={"batch": batch})
     p = _infer_pass(arch, shaped, query=job.input_len, context=job.input_len / 2)

@@ -28,8 +28,7 @@ class Op:
     flops: float
     bytes: float
     count: int = 1  # kernel launches, for the per-kernel floor
-    unit_flops: float | None = None  # FLOPs of one GEMM problem when it is not flops / count (a grouped GEMM's
-    # expert: as large as the tokens routed to it)
+    row_fill: float = 1.0  # share of the tensor-core tile rows holding real tokens (a grouped GEMM's experts)
 
 
 @dataclass(frozen=True)
@@ -95,13 +94,14 @@ def machine(gpu: GPU, dtype: Dtype, *, eager: bool = False, calibration: Calibra
 
 def op_time(op: Op, m: Machine) -> tuple[float, str]:
     """Seconds for ``op`` on ``m`` and what bounds it ("compute" or "memory")."""
+    flops = op.flops / op.row_fill  # the MMA tiles compute their padded rows too
     if op.kind == "gemm":
-        rate = m.gemm_rate(op.unit_flops if op.unit_flops is not None else op.flops / max(op.count, 1))
+        rate = m.gemm_rate(flops / max(op.count, 1))
     elif op.kind == "attention":
         rate = m.peak_flops * m.attention_efficiency
     else:
         rate = float("inf")
-    compute = op.flops / rate if rate and op.flops else 0.0
+    compute = flops / rate if rate and flops else 0.0
     memory = op.bytes / m.memory_bytes_per_s
     return max(compute, memory) + m.kernel_floor_s * op.count, "compute" if compute >= memory else "memory"
 

@@ -8,25 +8,24 @@ one token is 2 (K and V) x decoder layers x KV heads x head dim x bytes per elem
 from __future__ import annotations
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.dtypes import BITS, activation_bytes, bytes_per_element, unquantized_bytes
+from gpuwise.estimate.dtypes import activation_bytes
 from gpuwise.estimate.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
 from gpuwise.estimate.memory import COMPONENTS, MemoryEstimate, framework_overhead
+from gpuwise.estimate.weights import weights
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob
 
 
 def weight_bytes(arch: Architecture, quant: str) -> float:
-    """Stored weights. GGUF formats quantize every tensor; the others keep embeddings, head and norms 16-bit."""
-    if quant.startswith("gguf"):
-        return arch.total_params * bytes_per_element(quant)
-    linear = arch.params.linear
-    return linear * bytes_per_element(quant) + (arch.total_params - linear) * unquantized_bytes(quant)
+    """Stored weights (estimate/weights.py): GGUF quantizes every tensor; the other formats the block linears they
+    cover, keeping embeddings, head and norms 16-bit."""
+    return weights(arch, quant).bytes
 
 
 def workspace_bytes(arch: Architecture, job: InferJob) -> float:
     """Live activations of the prefill of the whole batch: residual, MLP tensors, scores without FlashAttention,
     and fp32 logits of the last position of each sequence."""
-    e = activation_bytes(job.quant)
+    e = activation_bytes(job.weights)
     if arch.kind == "cnn":
         from gpuwise.estimate.cnn import convolutions
 
@@ -41,7 +40,7 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
 
 def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float) -> MemoryEstimate:
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
-    parts["weights"] = weight_bytes(arch, job.quant) / job.tp
+    parts["weights"] = weight_bytes(arch, job.weights) / job.tp
     per_sequence = sequence_cache_bytes(arch, job, job.context)
     parts["kv_cache"] = per_sequence * job.batch
     parts["activations"] = workspace_bytes(arch, job)
@@ -75,13 +74,22 @@ def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: flo
 
 
 def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
-    notes = [f"{arch.name}: {arch.total_params:,} parameters; weights as {job.quant} "
-             f"({BITS[job.quant]:.3g} bits per linear weight)",
+    notes = [f"{arch.name}: {arch.total_params:,} parameters; {_weights_note(arch, job.weights)}",
              f"KV cache {job.kv_dtype}: {describe_cache(arch)}"]
     fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
     if fraction is not None:
         notes.append(f"{job.engine} pre-reserves {fraction.value:.0%} {fraction.unit} ({fraction.source})")
     return tuple(notes)
+
+
+def _weights_note(arch: Architecture, quant: str) -> str:
+    w = weights(arch, quant)
+    if quant in ("bf16", "fp16", "fp32"):
+        return f"weights as {quant}"
+    covered = "the routed experts" if w.experts_only else "every block linear"
+    own = arch.checkpoint is not None and arch.checkpoint.quant == quant
+    origin = f" (as the checkpoint ships: {arch.checkpoint.source})" if own and arch.checkpoint else ""
+    return f"{covered} as {quant} at {w.bits:.4g} bits per weight with its scales{origin}, the rest 16-bit"
 
 
 def _warnings(arch: Architecture, job: InferJob) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from gpuwise.estimate.bands import band
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.perf import InferPerf, TrainPerf
+from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import TrainJob
 
 GB = 1e9
@@ -30,6 +31,16 @@ def _gib(value: float) -> float:
     return round(value / GIB, 4)
 
 
+def params_breakdown(arch: Architecture) -> dict[str, Any]:
+    """The parts of the total a vendor may count differently: the embedding table, an untied head, a vision tower,
+    multi-token-prediction layers the checkpoint holds beside the model (not in the total), and how the count was
+    made."""
+    p = arch.params
+    return {"embedding": p.embedding, "untied_head": p.head, "vision_tower": p.tower, "mtp_not_in_total": p.mtp,
+            "active_excluding_embedding": arch.active_params - p.embedding if arch.active_params else 0,
+            "counted_by": "closed form" if arch.kind != "unet" else "published total"}
+
+
 def estimate_json(est: Estimate) -> dict[str, Any]:
     """The estimate contract: workload, hardware, memory (perf and cost keys arrive with their issues)."""
     job, mem, arch = est.job, est.memory, est.model
@@ -37,7 +48,13 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "model": arch.name, "family": arch.family, "params": arch.total_params,
         "active_params": arch.active_params, "task": est.task,
         **job.model_dump(exclude={"count", "nodes", "network", "task"}),
+        "params_breakdown": params_breakdown(arch),
     }
+    if arch.resolved_as:
+        workload["resolved_as"] = arch.resolved_as
+    if arch.checkpoint is not None:
+        workload["checkpoint_format"] = {"quant": arch.checkpoint.quant, "covers": arch.checkpoint.scope,
+                                         "source": arch.checkpoint.source}
     if isinstance(job, TrainJob):
         workload["zero"] = job.zero_stage
     if isinstance(job, TrainJob):
@@ -150,7 +167,8 @@ def verdict(est: Estimate) -> str:
 
 
 def notes(est: Estimate) -> str:
-    lines = [f"[yellow]warning:[/yellow] {w}" for w in est.warnings]
+    lines = [f"[dim]- resolved: {est.model.resolved_as}[/dim]"] if est.model.resolved_as else []
+    lines += [f"[yellow]warning:[/yellow] {w}" for w in est.warnings]
     lines += [f"[dim]- {a}[/dim]" for a in est.memory.assumptions]
     return "\n".join(lines)
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from gpuwise.errors import ConfigError
 from gpuwise.safe_io import excerpt
 from gpuwise.workload.blocks import Attention, Block, FeedForward, split_windows, uniform
+from gpuwise.workload.checkpoint import WeightFormat, from_quantization_config
 from gpuwise.workload.config_check import check_config, check_total
 from gpuwise.workload.families import LAYOUTS, text_config
 from gpuwise.workload.layer_params import count_layout
@@ -54,6 +55,8 @@ class Architecture:
     source: str = ""
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     blocks: tuple[Block, ...] = ()  # the layers as runs of identical blocks (workload/blocks.py)
+    checkpoint: WeightFormat | None = None  # the format the weights ship in, when not 16-bit (workload/checkpoint.py)
+    resolved_as: str = ""  # how a name typed by the user became this model (a variant suffix removed ...)
 
     @property
     def total_params(self) -> int:
@@ -180,7 +183,7 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
                                     "dropout_rate"),
         config=dict(config), **shape,
     )
-    return replace(arch, blocks=_uniform_blocks(arch))
+    return replace(arch, blocks=_uniform_blocks(arch), checkpoint=from_quantization_config(config))
 
 
 def _from_layout(config: Mapping[str, Any], *, name: str, source: str) -> Architecture:
@@ -207,7 +210,8 @@ def _from_layout(config: Mapping[str, Any], *, name: str, source: str) -> Archit
         experts=ffn.experts, experts_per_token=ffn.top_k, decoder_layers=layers,
         sliding_window=windowed[0].attention.window if windowed else None,
         window_layers=sum(b.count for b in windowed) if windowed else None, shared_expert_intermediate=ffn.shared_width,
-        attention_dropout=_first_float(text, "attention_dropout"), source=source, config=dict(config), blocks=blocks)
+        attention_dropout=_first_float(text, "attention_dropout"), source=source, config=dict(config), blocks=blocks,
+        checkpoint=from_quantization_config(config))
 
 
 def _uniform_blocks(arch: Architecture) -> tuple[Block, ...]:

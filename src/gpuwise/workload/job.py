@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.fields import FieldInfo
 
 from gpuwise.errors import ConfigError
+from gpuwise.workload.checkpoint import WeightFormat
 from gpuwise.workload.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields
 
 Task = Literal["train", "infer"]
@@ -22,7 +23,8 @@ Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor
 Checkpointing = Literal["none", "selective", "full"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
 LoraTargets = Literal["attn", "all-linear"]
-Quant = Literal["fp32", "bf16", "fp16", "fp8", "int8", "awq-int4", "gptq-int4", "gguf-q4_k_m", "gguf-q8_0"]
+Quant = Literal["fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4", "awq-int4", "gptq-int4",
+                "gguf-q4_k_m", "gguf-q8_0"]
 KvDtype = Literal["fp16", "bf16", "fp8"]
 Engine = Literal["vllm", "sglang", "trtllm", "lmdeploy", "hf", "llamacpp", "exllamav2"]
 
@@ -157,10 +159,10 @@ class TrainJob(_Job):
 
 ENGINE_FORMATS: dict[str, tuple[frozenset[str], str]] = {
     # engine -> (the weight formats it runs, what to do instead); engines not listed run every --quant format
-    "llamacpp": (frozenset({"gguf-q4_k_m", "gguf-q8_0", "bf16", "fp16", "fp32"}),
+    "llamacpp": (frozenset({"gguf-q4_k_m", "gguf-q8_0", "bf16", "fp16", "fp32", "mxfp4"}),
                  "llama.cpp runs GGUF files only (llama.cpp docs/models.md: 'llama.cpp requires the model to be stored "
-                 "in the GGUF file format'; bf16/fp16/fp32 are unquantized GGUF): use --quant gguf-q4_k_m or "
-                 "gguf-q8_0"),
+                 "in the GGUF file format'; bf16/fp16/fp32 are unquantized GGUF, MXFP4 is ggml's type for "
+                 "gpt-oss): use --quant gguf-q4_k_m or gguf-q8_0"),
     "hf": (frozenset(get_args(Quant)) - {"gguf-q4_k_m", "gguf-q8_0"},
            "transformers dequantizes a GGUF checkpoint when it loads it on a GPU (transformers docs, GGUF): with "
            "--engine hf give the dtype it runs in (--quant bf16), or use --engine llamacpp"),
@@ -175,7 +177,9 @@ class InferJob(_Job):
     shorthands: ClassVar[dict[str, tuple[FieldInfo, Flag]]] = {}
 
     task: Annotated[Literal["infer"], _TASK_FLAG] = Field(default="infer", description=_TASK_HELP)
-    quant: Annotated[Quant, Flag(_INFER, INFERENCE)] = Field(default="bf16", description="weight format")
+    quant: Annotated[Quant | None, Flag(_INFER, INFERENCE, accepted=get_args(Quant))] = Field(
+        default=None, description="weight format (default: the checkpoint's -- bf16, or what its config.json says, "
+                                  "e.g. mxfp4 for gpt-oss, fp8-block for DeepSeek-V3)")
     kv_dtype: Annotated[KvDtype, Flag(_INFER, INFERENCE)] = Field(default="fp16", description="KV cache format")
     input_len: Annotated[int, Field(ge=1, le=10_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=1024, description="prompt tokens")
@@ -187,10 +191,24 @@ class InferJob(_Job):
         default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "
                                   "default: the engine's 256)")
 
+    @property
+    def weights(self) -> Quant:
+        """The weight format: --quant, else 16-bit (call ``for_checkpoint`` first to take the checkpoint's)."""
+        return self.quant or "bf16"
+
+    def for_checkpoint(self, checkpoint: WeightFormat | None) -> InferJob:
+        """This job with the checkpoint's weight format when --quant was not given (bf16 when the checkpoint is
+        16-bit, or when this engine cannot run its format)."""
+        if self.quant is not None:
+            return self
+        wanted = checkpoint.quant if checkpoint is not None else "bf16"
+        formats, _ = ENGINE_FORMATS.get(self.engine, (frozenset(get_args(Quant)), ""))
+        return self.model_copy(update={"quant": wanted if wanted in formats else "bf16"})
+
     @model_validator(mode="after")
     def _coherent(self) -> InferJob:
         formats, instead = ENGINE_FORMATS.get(self.engine, (frozenset(get_args(Quant)), ""))
-        if self.quant not in formats:
+        if self.quant is not None and self.quant not in formats:
             raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {instead}")
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")

@@ -12,12 +12,14 @@ import re
 import socket
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import ConfigError, UnknownModel
 from gpuwise.safe_io import parse_json, read_text
 from gpuwise.workload.architecture import Architecture, from_config, from_param_count
+from gpuwise.workload.checkpoint import WeightFormat, strip_variant
 from gpuwise.workload.presets import Preset, hub_index, presets
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -160,6 +162,21 @@ def _cached_preset(preset_id: str) -> Architecture:
     return architecture_of_preset(presets()[preset_id])
 
 
+def _variant(name: str) -> Architecture | None:
+    """``Qwen/Qwen3-8B-FP8``, ``google/gemma-3-4b-it``, ``...-Instruct-AWQ``: the preset of the base repo, offline,
+    with the weight format the suffix implies (an -FP8 repo ships FP8 weights; -Instruct the same architecture)."""
+    base, implied, removed = strip_variant(name)
+    preset_id = hub_index().get(base.lower()) if removed else None
+    if preset_id is None:
+        return None
+    arch = _cached_preset(preset_id)
+    suffixes = "".join(reversed(removed))
+    checkpoint = WeightFormat(implied, "all", f"the repo name ({suffixes})") if implied else arch.checkpoint
+    note = f"{name} -> preset {preset_id} ({suffixes}: " + (f"{implied} weights)" if implied else
+                                                            "the same architecture)")
+    return replace(arch, name=name, checkpoint=checkpoint, resolved_as=note)
+
+
 def resolve_model(name: str) -> Architecture:
     """The architecture ``name`` designates; UnknownModel (with suggestions) or ConfigError otherwise."""
     if not name.strip() or len(name) > 1000 or "\x00" in name:
@@ -170,6 +187,9 @@ def resolve_model(name: str) -> Architecture:
     path = Path(name).expanduser()
     if _exists(path):
         return _from_path(path)
+    variant = _variant(name.strip())
+    if variant is not None:
+        return variant
     if HUB_ID.fullmatch(name) and not name.endswith(".json"):
         return _from_hub(name)
     if name.endswith(".json") or "/" in name:
