@@ -14,6 +14,10 @@ A100 = "NVIDIA A100 Tensor Core GPU datasheet, Specifications table"
 ADA = "NVIDIA Ada Lovelace GPU architecture whitepaper v2.1, Appendix A, Table 9 (RTX 4090)"
 GA102 = "NVIDIA Ampere GA102 GPU architecture whitepaper v2.1, Appendix A, Table 9 (RTX 3090)"
 MI300X = "AMD Instinct MI300X data sheet, Peak theoretical performance table"
+BW_ULTRA = "NVIDIA Blackwell Ultra datasheet (HGX B300 / GB300 NVL72)"
+GB200 = "NVIDIA GB200 NVL72 specifications, GB200 Grace Blackwell Superchip column"
+MI355X = "AMD Instinct MI355X product page, specifications"
+RTX5060TI = "NVIDIA GeForce RTX 5060 Ti specifications page"
 
 SPOT = [
     # gpu id, field, datasheet value, source
@@ -64,6 +68,28 @@ SPOT = [
     ("gaudi2", "memory_bandwidth_gb_s", 2450, "Intel Gaudi 2 AI accelerator white paper"),
     ("rx-7900-xtx", "memory_bandwidth_gb_s", 960, "AMD Radeon RX 7900 XTX specifications page"),
     ("b200-sxm-180gb", "memory_bandwidth_gb_s", 8000, "NVIDIA HGX B200 datasheet (per GPU)"),
+    # 2025-2026 systems (issue 12). Blackwell Ultra datasheet, Individual GPU Specifications: FP4 printed sparse | dense
+    ("b300-sxm-288gb", "fp4_dense_tflops", 14000, BW_ULTRA + ", HGX B300 column: FP4 18 | 14 PFLOPS"),
+    ("b300-sxm-288gb", "fp8_dense_tflops", 4500, BW_ULTRA + ", HGX B300 column: FP8 9 PFLOPS with sparsity"),
+    ("gb300-288gb", "fp4_dense_tflops", 15000, BW_ULTRA + ", GB300 column: FP4 20 | 15 PFLOPS"),
+    ("gb200-186gb", "fp4_dense_tflops", 10000, GB200 + ": NVFP4 40 | 20 PFLOPS per superchip (2 GPUs)"),
+    ("gb200-186gb", "memory_bandwidth_gb_s", 8000, GB200 + ": 372 GB HBM3e, 16 TB/s per superchip (2 GPUs)"),
+    ("gb200-186gb", "memory_gb", 186, GB200 + ": 372 GB HBM3e per superchip (2 GPUs)"),
+    ("mi355x", "memory_gb", 288, MI355X),
+    ("mi355x", "memory_bandwidth_gb_s", 8000, MI355X),
+    ("mi355x", "bf16_dense_tflops", 2516.6, MI355X + ": FP16/BF16 2.5 PF dense"),
+    ("mi355x", "fp4_dense_tflops", 10066.3, MI355X + ": FP6/FP4 10 PF dense"),
+    ("rtx-5060-ti-16gb", "memory_bandwidth_gb_s", 448, RTX5060TI + ": 16 GB GDDR7, 448 GB/s"),
+    ("rtx-5060-ti-16gb", "fp4_sparse_tflops", 759, RTX5060TI + ": 759 AI TOPS (FP4, sparse)"),
+    ("rtx-5060-ti-16gb", "tdp_w", 180, RTX5060TI + ": total graphics power 180 W"),
+    ("rtx-4090d", "tdp_w", 425, "NVIDIA China, GeForce RTX 4090 D specifications: graphics card power 425 W"),
+    ("rtx-4090d", "memory_bandwidth_gb_s", 1008, "NVIDIA China, RTX 4090 D: 24 GB GDDR6X, 384-bit, 21 Gbps"),
+    ("dgx-spark-128gb", "fp4_sparse_tflops", 1000, "NVIDIA DGX Spark page: 1 PFLOP FP4 with sparsity"),
+    ("dgx-spark-128gb", "memory_bandwidth_gb_s", 273, "NVIDIA DGX Spark page: 128 GB LPDDR5x, 273 GB/s"),
+    ("apple-m4-max-128gb", "memory_bandwidth_gb_s", 546, "Apple Newsroom 2024-10-30: M4 Max 546GB/s"),
+    ("apple-m3-ultra-512gb", "memory_bandwidth_gb_s", 819, "Apple Newsroom 2025-03-05: M3 Ultra 819GB/s"),
+    ("apple-m3-ultra-512gb", "memory_gb", 512, "Apple Newsroom 2025-03-05: up to 512GB unified memory"),
+    ("ryzen-ai-max-395-128gb", "memory_bandwidth_gb_s", 256, "AMD Ryzen AI Max+ 395: LPDDR5x-8000, 256-bit = 256 GB/s"),
 ]
 
 
@@ -82,3 +108,16 @@ def test_si_views_convert_datasheet_units(shipped: Catalog) -> None:
     assert h100.peak_flops("bf16") == pytest.approx(989.4e12, rel=0.01)
     assert h100.peak_flops("fp64") == pytest.approx(67e12, rel=0.01)  # FP64 tensor core rate
     assert h100.native_link == "pcie5-x16"
+
+
+def test_unified_memory_machines_give_the_gpu_their_default_share(shipped: Catalog) -> None:
+    """macOS wires 3/4 of RAM for Metal by default above 36 GB (96 of 128 GB); Linux amdgpu maps half of RAM as GTT
+    (max(3 GB, RAM/2), kernel commit 'drm/amdgpu: Adjust logic around GTT size (v3)')."""
+    assert shipped.gpus["apple-m4-max-128gb"].usable_memory_bytes == 96 * 2**30
+    assert shipped.gpus["ryzen-ai-max-395-128gb"].usable_memory_bytes == 64 * 2**30
+    for gpu in shipped.gpus.values():
+        assert (gpu.form_factor == "soc") == (gpu.unified_memory is not None), gpu.id
+        if gpu.unified_memory is None:
+            assert gpu.usable_memory_bytes == gpu.memory_bytes
+        else:
+            assert "sysctl" in gpu.unified_memory.raise_with or gpu.vendor != "apple"

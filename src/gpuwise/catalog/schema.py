@@ -25,11 +25,12 @@ GB = 1e9
 GIB = 2**30
 TERA = 1e12
 
-Vendor = Literal["nvidia", "amd", "intel"]
+Vendor = Literal["nvidia", "amd", "intel", "apple"]
 Segment = Literal["consumer", "workstation", "datacenter", "edge"]
-FormFactor = Literal["pcie", "sxm", "oam", "module", "superchip"]
+FormFactor = Literal["pcie", "sxm", "oam", "module", "superchip", "soc"]
+"""``soc``: a GPU on one package with the CPU, sharing its memory (Apple M, DGX Spark GB10, Ryzen AI Max)."""
 Cooling = Literal["axial", "blower", "passive", "liquid", "module"]
-Stack = Literal["cuda", "rocm", "oneapi", "synapseai"]
+Stack = Literal["cuda", "rocm", "oneapi", "synapseai", "metal"]
 Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
 
@@ -89,6 +90,14 @@ class Software(_Record):
     note: str | None = None
 
 
+class UnifiedMemory(_Record):
+    """A GPU that shares the system's memory with the CPU may, by default, use only part of it."""
+
+    gpu_default_fraction: float = Field(gt=0, le=1, description="share of memory_gb the GPU may use by default")
+    basis: str = Field(description="what sets that default (driver, OS), with its source")
+    raise_with: str = Field(description="how to let the GPU use more, and what to leave the OS")
+
+
 class GPU(_Record):
     """One accelerator product (a board or module), as its datasheet describes it."""
 
@@ -132,14 +141,15 @@ class GPU(_Record):
     slot_width: float | None = Field(default=None, gt=0, description="PCIe slots the card occupies")
     cooling: Cooling
     power_connector: str | None = Field(default=None, description="None for modules powered by a baseboard")
-    pcie_gen: int = Field(ge=3, le=6)
-    pcie_lanes: int = Field(ge=1, le=16)
+    pcie_gen: int | None = Field(default=None, ge=3, le=6, description="None for a GPU on the CPU's package (soc)")
+    pcie_lanes: int | None = Field(default=None, ge=1, le=16)
     p2p: bool = Field(description="GPU peer-to-peer over PCIe or a scale-up link is supported")
     scale_up_link: str | None = Field(default=None, description="NVLink / Infinity Fabric / RoCE generation")
     scale_up_gb_s: float | None = Field(
         default=None, gt=0, description="total scale-up bandwidth per GPU, both directions"
     )
     mig_max_instances: int = Field(default=0, ge=0, le=7)
+    unified_memory: UnifiedMemory | None = Field(default=None, description="soc only: the GPU's default share")
 
     software: Software
     price: Price | None = None
@@ -162,6 +172,10 @@ class GPU(_Record):
             raise ValueError("NVIDIA records need compute_capability")
         if self.form_factor == "pcie" and self.slot_width is None:
             raise ValueError("PCIe cards need slot_width")
+        if (self.form_factor == "soc") != (self.unified_memory is not None):
+            raise ValueError("unified_memory is given for form_factor soc, and only for it")
+        if self.form_factor != "soc" and (self.pcie_gen is None or self.pcie_lanes is None):
+            raise ValueError("pcie_gen and pcie_lanes are required (only a soc has no host link)")
         return self
 
     # ---- SI views ---------------------------------------------------------------------------
@@ -170,6 +184,13 @@ class GPU(_Record):
         """Capacity in bytes. DRAM capacity is counted in binary units (JEDEC): an "80 GB" A100 reports
         81,920 MiB in nvidia-smi, an "24 GB" RTX 4090 24,564 MiB; so ``memory_gb`` x 2**30."""
         return self.memory_gb * GIB
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        """What the GPU may allocate: all of its memory, or on a unified-memory machine the share the OS and driver
+        give it by default (``unified_memory``)."""
+        fraction = self.unified_memory.gpu_default_fraction if self.unified_memory else 1.0
+        return self.memory_bytes * fraction
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:
@@ -196,8 +217,8 @@ class GPU(_Record):
 
     @property
     def native_link(self) -> str:
-        """Catalog id of the card's own host link, e.g. ``pcie5-x16``."""
-        return f"pcie{self.pcie_gen}-x{self.pcie_lanes}"
+        """Catalog id of the card's own host link, e.g. ``pcie5-x16``; ``on-package`` for a soc."""
+        return "on-package" if self.pcie_gen is None else f"pcie{self.pcie_gen}-x{self.pcie_lanes}"
 
     @property
     def names(self) -> tuple[str, ...]:

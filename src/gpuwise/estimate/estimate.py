@@ -70,6 +70,10 @@ def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str,
         notes.append(f"sequence {length} exceeds {arch.name}'s {arch.max_positions} positions")
     if job.count > 1 and not gpu.p2p:
         notes.append(f"{gpu.id} has no GPU peer-to-peer: multi-GPU traffic goes through host memory")
+    if gpu.unified_memory is not None:
+        notes.append(f"unified memory: the GPU may use {gpu.usable_memory_bytes / 2**30:,.0f} of "
+                     f"{gpu.memory_bytes / 2**30:,.0f} GiB by default; to raise it: {gpu.unified_memory.raise_with} "
+                     f"(`gpuwise catalog show {gpu.id}` says why)")
     return tuple(notes)
 
 
@@ -81,9 +85,9 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     if isinstance(job, InferJob):
         job = job.for_checkpoint(arch.checkpoint)  # the checkpoint's weight format unless --quant says otherwise
     if isinstance(job, TrainJob):
-        memory = training_memory(arch, job, capacity_bytes=gpu.memory_bytes)
+        memory = training_memory(arch, job, capacity_bytes=gpu.usable_memory_bytes)
     else:
-        memory = inference_memory(arch, job, capacity_bytes=gpu.memory_bytes)
+        memory = inference_memory(arch, job, capacity_bytes=gpu.usable_memory_bytes)
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
     if catalog is not None:

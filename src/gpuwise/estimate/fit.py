@@ -143,7 +143,7 @@ def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
             continue
         saving = base - tried[1]
         if saving > 0:
-            found.append(Change(flags, description, tradeoff, tried[1], saving, tried[1] <= gpu.memory_bytes))
+            found.append(Change(flags, description, tradeoff, tried[1], saving, tried[1] <= gpu.usable_memory_bytes))
     return sorted(found, key=lambda c: (not c.fits, -c.saving_bytes))
 
 

@@ -65,6 +65,7 @@ def describe_cache(arch: Architecture) -> str:
     for block in arch.caching_blocks:  # blocks that differ only in their MLP share one cache shape
         counts[block.attention] = counts.get(block.attention, 0) + block.count
     parts = []
+    windowed = any(a.window for a in counts)
     for a, count in counts.items():
         if a.kind == "mla":
             indexer = f" + {a.indexer_dim} indexer key" if a.indexer_dim else ""
@@ -73,6 +74,7 @@ def describe_cache(arch: Architecture) -> str:
             parts.append(f"{count} linear-attention layers x a {a.kv_heads} x {a.head_dim} x {a.value_dim} "
                          "state per sequence")
         else:
-            window = f" (the last {a.window:,} tokens)" if a.window else ""
+            window = (f" (sliding window: the last {a.window:,} tokens)" if a.window else
+                      " (full attention: the whole context)" if windowed else "")
             parts.append(f"2 x {count} layers x {a.kv_heads} KV heads x {a.head_dim} dims per token{window}")
     return "; ".join(parts) or "none"

@@ -74,8 +74,11 @@ def card_rejection(gpu: GPU, request: Request) -> Rejection | None:
         return Rejection("vendor", f"{gpu.vendor} is excluded")
     if c.os == "windows" and gpu.software.stack != "cuda":
         return Rejection("os", f"{gpu.software.stack} has no PyTorch build for native Windows")
-    if gpu.form_factor == "module" and c.os != "linux":
+    if gpu.form_factor == "module" and c.os not in (None, "linux"):
         return Rejection("os", "Jetson modules run Linux (JetPack) only")
+    if (gpu.software.stack == "metal") != (c.os == "macos") and c.os is not None:
+        return Rejection("os", f"Apple silicon runs macOS only (MLX, llama.cpp Metal), not {c.os}"
+                         if gpu.software.stack == "metal" else f"macOS has no {gpu.software.stack} driver for {gpu.id}")
     for need in c.needs:
         if not FEATURES[need](gpu):
             return Rejection("feature", f"no {need}")
@@ -94,6 +97,11 @@ def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None
     c = request.constraints
     if gpu.form_factor == "module" and count > 1:
         return Rejection("count", "Jetson modules do not pool into one multi-GPU system", count)
+    if gpu.form_factor == "soc" and count > 1:
+        return Rejection("count", "a unified-memory machine is one GPU; clustering several (exo, llama.cpp RPC, "
+                                  "ConnectX between two DGX Sparks) is not modelled", count)
+    if gpu.form_factor == "soc" and c.chassis is not None:
+        return Rejection("chassis", f"{gpu.id} is a whole computer, not a card for a {c.chassis}")
     if gpu.form_factor == "module" and c.chassis is not None:
         return Rejection("chassis", "a Jetson module is a standalone embedded computer, not a card for a "
                                     f"{c.chassis}")

@@ -97,7 +97,7 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
     best = sorted(best_per_gpu_and_way(options, key), key=key)
     winner = best[0] if best else None
     explained = tuple(
-        Option(**{**o.__dict__, "why": _why(o, i, winner, request, catalog.gpus[o.gpu].memory_bytes / 2**30)})
+        Option(**{**o.__dict__, "why": _why(o, i, winner, request, catalog.gpus[o.gpu].usable_memory_bytes / 2**30)})
         for i, o in enumerate(best)
     )
     assumptions = _assumptions(request)

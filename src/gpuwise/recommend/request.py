@@ -122,8 +122,9 @@ class Constraints(_Model):
     needs: Annotated[tuple[str, ...], Field(max_length=len(FEATURES)), Flag(_REC, SYSTEM, name="--need",
                                                                             accepted=tuple(FEATURES))] = Field(
         default=(), description="features the card must have (repeatable); the names of `catalog list --feature`")
-    os: Annotated[Literal["linux", "windows", "wsl2"], Flag(_REC, SYSTEM, name="--os")] = Field(
-        default="linux", description="operating system")
+    os: Annotated[Literal["linux", "windows", "wsl2", "macos"] | None, Flag(_REC, SYSTEM, name="--os")] = Field(
+        default=None, description="operating system the machine must run (default: any; a Mac runs macOS, the "
+                                  "other GPUs Linux)")
 
     @field_validator("needs")
     @classmethod

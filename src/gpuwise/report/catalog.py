@@ -71,7 +71,9 @@ def _spec_rows(gpu: GPU) -> list[tuple[str, str]]:
         ("dense from sparse", "yes: datasheet lists sparse figures, halved" if gpu.dense_from_sparse else "no"),
         ("power", f"{number(gpu.tdp_w)} W, connector {gpu.power_connector or 'none (baseboard)'}"),
         ("board", f"{gpu.form_factor}, {number(gpu.slot_width)} slot(s), {gpu.cooling} cooling"),
-        ("host link", f"PCIe gen{gpu.pcie_gen} x{gpu.pcie_lanes}; peer-to-peer {'yes' if gpu.p2p else 'no'}"),
+        ("host link", (f"PCIe gen{gpu.pcie_gen} x{gpu.pcie_lanes}" if gpu.pcie_gen else "none: on the CPU's package")
+         + f"; peer-to-peer {'yes' if gpu.p2p else 'no'}"),
+        ("unified memory", _unified(gpu)),
         ("scale-up link", link),
         ("MIG", f"up to {gpu.mig_max_instances} instances" if gpu.mig_max_instances else "no"),
         ("software", f"{s.stack}; bf16 {_yn(s.bf16)}, fp8 {_yn(s.fp8)}, FlashAttention-2 "
@@ -80,6 +82,14 @@ def _spec_rows(gpu: GPU) -> list[tuple[str, str]]:
     if gpu.fp16_fp16acc_dense_tflops is None and gpu.fp8_fp16acc_dense_tflops is None:
         rows = [r for r in rows if "FP16 acc." not in r[0]]
     return rows
+
+
+def _unified(gpu: GPU) -> str:
+    u = gpu.unified_memory
+    if u is None:
+        return "no: dedicated memory"
+    return (f"GPU may use {u.gpu_default_fraction:.0%} ({gpu.usable_memory_bytes / 2**30:,.0f} GiB) by default "
+            f"({u.basis}); to raise it: {u.raise_with}")
 
 
 def _yn(flag: bool) -> str:
