@@ -87,7 +87,7 @@ def test_models_lists_presets() -> None:
     code, out, _ = run("models", "--json")
     rows = json.loads(out)
     assert code == 0 and len(rows) >= 41
-    assert {r["id"] for r in rows} >= {"llama-3.1-8b", "mixtral-8x7b", "sdxl-unet"}
+    assert {r["id"] for r in rows} >= {"llama-3.1-8b", "mixtral-8x7b", "sdxl", "flux.1-dev"}
 
 
 def test_local_config_json(tmp_path: Path) -> None:
@@ -115,7 +115,12 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--count", "3", "--tp", "2"), "not a multiple of --tp"),
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--offload", "optimizer"), "needs --zero 1, 2 or 3"),
         (("estimate", "/nonexistent/config.json", "--gpu", "rtx-4090"), "no such file"),
-        (("estimate", "sdxl-unet", "--gpu", "rtx-4090"), "UNET model"),
+        (("serve-sim", "sdxl-unet", "--gpu", "rtx-4090"), "sdxl is an image-generation pipeline"),
+        (("estimate", "sdxl", "--gpu", "rtx-4090", "--input-len", "64"), "--input-len does not apply to an image"),
+        (("estimate", "sdxl", "--gpu", "rtx-4090", "--task", "train"), "modelled for generation: use --task infer"),
+        (("estimate", "sdxl", "--gpu", "rtx-4090", "--resolution", "1000"), "--resolution: Input should be a multi"),
+        (("estimate", "sdxl", "--gpu", "rtx-4090", "--offload", "optimizer"), "--offload 'optimizer' is not acc"),
+        (("estimate", "qwen3-8b", "--gpu", "rtx-4090", "--steps", "20"), "--steps applies to image pipelines"),
         (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3", "--tp", "3"),
          "--tp 3 does not divide llama-3.1-8b's 32 attention heads"),  # 32 heads (config.json)
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--catalog", "/"), "is a folder; give a YAML file"),

@@ -35,7 +35,7 @@ REQUIRED_PRESETS = """gpt2 gpt2-xl bert-base-uncased bert-large-uncased roberta-
 resnet-50 opt-1.3b opt-6.7b opt-13b opt-30b llama-2-7b llama-2-13b llama-2-70b codellama-34b llama-3-8b llama-3-70b
 llama-3.1-8b llama-3.1-70b llama-3.1-405b llama-3.2-1b llama-3.2-3b mistral-7b mixtral-8x7b mixtral-8x22b qwen2-7b
 qwen2.5-0.5b qwen2.5-1.5b qwen2.5-7b qwen2.5-14b qwen2.5-32b qwen2.5-72b gemma-2-2b gemma-2-9b gemma-2-27b
-phi-3-mini falcon-7b falcon-40b mpt-7b sdxl-unet""".split()
+phi-3-mini falcon-7b falcon-40b mpt-7b""".split()
 
 
 def test_every_required_preset_ships_with_a_source() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpuwise.api.catalog import compare_gpus, find_gpu, list_gpus, load_catalog
 from gpuwise.api.diagnose import Diagnosis, diagnose
 from gpuwise.api.hardware import bench, burn_in, doctor, monitor
+from gpuwise.api.images import image_estimate, image_fit, list_pipelines, pipeline
 from gpuwise.api.jobs import (
     estimate,
     exact_params,
@@ -35,13 +36,17 @@ __all__ = [
     "exact_params",
     "find_gpu",
     "fit",
+    "image_estimate",
+    "image_fit",
     "job",
     "list_gpus",
     "list_models",
+    "list_pipelines",
     "load_catalog",
     "model",
     "model_from_config",
     "monitor",
+    "pipeline",
     "recommend",
     "scale",
     "serve_sim",

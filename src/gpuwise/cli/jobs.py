@@ -12,6 +12,7 @@ from gpuwise import api
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
+from gpuwise.workload.image_job import SHARED, ImageJob, make_image_job
 from gpuwise.workload.job import HARDWARE, InferJob, LoadTest, TrainJob, job_flag_fields, make_job
 
 MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path. "
@@ -33,8 +34,23 @@ def _gpu(given: Given) -> str:
     return str(gpu)
 
 
+def image_job(given: Given) -> ImageJob:
+    """The image-generation job of the flags typed for a pipeline; a language-model flag is refused, not ignored."""
+    values = {**given["job"], **given["image"]}
+    if values.pop("task", "infer") != "infer":
+        raise ConfigError("image pipelines are modelled for generation: use --task infer (or leave --task out)")
+    for name in values:
+        if name not in SHARED and name not in ImageJob.model_fields:
+            own = ", ".join("--" + f.replace("_", "-") for f in (*SHARED, "resolution", "steps", "guidance_passes"))
+            raise ConfigError(f"--{name.replace('_', '-')} does not apply to an image pipeline; it takes {own}")
+    return make_image_job(**values)
+
+
 def typed_job(given: Given, command: str) -> TrainJob | InferJob:
     """The job of the flags typed for ``command``; a task the command cannot run is refused, not ignored."""
+    if given["image"]:
+        flag = "--" + next(iter(given["image"])).replace("_", "-")
+        raise ConfigError(f"{flag} applies to image pipelines (sdxl, flux.1-dev; `gpuwise models`)")
     values = dict(given["job"])
     task = str(values.pop("task", FIXED_TASK.get(command, "train")))
     if command in FIXED_TASK and task != FIXED_TASK[command]:
@@ -51,10 +67,31 @@ def _files(given: Given) -> tuple[Path, ...]:
     return tuple(given.shell.get("catalog") or ())
 
 
+def _image(given: Given, command: str) -> None:
+    from gpuwise.report import image as view
+
+    model, job = given.args["model"], image_job(given)
+    if given.shell.get("exact") or given.shell.get("calibration") or given.shell.get("emit"):
+        raise ConfigError("--exact, --calibration and --emit apply to language models, not image pipelines")
+    if command == "fit":
+        fitted = api.image_fit(model, gpu=_gpu(given), job=job, catalog_files=_files(given))
+        print_json(view.image_fit_json(fitted)) if given.shell.get("as_json") else stdout().print(
+            view.image_fit_view(fitted))
+        return
+    result = api.image_estimate(model, gpu=_gpu(given), job=job, catalog_files=_files(given))
+    if given.shell.get("as_json"):
+        print_json(view.image_json(result))
+    else:
+        stdout().print(view.image_table(result), view.image_lines(result))
+
+
 def _estimate(given: Given) -> None:
     from gpuwise.report import estimate as view
     from gpuwise.report.perf import perf_lines
 
+    if api.pipeline(given.args["model"]) is not None:
+        _image(given, "estimate")
+        return
     model, job = given.args["model"], typed_job(given, "estimate")
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
                           catalog_files=_files(given))
@@ -79,6 +116,9 @@ def _fit(given: Given) -> None:
     emit = given.shell.get("emit")
     if emit not in (None, "hf"):
         raise ConfigError(f"--emit {str(emit)[:40]!r} is not accepted; use hf")
+    if api.pipeline(given.args["model"]) is not None:
+        _image(given, "fit")
+        return
     job = typed_job(given, "fit")
     if emit == "hf" and not isinstance(job, TrainJob):
         raise ConfigError("--emit hf prints training settings; it applies to --task train")
@@ -121,6 +161,9 @@ def _models(given: Given) -> None:
         arch = api.model(preset.id)
         rows.append({"id": preset.id, "family": arch.family, "params": arch.total_params,
                      "active_params": arch.active_params, "hub_ids": list(preset.hub_ids), "source": preset.source})
+    for p in api.list_pipelines():
+        rows.append({"id": p.id, "family": f"image pipeline ({p.denoiser_class})", "params": p.total_params,
+                     "active_params": p.total_params, "hub_ids": list(p.hub_ids), "source": p.source})
     if given.shell.get("as_json"):
         print_json(rows)
         return
@@ -141,10 +184,11 @@ def _job_source(command: str) -> Source:
 
 def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
-           _estimate, args=[MODEL], sources=[_job_source("estimate")],
+           _estimate, args=[MODEL], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate")],
            shell=[GPU, CALIBRATION, EXACT, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
-           args=[MODEL], sources=[_job_source("fit")], shell=[GPU, EMIT, JSON, CATALOG])
+           args=[MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
+           shell=[GPU, EMIT, JSON, CATALOG])
     define(app, "scale", "Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.", _scale,
            args=[MODEL], sources=[_job_source("scale")], shell=[GPU, JSON, CATALOG])
     define(app, "serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",

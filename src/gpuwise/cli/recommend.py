@@ -16,6 +16,7 @@ from gpuwise.estimate.cost import Usage
 from gpuwise.estimate.tco_report import Purchase
 from gpuwise.recommend.request import Constraints, Request, Workload, load_scenario, parse_request, template_count
 from gpuwise.safe_io import atomic_write_text, check_writable
+from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import make_job
 
 MODEL = Arg("model", "Preset id, hub id or config.json path of the model to train or serve (or use --scenario).",
@@ -34,9 +35,18 @@ def _request_from_flags(given: Given) -> Request:
     model = given.args.get("model")
     if not model:
         raise ConfigError("give a MODEL (a preset id, hub id or config.json path) or --scenario FILE")
-    options = dict(given["job"])
-    task = str(options.pop("task", "train"))
-    make_job(task, command="recommend", fixed={"count": template_count(task, options)}, **options)  # named as flags
+    if api.pipeline(model) is not None:
+        from gpuwise.cli.jobs import image_job
+
+        options: dict[str, Any] = image_job(given).model_dump(exclude_defaults=True)
+        task = "infer"
+    else:
+        if given["image"]:
+            raise ConfigError(f"--{next(iter(given['image'])).replace('_', '-')} applies to image pipelines "
+                              "(sdxl, flux.1-dev; `gpuwise models`)")
+        options = dict(given["job"])
+        task = str(options.pop("task", "train"))
+        make_job(task, command="recommend", fixed={"count": template_count(task, options)}, **options)  # as flags
     workload: dict[str, Any] = {"model": model, "task": task, "options": options, **given["workload"]}
     return parse_request({"workloads": [workload], **given["request"], "usage": given["usage"],
                           "constraints": given["constraints"]}, origin="flags")
@@ -45,7 +55,7 @@ def _request_from_flags(given: Given) -> Request:
 def _scenario(path: Path, given: Given) -> Request:
     """The scenario file's request; money, usage, system and ranking flags override its values. Its workloads are
     the file's own: a MODEL or a job or target flag would have no workload to go to, and is refused."""
-    if given.args.get("model") or given["job"] or given["workload"]:
+    if given.args.get("model") or given["job"] or given["image"] or given["workload"]:
         raise ConfigError("--scenario names its own workloads; leave out MODEL and the job and target flags (put "
                           "them in the scenario file)")
     request = load_scenario(path)
@@ -86,7 +96,8 @@ def _tco(given: Given) -> None:
 def register(app: typer.Typer) -> None:
     define(app, "recommend", "Which GPU? Every GPU x count x buy/rent ranked, with reasons for each rejection.",
            _recommend, args=[MODEL],
-           sources=[_job_source("recommend"), Source.of("workload", Workload, "recommend"),
+           sources=[_job_source("recommend"), Source.of("image", ImageJob, "recommend"),
+                    Source.of("workload", Workload, "recommend"),
                     Source.of("request", Request, "recommend"), Source.of("usage", Usage, "recommend"),
                     Source.of("constraints", Constraints, "recommend")],
            shell=[SCENARIO, REPORT, CALIBRATIONS, JSON, CATALOG])

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.catalog import FEATURES, GPU
+from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import InferJob, Job, TrainJob
 
 
@@ -53,8 +54,11 @@ _FLASH = Requirement("flash-attention-2", False, "stack",
                      "FlashAttention-2 does not support {gpu}; PyTorch SDPA (memory-efficient) is the fallback")
 
 
-def requirements(job: Job) -> tuple[Requirement, ...]:
-    """Every feature ``job`` relies on, in table order."""
+def requirements(job: Job | ImageJob) -> tuple[Requirement, ...]:
+    """Every feature ``job`` relies on, in table order (an image pipeline: none -- diffusers runs on PyTorch's
+    CUDA, ROCm and MPS backends, and fp8/nf4 weights are only stored so)."""
+    if isinstance(job, ImageJob):
+        return ()
     if isinstance(job, TrainJob):
         needed = [r for applies, r in _TRAIN_ROWS if applies(job)]
     else:
@@ -62,7 +66,7 @@ def requirements(job: Job) -> tuple[Requirement, ...]:
     return (*needed, _FLASH) if job.flash_attn else tuple(needed)
 
 
-def unmet(job: Job, gpu: GPU) -> tuple[Requirement, ...]:
+def unmet(job: Job | ImageJob, gpu: GPU) -> tuple[Requirement, ...]:
     """The requirements ``gpu`` (its chip and its software stack as the catalog records them) does not meet."""
     return tuple(r for r in requirements(job) if not FEATURES[r.feature](gpu))
 

@@ -58,6 +58,12 @@ INT4_GROUP128_SYMMETRIC_BITS = Constant(
     "weight-only INT4 with one 16-bit scale per group of 128 and no zero point (compressed-tensors W4A16 "
     "'pack-quantized' group strategy, Marlin kernels): 4 + 16/128 bits",
 )
+NF4_BNB_BITS = Constant(
+    4 + 32 / 64, "bits/param",
+    "bitsandbytes Params4bit (0.50.2) default blocksize 64 with one fp32 absmax per block and no double "
+    "quantization (diffusers BitsAndBytesConfig default): 4 + 32/64 bits; measured on a 12288 x 3072 weight: "
+    "0.5625 bytes per weight",
+)
 INT8_BITS = Constant(8.0, "bits/param", "LLM.int8() / W8A8: one byte per weight; per-row scales negligible")
 
 # ---- training state, bytes per parameter (Hugging Face docs, 'Model training anatomy') -----------------
@@ -159,6 +165,12 @@ FLASH_ATTENTION_DEFAULT = Constant(0.40, "fraction of dense peak", "gpuwise assu
                                    "chips they were not tuned for (as on Hopper per the FlashAttention-3 paper)")
 KERNEL_OVERHEAD = Constant(3e-6, "s per kernel", "NVIDIA aiconfigurator memory-op model: 3 us constant per "
                            "memory-bound kernel (estimators notes sec. 5.7)")
+HOST_COPY_PAGEABLE = Constant(
+    0.5, "fraction of the link's achieved bandwidth",
+    "gpuwise assumption: accelerate's offload hooks copy weights from pageable (not pinned) host memory, which "
+    "CUDA stages through a pinned bounce buffer (CUDA C Best Practices Guide, 'Pinned Memory'); about half the "
+    "pinned rate",
+)
 EAGER_OVERHEAD = Constant(10e-6, "s per kernel", "gpuwise assumption: eager PyTorch launch and dispatch cost per "
                           "op without CUDA graphs (Horace He, 'Making Deep Learning Go Brrrr', overhead section)")
 COLLECTIVE_LATENCY = Constant(10e-6, "s per collective", "aiconfigurator p2p latency 10 us; llm-analysis 8 us; "

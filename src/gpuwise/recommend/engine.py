@@ -21,6 +21,7 @@ from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.evaluate import Fit, Rejection, evaluate
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.diffusion import Pipeline
 from gpuwise.workload.job import TrainJob
 
 COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
@@ -190,7 +191,7 @@ def candidate_counts(request: Request) -> list[int]:
     return [n for n in COUNTS if n <= request.constraints.max_gpus and n % step == 0]
 
 
-def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture],
+def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture | Pipeline],
                       calibrations: Mapping[str, Calibration] | None = None) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []
@@ -215,7 +216,7 @@ def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Archi
 
 
 def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | None]], request: Request,
-                     catalog: Catalog, archs: dict[str, Architecture], *, stop_at_first: bool,
+                     catalog: Catalog, archs: dict[str, Architecture | Pipeline], *, stop_at_first: bool,
                      calibration: Calibration | None = None) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []

@@ -21,6 +21,8 @@ from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
 from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
+from gpuwise.workload.diffusion import Pipeline
+from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import InferJob, TrainJob
 
 GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
@@ -45,6 +47,7 @@ class Fit:
     p99_ms: float | None = None
     tp: int = 1
     notes: tuple[str, ...] = field(default_factory=tuple)
+    seconds_per_image: float | None = None  # an image pipeline (qps_capacity is then images per second)
 
     @property
     def per_gpu_gb(self) -> float:
@@ -140,15 +143,47 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree")
 
 
-def evaluate(archs: dict[str, Architecture], workloads: tuple[Workload, ...], gpu: GPU, catalog: Catalog,
+def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
+    """A diffusers pipeline runs on one GPU; ``count`` GPUs are that many independent pipelines sharing the load."""
+    from gpuwise.estimate.image import image_estimate
+
+    job = workload.job
+    assert isinstance(job, ImageJob)
+    result = image_estimate(pipeline, job, gpu, catalog)
+    if not result.memory.fits:
+        too_big = _too_big(result.memory)
+        return Rejection("memory", too_big.reason + "; --offload model-cpu or --quant fp8/nf4 fit smaller cards",
+                         too_big.gap)
+    assert result.seconds_per_call is not None
+    slo_s = _slo_s(workload)
+    rate, p99 = batch_capacity(seconds_per_batch=result.seconds_per_call, batch=job.batch, slo_s=slo_s)
+    if rate <= 0 and slo_s is not None:
+        idle = p99(0.0)
+        return Rejection("slo", f"{idle:,.1f} s per call of {job.batch} image(s) > SLO {slo_s:,.1f} s",
+                         idle / slo_s)
+    total = rate * count
+    if workload.qps is not None and total < workload.qps:
+        return Rejection("slo", f"{count} GPU(s) make {total:,.3f} images/s < {workload.qps:,.3f} needed",
+                         workload.qps / max(total, 1e-9))
+    latency = p99(workload.qps / count if workload.qps is not None else rate)
+    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, qps_capacity=total,
+               p99_ms=latency * 1e3 if math.isfinite(latency) else None, seconds_per_image=result.seconds_per_image,
+               notes=(f"offload {result.job.offload}, denoiser {result.job.quant}",))
+
+
+def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workload, ...], gpu: GPU, catalog: Catalog,
              count: int, calibration: Calibration | None = None) -> Fit | Rejection:
     """Every workload on ``count`` x ``gpu``; the first rejection wins, else the combined figures."""
     hours = 0.0
     fits: list[Fit] = []
     for workload in workloads:
-        run = _train if workload.task == "train" else _serve
+        model = archs[workload.model]
         try:
-            outcome = run(archs[workload.model], workload, gpu, catalog, count, calibration)
+            if isinstance(model, Pipeline):
+                outcome = _images(model, workload, gpu, catalog, count)
+            else:
+                run = _train if workload.task == "train" else _serve
+                outcome = run(model, workload, gpu, catalog, count, calibration)
         except GpuwiseError as exc:  # e.g. a count that does not divide into the requested TP x PP
             return Rejection("count", str(exc))
         if isinstance(outcome, Rejection):
@@ -161,5 +196,5 @@ def evaluate(archs: dict[str, Architecture], workloads: tuple[Workload, ...], gp
         per_gpu_bytes=max(f.per_gpu_bytes for f in fits), job_hours=hours if train else None,
         tokens_per_s=train[0].tokens_per_s if train else None,
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
-        tp=serve[0].tp if serve else 1,
+        tp=serve[0].tp if serve else 1, seconds_per_image=serve[0].seconds_per_image if serve else None,
     )

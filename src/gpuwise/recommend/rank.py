@@ -8,6 +8,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
 from gpuwise.recommend.request import Request
+from gpuwise.workload.diffusion import find_pipeline
 from gpuwise.workload.resolve import resolve_model
 
 
@@ -91,7 +92,7 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
               ) -> Recommendation:
     """Every option for ``request``; ``calibrations`` (catalog id -> measured rates) replace the efficiency tables
     for the cards they were measured on."""
-    archs = {w.model: resolve_model(w.model) for w in request.workloads}
+    archs = {w.model: find_pipeline(w.model) or resolve_model(w.model) for w in request.workloads}
     options, rejected = enumerate_options(request, catalog, archs, calibrations)
     key = ranking_key(request.objective)
     best = sorted(best_per_gpu_and_way(options, key), key=key)

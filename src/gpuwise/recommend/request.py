@@ -18,7 +18,9 @@ from gpuwise.catalog.schema import Vendor
 from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.estimate.cost import Usage
 from gpuwise.safe_io import excerpt, parse_yaml, read_text
+from gpuwise.workload.diffusion import find_pipeline
 from gpuwise.workload.flags import Flag
+from gpuwise.workload.image_job import ImageJob, make_image_job
 from gpuwise.workload.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
 
 Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt"]
@@ -51,7 +53,7 @@ class Workload(_Model):
 
     model: str = Field(min_length=1, max_length=1000, description="preset id, hub id or config.json path")
     task: Task = "train"
-    options: TrainJob | InferJob = Field(description="the job flags, e.g. {method: qlora, seq: 4096}")
+    options: TrainJob | InferJob | ImageJob = Field(description="the job flags, e.g. {method: qlora, seq: 4096}")
     deadline_hours: Annotated[float | None, Field(gt=0, le=1e6), Flag(_REC, TARGETS)] = Field(
         default=None, description="a training job must finish within this many hours")
     qps: Annotated[float | None, Field(gt=0, le=1e6), Flag(_REC, TARGETS)] = Field(
@@ -64,11 +66,19 @@ class Workload(_Model):
     @model_validator(mode="before")
     @classmethod
     def _typed_job(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or isinstance(data.get("options"), (TrainJob, InferJob)):
+        if not isinstance(data, dict) or isinstance(data.get("options"), (TrainJob, InferJob, ImageJob)):
             return data
         data = dict(data)
         task = data.get("task", "train")
         options = data.get("options", {})
+        if find_pipeline(data.get("model")) is not None and isinstance(options, dict):
+            if task != "infer":
+                raise ValueError("an image pipeline is modelled for generation: task infer")
+            try:
+                data["options"] = make_image_job(**options)
+            except GpuwiseError as exc:
+                raise ValueError(f"options: {exc}") from None
+            return data
         if not isinstance(options, dict) or not isinstance(task, str) or task not in JOB_MODELS:
             return data  # the field validators say what is wrong
         options = dict(options)
@@ -98,7 +108,7 @@ class Workload(_Model):
         return self
 
     @property
-    def job(self) -> TrainJob | InferJob:
+    def job(self) -> TrainJob | InferJob | ImageJob:
         return self.options
 
     @property

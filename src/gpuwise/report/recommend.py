@@ -15,6 +15,8 @@ from gpuwise.recommend.engine import Option, Recommendation, Rejected
 def _time_text(o: Option) -> str:
     if o.fit.job_hours is not None:
         return f"{o.fit.job_hours:,.1f} h/job"
+    if o.fit.seconds_per_image is not None and o.fit.qps_capacity is not None:
+        return f"{o.fit.seconds_per_image:,.1f} s/image, {o.fit.qps_capacity * 3600:,.0f} images/h"
     if o.fit.qps_capacity is not None:
         p99 = f"{o.fit.p99_ms:,.0f} ms" if o.fit.p99_ms is not None else "— (saturated)"
         return f"{o.fit.qps_capacity:,.1f} QPS, P99 {p99}"
@@ -27,6 +29,7 @@ def option_json(o: Option) -> dict[str, Any]:
         "per_gpu_gb": round(o.fit.per_gpu_gb, 3), "per_gpu_gib": round(o.fit.per_gpu_bytes / 2**30, 3),
         "job_hours": o.fit.job_hours, "tokens_per_s": o.fit.tokens_per_s,
         "qps_capacity": o.fit.qps_capacity, "p99_ms": o.fit.p99_ms, "tp": o.fit.tp,
+        "seconds_per_image": o.fit.seconds_per_image,
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
         "usd_per_hour": round(o.usd_per_hour, 4),
         "capex_usd": o.capex_usd, "wall_kw": round(o.wall_kw, 3), "why": o.why, "warnings": list(o.warnings),

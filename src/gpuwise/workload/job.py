@@ -99,7 +99,9 @@ class TrainJob(_Job):
     zero: Annotated[int | None, Field(ge=0, le=3), Flag(_TRAIN, TRAINING)] = Field(
         default=None, description="ZeRO stage 0-3 (3 = FSDP full shard); default: 3 when data-parallel over "
                                   "several GPUs, else 0")
-    offload: Annotated[Offload, Flag(_TRAIN, TRAINING)] = Field(default="none", description="CPU offload")
+    offload: Annotated[Offload, Flag(_TRAIN, TRAINING, accepted=(*get_args(Offload), "model-cpu", "sequential"))] = (
+        Field(default="none", description="CPU offload: optimizer or optimizer+params when training (ZeRO-Offload); "
+                                          "model-cpu or sequential for an image pipeline (diffusers)"))
     pp: Annotated[int, Field(ge=1, le=1024), Flag(_TRAIN, TRAINING)] = Field(
         default=1, description="pipeline-parallel degree")
     pp_microbatches: Annotated[int | None, Field(ge=1, le=100_000), Flag(_TRAIN, TRAINING)] = Field(
@@ -177,9 +179,10 @@ class InferJob(_Job):
     shorthands: ClassVar[dict[str, tuple[FieldInfo, Flag]]] = {}
 
     task: Annotated[Literal["infer"], _TASK_FLAG] = Field(default="infer", description=_TASK_HELP)
-    quant: Annotated[Quant | None, Flag(_INFER, INFERENCE, accepted=get_args(Quant))] = Field(
+    quant: Annotated[Quant | None, Flag(_INFER, INFERENCE, accepted=(*get_args(Quant), "nf4"))] = Field(
         default=None, description="weight format (default: the checkpoint's -- bf16, or what its config.json says, "
-                                  "e.g. mxfp4 for gpt-oss, fp8-block for DeepSeek-V3)")
+                                  "e.g. mxfp4 for gpt-oss, fp8-block for DeepSeek-V3; an image pipeline's "
+                                  "denoiser: bf16, fp16, fp8 or nf4)")
     kv_dtype: Annotated[KvDtype, Flag(_INFER, INFERENCE)] = Field(default="fp16", description="KV cache format")
     input_len: Annotated[int, Field(ge=1, le=10_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=1024, description="prompt tokens")

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuwise.errors import ConfigError, UnknownModel
+from gpuwise.errors import ConfigError, NotEstimable, UnknownModel
 from gpuwise.safe_io import parse_json, read_text
 from gpuwise.workload.architecture import Architecture, from_config, from_param_count
 from gpuwise.workload.checkpoint import WeightFormat, strip_variant
@@ -184,6 +184,12 @@ def resolve_model(name: str) -> Architecture:
     preset_id = hub_index().get(name.strip().lower())
     if preset_id is not None:
         return _cached_preset(preset_id)
+    from gpuwise.workload.diffusion import find_pipeline
+
+    pipeline = find_pipeline(name)
+    if pipeline is not None:
+        raise NotEstimable(f"{pipeline.id} is an image-generation pipeline: `gpuwise estimate`, `fit` and "
+                           "`recommend` answer it with --task infer (--resolution, --steps, --offload); this does not")
     path = Path(name).expanduser()
     if _exists(path):
         return _from_path(path)
