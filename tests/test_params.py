@@ -90,7 +90,7 @@ def test_a_folder_with_config_json_works(tmp_path: Path) -> None:
     [
         ({"model_type": "llama", "hidden_size": 4096}, "lacks 'num_hidden_layers'"),
         ({"hidden_size": 4096}, "has no 'model_type'"),
-        ({"model_type": "mamba"}, "model_type 'mamba' is not supported"),
+        ({"model_type": "frobnicate"}, "model_type 'frobnicate' has no closed form"),
         ({"model_type": "llama", "hidden_size": 0, "num_hidden_layers": 2, "num_attention_heads": 1,
           "intermediate_size": 8, "vocab_size": 10}, "'hidden_size' must be a whole number from 1"),
     ],

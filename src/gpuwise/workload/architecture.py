@@ -145,10 +145,9 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
     family = config.get("model_type")
     if not isinstance(family, str) or not family:
         raise ConfigError(f"{name}: config.json has no 'model_type'; supported: {', '.join(SUPPORTED)}")
-    if family not in SUPPORTED:
-        raise ConfigError(f"{name}: model_type {excerpt(family, 40)} is not supported; supported families: "
-                          f"{', '.join(SUPPORTED)}")
     check_config(name, config)
+    if family not in SUPPORTED:
+        return _from_module_tree(config, family, name=name, source=source)
     if family in LAYOUTS:
         return _from_layout(config, name=name, source=source)
     try:
@@ -212,6 +211,46 @@ def _from_layout(config: Mapping[str, Any], *, name: str, source: str) -> Archit
         window_layers=sum(b.count for b in windowed) if windowed else None, shared_expert_intermediate=ffn.shared_width,
         attention_dropout=_first_float(text, "attention_dropout"), source=source, config=dict(config), blocks=blocks,
         checkpoint=from_quantization_config(config))
+
+
+DERIVE_LAYERS_MAX = 1_000  # a meta-device build costs milliseconds per layer; no published model has more
+
+
+def nearest_family(family: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(family.lower(), SUPPORTED, n=1, cutoff=0.0)
+    return close[0] if close else SUPPORTED[0]
+
+
+def _from_module_tree(config: Mapping[str, Any], family: str, *, name: str, source: str) -> Architecture:
+    """A model type with no closed form: transformers builds it on the meta device and the architecture is read
+    from its modules (workload/module_tree.py); without the hf extra, or for a type transformers does not know,
+    one line naming the nearest supported family."""
+    refusal = (f"{name}: model_type {excerpt(family, 40)} has no closed form in gpuwise (nearest supported family: "
+               f"{nearest_family(family)})")
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # type: ignore[attr-defined]
+    except ImportError:
+        raise ConfigError(refusal + "; pip install 'gpuwise[hf]' and torch to derive it from transformers' "
+                                    "module tree") from None
+    if family not in CONFIG_MAPPING_NAMES:
+        raise ConfigError(refusal + "; transformers does not know it either")
+    layers = [v for k, v in config.items() if k in ("num_hidden_layers", "n_layer", "num_layers")
+              and isinstance(v, int)]
+    if any(n > DERIVE_LAYERS_MAX for n in layers):
+        raise ConfigError(f"{name}: {max(layers):,} layers; gpuwise builds at most {DERIVE_LAYERS_MAX:,} on the meta "
+                          "device")
+    from gpuwise.workload.module_tree import derive
+
+    try:
+        arch: Architecture = derive(config, name=name, source=source)
+    except ConfigError:
+        raise
+    except Exception as exc:  # transformers rejects a config in many ways (ValueError, AttributeError, ...)
+        raise ConfigError(f"{refusal}; transformers could not build it: {excerpt(str(exc), 100)}") from None
+    check_total(name, arch.total_params)
+    return replace(arch, checkpoint=from_quantization_config(config))
 
 
 def _uniform_blocks(arch: Architecture) -> tuple[Block, ...]:

@@ -28,8 +28,8 @@ def _case_insensitive(module: Any, name: str) -> Any:
     return None
 
 
-def meta_param_count(config: Mapping[str, Any], *, architecture: str | None = None) -> int:
-    """Parameters of ``architecture`` (default: the config's first) instantiated on the meta device."""
+def meta_model(config: Mapping[str, Any], *, architecture: str | None = None) -> Any:
+    """``architecture`` (default: the config's first, else the base model of its type) built on the meta device."""
     try:
         import torch
         import transformers
@@ -46,11 +46,17 @@ def meta_param_count(config: Mapping[str, Any], *, architecture: str | None = No
         raise ConfigError(f"transformers cannot build a config of model_type {model_type!r}: {exc}") from None
     name = architecture or (clean.get("architectures") or [""])[0]
     name = _RENAMED.get(name, name)
-    model_class = getattr(transformers, name, None) or _case_insensitive(transformers, name)
-    if model_class is None:
-        raise ConfigError(f"transformers {transformers.__version__} has no class {name!r}")
+    model_class = getattr(transformers, name, None) or _case_insensitive(transformers, name) if name else None
     with torch.device("meta"):
-        model = model_class(hf_config)
+        if model_class is None and not name:
+            return transformers.AutoModelForCausalLM.from_config(hf_config)  # type: ignore[no-untyped-call]
+        if model_class is None:
+            raise ConfigError(f"transformers {transformers.__version__} has no class {name!r}")
+        return model_class(hf_config)
+
+
+def unique_param_count(model: Any) -> int:
+    """Parameters counted once each (tied weights share one tensor)."""
     seen: set[int] = set()
     total = 0
     for parameter in model.parameters():
@@ -58,3 +64,8 @@ def meta_param_count(config: Mapping[str, Any], *, architecture: str | None = No
             seen.add(id(parameter))
             total += parameter.numel()
     return total
+
+
+def meta_param_count(config: Mapping[str, Any], *, architecture: str | None = None) -> int:
+    """Parameters of ``architecture`` (default: the config's first) instantiated on the meta device."""
+    return unique_param_count(meta_model(config, architecture=architecture))

@@ -1,0 +1,76 @@
+"""Model types gpuwise has no closed form for: the architecture read from transformers' meta-device build equals
+that build's own parameter count, its projections have the config's head shapes, and an MoE's active count is the
+total less the unrouted experts worked out from the config by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuwise.errors import ConfigError
+from gpuwise.workload.architecture import SUPPORTED, from_config
+from gpuwise.workload.module_tree import DERIVED
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("torch")
+
+UNSUPPORTED = ["granite", "starcoder2", "smollm3", "seed_oss", "olmoe", "ernie4_5_moe", "jamba"]
+
+
+def _config(model_type: str) -> dict[str, Any]:
+    """transformers' default config of the type (its defaults are one published size of that family)."""
+    config = transformers.AutoConfig.for_model(model_type).to_dict()
+    return {**config, "model_type": model_type}
+
+
+@pytest.mark.parametrize("model_type", UNSUPPORTED)
+def test_derived_counts_equal_the_meta_build(model_type: str) -> None:
+    from gpuwise.workload.exact import meta_param_count
+
+    assert model_type not in SUPPORTED
+    config = _config(model_type)
+    arch = from_config(config, name=model_type)
+    assert arch.resolved_as == DERIVED
+    assert arch.total_params == meta_param_count(config)
+    # the linears carry nearly every parameter: norms, biases and routers are the small rest
+    assert 0 <= arch.params.other < 0.01 * arch.total_params
+    k_proj = [x for x in arch.params.linears if x.name == "k_proj"]
+    assert k_proj and all(x.d_out == arch.kv_heads * arch.head_dim for x in k_proj)
+
+
+def test_moe_active_parameters_by_hand() -> None:
+    """OLMoE: 64 experts, 8 per token, each a gated MLP of 3 x hidden x intermediate weights in every layer."""
+    config = _config("olmoe")
+    arch = from_config(config, name="olmoe")
+    h, i, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    experts, top_k = config["num_experts"], config["num_experts_per_tok"]
+    assert (arch.experts, arch.experts_per_token) == (experts, top_k)
+    assert arch.active_params == arch.total_params - (experts - top_k) * 3 * h * i * layers
+
+
+def test_starcoder2_default_is_the_3b_model() -> None:
+    """bigcode/starcoder2-3b (hidden 3072, 30 layers, 24 heads, 2 KV heads): 'a 3B parameter model' (model card)."""
+    arch = from_config(_config("starcoder2"), name="starcoder2")
+    assert round(arch.total_params / 1e9) == 3 and (arch.heads, arch.kv_heads, arch.layers) == (24, 2, 30)
+
+
+def test_unknown_to_transformers_names_the_nearest_family() -> None:
+    with pytest.raises(ConfigError, match=r"model_type 'qwen3x' has no closed form .*nearest supported family: qwen3"):
+        from_config({"model_type": "qwen3x", "hidden_size": 64}, name="x.json")
+
+
+def test_a_deep_config_is_refused_before_the_build() -> None:
+    with pytest.raises(ConfigError, match="at most 1,000 on the meta"):
+        from_config({**_config("granite"), "num_hidden_layers": 5000}, name="deep.json")
+
+
+def test_layers_without_key_projections_keep_no_kv_cache() -> None:
+    """Mamba mixes with a state-space layer (in_proj, x_proj, dt_proj, out_proj): nothing to cache per token."""
+    from gpuwise.estimate.kv_cache import kv_bytes_per_token
+    from gpuwise.workload.job import InferJob
+
+    mamba = from_config(_config("mamba"), name="mamba")
+    assert mamba.decoder_layers == 0 and kv_bytes_per_token(mamba, InferJob()) == 0
+    jamba = from_config(_config("jamba"), name="jamba")  # one attention layer in 8 (attn_layer_period 8)
+    assert jamba.decoder_layers == jamba.layers // 8
