@@ -129,3 +129,31 @@ def test_vision_towers_are_counted_and_not_active() -> None:
     assert 0.4e9 <= arch.params.tower <= 0.5e9
     assert arch.total_params - text.total_params == arch.params.tower
     assert arch.active_params == text.active_params
+
+
+def test_sliding_windows_and_dsa_limit_the_keys_each_query_attends() -> None:
+    """A causal prefill of s tokens averages s/2 keys per query; under a window w < s the query at i attends
+    min(i, w): (w (s - w) + w^2 / 2) / s = w - w^2 / (2 s). Decode attends min(context, w)."""
+    from gpuwise.estimate.operators import Pass, _context
+    from gpuwise.workload.blocks import Attention
+
+    windowed = Attention("gqa", 8, 8, 64, 64, window=128)
+    prefill = Pass(batch=1, query=8192, context=4096, act_bytes=2, weight_bytes=2, kv_bytes=2)
+    assert _context(windowed, prefill) == 128 - 128 * 128 / (2 * 8192)
+    short = Pass(batch=1, query=100, context=50, act_bytes=2, weight_bytes=2, kv_bytes=2)
+    assert _context(windowed, short) == 50  # the whole prompt fits in the window
+    decode = Pass(batch=1, query=1, context=30_000, act_bytes=2, weight_bytes=2, kv_bytes=2)
+    assert _context(windowed, decode) == 128
+    glm5 = next(b.attention for b in resolve_model("zai-org/GLM-5").blocks if b.attention.kind == "mla")
+    assert glm5.selected == 2048 and _context(glm5, decode) == 2048  # GLM-5 config.json index_topk 2048
+
+
+def test_the_dsa_indexer_scores_every_key() -> None:
+    """DeepSeek-V3.2 lightning indexer: 2 x query tokens x keys x n_I x d_I FLOPs per layer (GLM-5: 32 x 128)."""
+    from gpuwise.estimate.operators import Pass, _indexer
+
+    glm5 = next(b.attention for b in resolve_model("zai-org/GLM-5").blocks if b.attention.kind == "mla")
+    decode = Pass(batch=1, query=1, context=30_000, act_bytes=2, weight_bytes=2, kv_bytes=1)
+    (op,) = _indexer(glm5, decode, 1)
+    assert op.flops == 2 * 30_000 * glm5.indexer_heads * glm5.indexer_dim
+    assert op.bytes == 30_000 * glm5.indexer_dim  # one fp8 index key per cached token

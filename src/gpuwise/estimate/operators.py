@@ -77,7 +77,29 @@ def experts_touched(ffn: FeedForward | Architecture, tokens: int) -> float:
 
 
 def _context(attention: Attention, p: Pass) -> float:
-    return min(p.context, attention.window) if attention.window and p.decode else p.context
+    """Keys each query attends: all it holds, or at most its sliding window, or the DSA indexer's top-k. A causal
+    prefill of s tokens averages s/2 keys per query; under a window w < s the query at position i attends
+    min(i, w), which averages w - w^2 / (2 s)."""
+    limit = attention.window or attention.selected
+    if not limit:
+        return p.context
+    if p.decode:
+        return min(p.context, limit)
+    s = 2 * p.context
+    return p.context if s <= limit else limit - limit * limit / (2 * s)
+
+
+def _indexer(attention: Attention, p: Pass, n: int) -> list[Op]:
+    """DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2-Exp report, eq. 1; GLM-5): every query scores
+    every key it holds with n_I small heads of d_I (q_I . k_I per head, weighted, ReLU) before the top-k select; decode
+    reads the cached index keys."""
+    if not attention.indexer_heads:
+        return []
+    heads = attention.indexer_heads / p.tp
+    keys = p.context  # all keys, not the selected ones
+    flops = 2.0 * p.tokens * keys * heads * attention.indexer_dim
+    cache = p.batch * (keys if p.decode else p.query) * attention.indexer_dim * p.kv_bytes
+    return [Op("dsa_indexer", "attention", flops * n, cache * n, n)]
 
 
 def _gqa(attention: Attention, p: Pass, n: int, h: int) -> list[Op]:
@@ -118,6 +140,7 @@ def _mla(attention: Attention, p: Pass, n: int, h: int) -> list[Op]:
     ops = [*q_ops, _gemm("kv_a_proj", p.tokens, h, r_kv + a.rope_dim, p, p.weight_bytes, n),
            _gemm("o_proj", p.tokens, heads * d_v, h, p, p.weight_bytes, n)]
     context = _context(a, p)
+    ops += _indexer(a, p, n)
     latent = p.batch * context * (r_kv + a.rope_dim) * p.kv_bytes  # the cache read: one latent for all heads
     if p.decode and p.absorb_mla:
         # one batched GEMM per layer over the heads (torch.einsum / bmm): each head a tokens x nope x r_kv product
