@@ -95,6 +95,8 @@ def test_shipped_scenarios_run_and_give_sane_answers(shipped: Catalog, scenario:
     best = rec.options[0]
     if scenario.stem in ("individual-learner", "qlora-qwen2-7b-16gb"):
         assert best.count == 1 and shipped.gpus[best.gpu].memory_gb <= 32  # one consumer-class card
+    if scenario.stem == "student-image-generation":  # SDXL and FLUX.1-dev (fp8, model offload) on one desktop card
+        assert best.count == 1 and 12 <= shipped.gpus[best.gpu].memory_gb <= 32 and best.fit.seconds_per_image
     if scenario.stem == "enterprise-pretrain":
         assert best.count >= 32 and shipped.gpus[best.gpu].segment == "datacenter"
     if scenario.stem == "small-team-finetune":

@@ -126,6 +126,9 @@ GEMM_EFFICIENCY_BY_GPU = {
     ("b200-sxm-180gb", "bf16"): Constant(1745 / 2250, "fraction", MAMF + ": B200 bf16 1745 TFLOPS"),
     ("rtx-4090", "fp16"): Constant(0.95, "fraction", "mli/transformers-benchmarks: RTX 4090 fp16 (fp32 accumulate) "
                                   "2048^3 matmul 167.1 TFLOPS, above the 165.2 spec (boost clock); capped at 0.95"),
+    ("rtx-5060-ti-16gb", "bf16"): Constant(
+        0.95, "fraction", "github.com/QuantumDrizzy/BLACKWALL GEMM sweep on an RTX 5060 Ti (sm_120): BF16 with FP32 "
+                          "accumulate 47.0 TFLOPS of the 47.4 derived peak (0.99); capped at 0.95 as the RTX 4090"),
 }
 GEMM_EFFICIENCY_BY_ARCH = {
     # (architecture, segment) -> fraction of dense peak when the card itself was not measured; a measurement
@@ -134,6 +137,7 @@ GEMM_EFFICIENCY_BY_ARCH = {
     ("hopper", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "bf16")],
     ("blackwell", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("b200-sxm-180gb", "bf16")],
     ("ada", "consumer"): GEMM_EFFICIENCY_BY_GPU[("rtx-4090", "fp16")],
+    ("blackwell", "consumer"): GEMM_EFFICIENCY_BY_GPU[("rtx-5060-ti-16gb", "bf16")],
 }
 GEMM_EFFICIENCY_FP8_HOPPER = GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "fp8")]
 FIXED_SHAPE_FRACTION = Constant(

@@ -187,8 +187,9 @@ def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog
     if gpu.unified_memory is not None and job.offload != "none":
         warnings.append(f"{gpu.id} shares one memory between CPU and GPU: offloading to the CPU frees nothing")
     if gpu.software.stack != "cuda":
-        warnings.append(f"diffusers runs on {gpu.software.stack} through PyTorch's {gpu.software.stack} backend; "
-                        "the rates are the datasheet's, kernels there are less tuned")
+        backend = {"rocm": "ROCm", "oneapi": "XPU", "metal": "MPS", "synapseai": "HPU"}[gpu.software.stack]
+        warnings.append(f"diffusers runs here through PyTorch's {backend} backend: the speed assumes the datasheet "
+                        "rates at gpuwise's default efficiency, and no published diffusers timing checks it")
     return ImageEstimate(pipeline, gpu, job, memory, weights, sum(phases.values()) if phases else None, phases,
                          tuple(warnings), memory.assumptions)
 

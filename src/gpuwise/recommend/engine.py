@@ -168,7 +168,7 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
     return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
-                  warnings=_warnings(gpu, count, label))
+                  warnings=_warnings(gpu, count, label) + fit.notes)
 
 
 def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:

@@ -152,8 +152,11 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
     result = image_estimate(pipeline, job, gpu, catalog)
     if not result.memory.fits:
         too_big = _too_big(result.memory)
-        return Rejection("memory", too_big.reason + "; --offload model-cpu or --quant fp8/nf4 fit smaller cards",
-                         too_big.gap)
+        untried = [f for f, used in (("--offload model-cpu", job.offload != "none"),
+                                     ("--offload sequential", job.offload == "sequential"),
+                                     ("--quant nf4", job.quant == "nf4")) if not used]
+        hint = f"; {' or '.join(untried)} needs less" if untried else ""
+        return Rejection("memory", too_big.reason + hint, too_big.gap)
     assert result.seconds_per_call is not None
     slo_s = _slo_s(workload)
     rate, p99 = batch_capacity(seconds_per_batch=result.seconds_per_call, batch=job.batch, slo_s=slo_s)
@@ -168,7 +171,7 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
     latency = p99(workload.qps / count if workload.qps is not None else rate)
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, qps_capacity=total,
                p99_ms=latency * 1e3 if math.isfinite(latency) else None, seconds_per_image=result.seconds_per_image,
-               notes=(f"offload {result.job.offload}, denoiser {result.job.quant}",))
+               notes=result.warnings)
 
 
 def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workload, ...], gpu: GPU, catalog: Catalog,
@@ -197,4 +200,5 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
         tokens_per_s=train[0].tokens_per_s if train else None,
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
         tp=serve[0].tp if serve else 1, seconds_per_image=serve[0].seconds_per_image if serve else None,
+        notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
     )

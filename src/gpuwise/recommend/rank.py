@@ -53,7 +53,10 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     parts = [f"{option.fit.per_gpu_bytes / 2**30:,.1f} of {capacity_gib:,.0f} GiB per GPU"]
     if option.fit.job_hours is not None:
         parts.append(f"{option.fit.job_hours:,.1f} h per job")
-    if option.fit.qps_capacity is not None:
+    if option.fit.seconds_per_image is not None and option.fit.qps_capacity is not None:
+        parts.append(f"{option.fit.seconds_per_image:,.1f} s per image, {option.fit.qps_capacity * 3600:,.0f} "
+                     f"images/h on {option.count} pipeline(s)")
+    elif option.fit.qps_capacity is not None:
         parts.append(f"{option.fit.qps_capacity:,.1f} QPS within the SLO (TP {option.fit.tp})")
     horizon = f"{option.tco_usd:,.0f} USD over {u.years:g} y at {u.hours_per_day:g} h/day"
     if rank == 0:
