@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("fastapi")
@@ -168,3 +170,21 @@ def test_a_bug_answers_json_500_with_the_security_headers() -> None:
     r = TestClient(app, raise_server_exceptions=False).get("/boom")
     assert r.status_code == 500 and "bug in gpuwise" in r.json()["detail"] and "secret-boom" not in r.text
     assert r.headers["x-content-type-options"] == "nosniff" and "content-security-policy" in r.headers
+
+
+def test_image_pipelines_answer_like_the_cli() -> None:
+    from gpuwise.api import image_estimate
+    from gpuwise.report.image import image_json
+
+    body = {"model": "flux.1-dev", "gpu": "rtx-4090", "task": "infer",
+            "options": {"offload": "model-cpu", "quant": "fp8", "steps": 20}}
+    web = client.post("/api/estimate", json=body).json()
+    cli = image_json(image_estimate("flux.1-dev", gpu="rtx-4090", offload="model-cpu", quant="fp8", steps=20))
+    assert web == json.loads(json.dumps(cli))
+    fitted = client.post("/api/fit", json={**body, "options": {}}).json()
+    assert fitted["fitting_options"] and not fitted["memory"]["fits"]
+    bad = client.post("/api/estimate", json={**body, "options": {"offload": "optimizer"}})
+    assert bad.status_code == 422 and "--offload" in bad.json()["detail"]
+    assert client.post("/api/estimate", json={**body, "task": "train"}).status_code == 422
+    assert {"id": "sdxl", "hub_ids": ["stabilityai/stable-diffusion-xl-base-1.0"], "kind": "image-pipeline"} in (
+        client.get("/api/models").json())

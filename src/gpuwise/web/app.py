@@ -81,7 +81,23 @@ def _model(body: EstimateBody) -> Any:
     return api.model(body.model)
 
 
+def _image(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
+    """An image pipeline (sdxl, flux.1-dev): its own job (resolution, steps, offload, quant, batch)."""
+    from gpuwise.report.image import image_fit_json, image_json
+    from gpuwise.workload.image_job import make_image_job
+
+    if body.task != "infer":
+        raise HTTPException(422, detail="an image pipeline is modelled for generation: task infer")
+    job = make_image_job(**body.options)
+    assert body.model is not None
+    if fit:
+        return image_fit_json(api.image_fit(body.model, gpu=body.gpu, job=job))
+    return image_json(api.image_estimate(body.model, gpu=body.gpu, job=job))
+
+
 def _estimate(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
+    if body.config is None and body.model and api.pipeline(body.model) is not None:
+        return _image(body, fit=fit)
     job = api.job(body.task, **body.options)  # only job fields: nothing in a body reaches a file-taking keyword
     model = _model(body)
     if fit:
@@ -142,7 +158,8 @@ def _api_routes(app: FastAPI, heavy: HeavyRunner) -> None:
 
     @app.get("/api/models")
     def models() -> list[dict[str, Any]]:
-        return [{"id": p.id, "hub_ids": list(p.hub_ids)} for p in api.list_models()]
+        return ([{"id": p.id, "hub_ids": list(p.hub_ids), "kind": "model"} for p in api.list_models()]
+                + [{"id": p.id, "hub_ids": list(p.hub_ids), "kind": "image-pipeline"} for p in api.list_pipelines()])
 
     @app.post("/api/estimate")
     async def estimate(body: EstimateBody, request: Request) -> dict[str, Any]:
