@@ -157,3 +157,16 @@ def test_the_dsa_indexer_scores_every_key() -> None:
     (op,) = _indexer(glm5, decode, 1)
     assert op.flops == 2 * 30_000 * glm5.indexer_heads * glm5.indexer_dim
     assert op.bytes == 30_000 * glm5.indexer_dim  # one fp8 index key per cached token
+
+
+def test_mtp_layers_count_only_when_loaded(shipped) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek-V3 ships one MTP module (11,610,067,968 parameters beyond the 671B; README_WEIGHTS.md): --mtp loads
+    it for speculative decoding, stored in the checkpoint's fp8 blocks like the rest."""
+    from gpuwise.estimate.estimate import estimate
+
+    arch = resolve_model("deepseek-ai/DeepSeek-V3")
+    card = shipped.gpus["h200-sxm-141gb"]
+    plain = estimate(arch, InferJob(count=8, tp=8), card).memory.breakdown_bytes["weights"]
+    loaded = estimate(arch, InferJob(count=8, tp=8, mtp=True), card).memory.breakdown_bytes["weights"]
+    assert (loaded - plain) * 8 == pytest.approx(arch.params.mtp * plain * 8 / arch.total_params)
+    assert 1.0 < (loaded - plain) * 8 / arch.params.mtp < 1.01  # about one byte per fp8 weight

@@ -42,6 +42,9 @@ def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     parts["weights"] = weight_bytes(arch, job.weights) / job.tp
     per_sequence = sequence_cache_bytes(arch, job, job.context)
+    if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
+        parts["weights"] += arch.params.mtp * weight_bytes(arch, job.weights) / arch.total_params / job.tp
+        per_sequence *= 1 + 1 / max(arch.decoder_layers, 1)
     parts["kv_cache"] = per_sequence * job.batch
     parts["activations"] = workspace_bytes(arch, job)
     engine_overhead = C.VLLM_OVERHEAD.value if job.engine in ("vllm", "sglang") else 0.0
@@ -76,6 +79,9 @@ def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: flo
 def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
     notes = [f"{arch.name}: {arch.total_params:,} parameters; {_weights_note(arch, job.weights)}",
              f"KV cache {job.kv_dtype}: {describe_cache(arch)}"]
+    if job.mtp and arch.params.mtp:
+        notes.append(f"--mtp: {arch.params.mtp:,} multi-token-prediction parameters loaded beside the model, with "
+                     "their KV cache; the speed is plain decoding (speculative acceptance is not modelled)")
     fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
     if fraction is not None:
         notes.append(f"{job.engine} pre-reserves {fraction.value:.0%} {fraction.unit} ({fraction.source})")
@@ -98,4 +104,6 @@ def _warnings(arch: Architecture, job: InferJob) -> tuple[str, ...]:
         warnings.append(f"context {job.context} exceeds the model's {arch.max_positions} positions")
     if not arch.decoder_layers:
         warnings.append(f"{arch.name} is not a generative model: no KV cache, the workspace is one forward pass")
+    if job.mtp and not arch.params.mtp:
+        warnings.append(f"--mtp: {arch.name}'s checkpoint has no multi-token-prediction layers; nothing is added")
     return tuple(warnings)

@@ -189,6 +189,9 @@ class InferJob(_Job):
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=256, description="generated tokens")
     engine: Annotated[Engine, Flag(_INFER, INFERENCE)] = Field(default="vllm", description="serving engine")
+    mtp: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
+        default=False, description="load the checkpoint's multi-token-prediction layers as the speculative decoder "
+                                   "(DeepSeek-V3/R1, GLM; vLLM --speculative-config method mtp)")
     max_num_seqs: Annotated[int | None, Field(ge=1, le=100_000), Flag(frozenset({"serve-sim", "recommend"}),
                                                                         INFERENCE)] = Field(
         default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "
