@@ -20,6 +20,7 @@ from gpuwise.workload.denoisers import Tally, flux, unet, vae
 
 LATENT_SCALE = 8  # AutoencoderKL with 4 levels: 2**3 pixels per latent cell (vae_scale_factor)
 FLUX_PATCH = 2  # FLUX packs 2 x 2 latent cells into one token (pipeline_flux.py _pack_latents)
+_WALKS: dict[tuple[str, str, int], Tally | tuple[Tally, Tally]] = {}  # bounded: pipelines x resolutions (<= 60)
 
 
 @dataclass(frozen=True)
@@ -65,15 +66,25 @@ class Pipeline:
         return self.denoiser_class == "FluxTransformer2DModel"
 
     def denoiser(self, resolution: int) -> Tally:
-        """The denoiser's counts and the FLOPs of one forward of one image at ``resolution`` pixels square."""
-        latent = resolution // LATENT_SCALE
-        if self.is_dit:
-            return flux(self.denoiser_config, image_tokens=(latent // FLUX_PATCH) ** 2,
-                        text_tokens=self.defaults.text_tokens)
-        return unet(self.denoiser_config, latent_hw=latent, text_tokens=self.defaults.text_tokens)
+        """The denoiser's counts and the FLOPs of one forward of one image at ``resolution`` pixels square (a walk
+        is cached per pipeline and resolution; do not modify the result)."""
+        key = (self.id, "denoiser", resolution)
+        if key not in _WALKS:
+            latent = resolution // LATENT_SCALE
+            _WALKS[key] = (flux(self.denoiser_config, image_tokens=(latent // FLUX_PATCH) ** 2,
+                                text_tokens=self.defaults.text_tokens) if self.is_dit else
+                           unet(self.denoiser_config, latent_hw=latent, text_tokens=self.defaults.text_tokens))
+        found = _WALKS[key]
+        assert isinstance(found, Tally)
+        return found
 
     def vae_parts(self, resolution: int) -> tuple[Tally, Tally]:
-        return vae(self.vae_config, image_hw=resolution)
+        key = (self.id, "vae", resolution)
+        if key not in _WALKS:
+            _WALKS[key] = vae(self.vae_config, image_hw=resolution)
+        found = _WALKS[key]
+        assert isinstance(found, tuple)
+        return found
 
     def params(self) -> dict[str, int]:
         encoder, decoder = self.vae_parts(self.defaults.resolution)
