@@ -36,3 +36,13 @@ def test_every_memory_case_runs_and_the_median_error_holds(accuracy) -> None:  #
 def test_exact_fidelity_cases_stay_within_20_percent(accuracy) -> None:  # type: ignore[no-untyped-def]
     exact = [r for r in accuracy.evaluate("memory") if r["fidelity"] == "exact"]
     assert exact and all(abs(r["error_pct"]) <= 20 for r in exact)
+
+
+def test_image_timings_stay_within_their_measured_range() -> None:
+    """benchmarks/image_accuracy.py against published SDXL/FLUX timings: today 0.53-1.31x, median 0.67x (README)."""
+    spec = importlib.util.spec_from_file_location("gpuwise_image_accuracy", BENCH.with_name("image_accuracy.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ratios = [r["ratio"] for r in module.evaluate()]
+    assert len(ratios) >= 8 and all(r is not None and 0.45 <= r <= 1.5 for r in ratios), ratios
