@@ -38,7 +38,8 @@ def main() -> None:
         print("| case | measured s | predicted s | predicted / measured |\n|---|---:|---:|---:|")
     for r in rows:
         cells = (r["id"], f"{r['measured']:.2f}", f"{r['predicted']:.2f}", f"{r['ratio']:.2f}")
-        print("| " + " | ".join(cells) + " |" if markdown else f"{cells[0]:45s} {cells[1]:>8} {cells[2]:>8} {cells[3]:>6}")
+        plain = f"{cells[0]:45s} {cells[1]:>8} {cells[2]:>8} {cells[3]:>6}"
+        print("| " + " | ".join(cells) + " |" if markdown else plain)
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     print(f"\n{len(ratios)} cases, median predicted/measured {statistics.median(ratios):.2f}, "
           f"range {min(ratios):.2f}-{max(ratios):.2f}")
