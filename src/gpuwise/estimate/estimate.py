@@ -82,6 +82,8 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
     require_tp(arch, job.tp)
+    if isinstance(job, InferJob) and job.ep > 1 and not arch.experts:
+        raise ConfigError(f"--ep {job.ep} spreads routed experts over GPUs; {arch.name} has none (use --tp)")
     if isinstance(job, InferJob):
         job = job.for_checkpoint(arch.checkpoint)  # the checkpoint's weight format unless --quant says otherwise
     if isinstance(job, TrainJob):
@@ -93,7 +95,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     if catalog is not None:
         perf = (train_perf(arch, job, gpu, catalog, calibration=calibration) if isinstance(job, TrainJob)
                 else replace(infer_perf(arch, job, gpu, catalog, calibration=calibration),
-                             replicas=job.count // job.tp))
+                             replicas=job.count // job.replica_gpus))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
     return Estimate(model=arch, gpu=gpu, job=job, memory=memory,
                     warnings=memory.warnings + compatibility_warnings(arch, job, gpu), perf=perf, cost=cost)
@@ -119,6 +121,7 @@ def costs(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, catalog: Catal
     if isinstance(perf, TrainPerf) and perf.epoch_time_s is not None:
         per_job = per_hour * perf.epoch_time_s / 3600
     if isinstance(perf, InferPerf) and perf.output_tokens_per_s:
-        replicas = job.count // job.tp  # perf is one replica's; every replica serves the same batch in parallel
+        # perf is one replica's; every replica serves the same batch in parallel
+        replicas = job.count // (job.replica_gpus if isinstance(job, InferJob) else 1)
         per_million = per_hour / (perf.output_tokens_per_s * replicas * 3600) * 1e6
     return CostFigures(per_hour, basis, per_job, per_million)

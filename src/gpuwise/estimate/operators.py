@@ -41,6 +41,7 @@ class Pass:
     lm_head: bool = True
     absorb_mla: bool = True  # decode MLA on its latent (serving engines) rather than re-expanding every key
     expert_bytes: float | None = None  # per routed-expert weight, when the format covers the experts only
+    ep: int = 1  # expert-parallel group: ``batch`` is this GPU's share, the routed experts are spread over ep GPUs
 
     @property
     def tokens(self) -> int:
@@ -186,7 +187,8 @@ def _feed_forward(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
         ops = [_gemm("mlp_up_gate", tokens, h, mlp_in, p, p.weight_bytes, n),
                _gemm("mlp_down", tokens, width, h, p, p.weight_bytes, n)]
     else:
-        touched = experts_touched(ffn, tokens)
+        # under --ep this GPU holds E/ep experts and computes every token of the group routed to them
+        touched = experts_touched(ffn, tokens * p.ep) / p.ep
         routed = tokens * ffn.top_k
         # FLOPs follow the k experts of each token; weight bytes follow the distinct experts touched. One grouped
         # GEMM per layer runs them all, each expert's rows padded to the MMA tile: few tokens per expert fill

@@ -56,6 +56,14 @@ def all_gather_s(size_bytes: float, ranks: int, link: Interconnect) -> float:
     return (ranks - 1) / ranks * size_bytes / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
 
 
+def all_to_all_s(size_bytes: float, ranks: int, link: Interconnect) -> float:
+    """All-to-all of ``size_bytes`` held by each rank, every rank sending (n - 1)/n of it to the others (an MoE
+    dispatch or combine: DeepSeek-V3 report sec. 3.4; DeepEP)."""
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    return (ranks - 1) / ranks * size_bytes / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
+
+
 def pipeline_bubble(stages: int, microbatches: int) -> float:
     """Idle fraction of a 1F1B pipeline: (p - 1) / (m + p - 1) (Narayanan et al. 2021)."""
     if stages <= 1:

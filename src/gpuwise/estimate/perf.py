@@ -19,7 +19,7 @@ from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_weight_bytes
 from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
-from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, links, pipeline_bubble
+from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, all_to_all_s, links, pipeline_bubble
 from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
 from gpuwise.estimate.weights import matmul_dtype, weights
 from gpuwise.workload.architecture import Architecture
@@ -250,10 +250,10 @@ def _train_assumptions(m: Machine, job: TrainJob, microbatches: int) -> tuple[st
 # ---------------------------------------------------------------- inference
 def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
     w = weights(arch, job.weights)
-    return Pass(batch=job.batch, query=query, context=context, act_bytes=activation_bytes(job.weights),
+    return Pass(batch=job.local_batch, query=query, context=context, act_bytes=activation_bytes(job.weights),
                 weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
-                flash=job.flash_attn, logits_tokens=job.batch, absorb_mla=job.engine != "hf",
-                expert_bytes=w.expert_bytes_per_weight)
+                flash=job.flash_attn, logits_tokens=job.local_batch, absorb_mla=job.engine != "hf",
+                expert_bytes=w.expert_bytes_per_weight, ep=job.ep)
 
 
 def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
@@ -268,10 +268,16 @@ def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
 
 
 def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
-    if job.tp <= 1:
+    """Two all-reduces per layer under TP; under --ep a dispatch and a combine all-to-all per MoE layer, each GPU
+    sending the top-k copies of its own tokens' hidden states (``tokens`` is the replica's)."""
+    if job.replica_gpus <= 1:
         return 0.0
     link = links(gpu, catalog, network=job.network, nodes=job.nodes).intra
     size = tokens * arch.hidden * activation_bytes(job.weights)
+    if job.ep > 1:
+        moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts)
+        local = size / job.ep * max(arch.experts_per_token, 1)
+        return 2 * moe_layers * all_to_all_s(local, job.ep, link)
     return 2 * arch.layers * all_reduce_s(size, job.tp, link)
 
 

@@ -30,22 +30,24 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
         from gpuwise.estimate.cnn import convolutions
 
         return 2.0 * job.batch * max(c.out_hw**2 * c.c_out for c in convolutions(arch.config)) * e
-    tokens = job.batch * job.input_len
+    tokens = job.local_batch * job.input_len
     width = (arch.intermediate * max(arch.experts_per_token, 1) + arch.shared_expert_intermediate) / job.tp
     live = e * tokens * (2 * arch.hidden + 3 * width)
     if not job.flash_attn:
-        live += e * job.batch * arch.heads / job.tp * job.input_len ** 2
-    return live + 4 * job.batch * arch.vocab
+        live += e * job.local_batch * arch.heads / job.tp * job.input_len ** 2
+    return live + 4 * job.local_batch * arch.vocab
 
 
 def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float) -> MemoryEstimate:
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
-    parts["weights"] = weight_bytes(arch, job.weights) / job.tp
+    stored = weights(arch, job.weights)
+    # --ep keeps a whole copy of attention, dense and shared weights on every GPU and 1/ep of the routed experts
+    parts["weights"] = (stored.bytes - stored.expert_bytes * (1 - 1 / job.ep)) / job.tp
     per_sequence = sequence_cache_bytes(arch, job, job.context)
     if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
         parts["weights"] += arch.params.mtp * weight_bytes(arch, job.weights) / arch.total_params / job.tp
         per_sequence *= 1 + 1 / max(arch.decoder_layers, 1)
-    parts["kv_cache"] = per_sequence * job.batch
+    parts["kv_cache"] = per_sequence * job.local_batch
     parts["activations"] = workspace_bytes(arch, job)
     engine_overhead = C.VLLM_OVERHEAD.value if job.engine in ("vllm", "sglang") else 0.0
     parts["framework_overhead"] = framework_overhead(job.tp) + engine_overhead

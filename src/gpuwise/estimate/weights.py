@@ -30,10 +30,15 @@ class Weights:
     quantized: int  # parameters stored in the format
     experts_only: bool  # the format covers the routed experts and nothing else
     total: int
+    expert_params: int = 0  # routed-expert weights (what expert parallelism spreads over its GPUs)
 
     @property
     def bytes(self) -> float:
         return self.quantized * self.bits / 8 + (self.total - self.quantized) * unquantized_bytes(self.quant)
+
+    @property
+    def expert_bytes(self) -> float:
+        return self.expert_params * self.expert_bytes_per_weight
 
     @property
     def dense_bytes_per_weight(self) -> float:
@@ -59,7 +64,7 @@ def weights(arch: Architecture, quant: str) -> Weights:
         quantized = arch.total_params
     else:
         quantized = _expert_params(arch) if experts_only else arch.params.linear
-    return Weights(quant, bits, quantized, experts_only, arch.total_params)
+    return Weights(quant, bits, quantized, experts_only, arch.total_params, _expert_params(arch))
 
 
 def matmul_dtype(quant: str, gpu: GPU) -> Dtype:

@@ -189,6 +189,11 @@ class InferJob(_Job):
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=256, description="generated tokens")
     engine: Annotated[Engine, Flag(_INFER, INFERENCE)] = Field(default="vllm", description="serving engine")
+    ep: Annotated[int, Field(ge=1, le=1024), Flag(frozenset({"estimate", "fit"}), INFERENCE)] = Field(
+        default=1, description="expert parallelism with data-parallel attention over this many GPUs (SGLang "
+                               "--enable-dp-attention --ep-size N, vLLM --data-parallel-size N "
+                               "--enable-expert-parallel): each runs attention for its share of --batch and holds "
+                               "1/N of the routed experts; tokens reach them through an all-to-all. Keep --tp 1")
     mtp: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
         default=False, description="load the checkpoint's multi-token-prediction layers as the speculative decoder "
                                    "(DeepSeek-V3/R1, GLM; vLLM --speculative-config method mtp)")
@@ -218,6 +223,10 @@ class InferJob(_Job):
             raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {instead}")
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")
+        if self.ep > 1 and self.tp > 1:
+            raise ValueError(f"--ep {self.ep} runs attention data-parallel on each GPU: leave --tp at 1")
+        if self.count % self.ep:
+            raise ValueError(f"--count {self.count} is not a multiple of --ep {self.ep}")
         if self.count % self.nodes:
             raise ValueError(f"--count {self.count} GPUs do not split evenly over --nodes {self.nodes}")
         return self
@@ -225,6 +234,16 @@ class InferJob(_Job):
     @property
     def context(self) -> int:
         return self.input_len + self.output_len
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs one copy of the model spans: its tensor-parallel group, or its expert-parallel group."""
+        return self.tp * self.ep
+
+    @property
+    def local_batch(self) -> int:
+        """Sequences each GPU of the replica runs attention for (all of them under TP; its share under --ep)."""
+        return -(-self.batch // self.ep)
 
 
 Job = TrainJob | InferJob

@@ -1,0 +1,50 @@
+"""--ep: expert parallelism with data-parallel attention (the DeepSeek-V3 report's decoding deployment, sec. 3.4;
+SGLang --enable-dp-attention, vLLM --enable-expert-parallel), against hand-worked shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog import Catalog
+from gpuwise.errors import ConfigError
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.parallel import intra_node_link
+from gpuwise.estimate.perf import _tp_comm_s
+from gpuwise.estimate.weights import weights
+from gpuwise.workload.job import InferJob
+from gpuwise.workload.resolve import resolve_model
+
+# DeepSeek-V3: 58 MoE layers of 256 routed experts, each 3 x 7168 x 2048 weights (config.json)
+ROUTED = 58 * 256 * 3 * 7168 * 2048
+
+
+def test_every_gpu_keeps_the_dense_weights_and_its_share_of_the_experts(shipped: Catalog) -> None:
+    arch, card = resolve_model("deepseek-v3"), shipped.gpus["h200-sxm-141gb"]
+    stored = weights(arch, "fp8-block")
+    assert stored.expert_params == ROUTED
+    ep = estimate(arch, InferJob(count=8, ep=8, batch=64), card).memory
+    tp = estimate(arch, InferJob(count=8, tp=8, batch=64), card).memory
+    per_weight = stored.expert_bytes_per_weight
+    assert ep.breakdown_bytes["weights"] == pytest.approx(stored.bytes - ROUTED * per_weight * 7 / 8)
+    assert tp.breakdown_bytes["weights"] == pytest.approx(stored.bytes / 8)
+    # each GPU caches only its own 8 of the 64 sequences
+    # each GPU caches its own 8 of the 64 sequences; under TP every GPU holds all 64 (the MLA latent is not split)
+    assert ep.breakdown_bytes["kv_cache"] == pytest.approx(tp.breakdown_bytes["kv_cache"] / 8)
+
+
+def test_the_all_to_all_carries_each_tokens_top_k_copies(shipped: Catalog) -> None:
+    """Dispatch and combine per MoE layer: each GPU sends (ep - 1)/ep of its tokens x top-k x hidden x 2 bytes."""
+    arch, card = resolve_model("deepseek-v3"), shipped.gpus["h200-sxm-141gb"]
+    job = InferJob(count=8, ep=8, batch=64, quant="fp8-block")
+    link = intra_node_link(card, shipped)
+    local = 64 / 8 * 8 * 7168 * 2  # 8 tokens on this GPU, 8 experts each, bf16 activations
+    one = 7 / 8 * local / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
+    assert _tp_comm_s(arch, job, 64, card, shipped) == pytest.approx(2 * 58 * one)
+
+
+def test_ep_is_refused_where_it_means_nothing(shipped: Catalog) -> None:
+    with pytest.raises(ConfigError, match="has none"):
+        estimate(resolve_model("qwen3-8b"), InferJob(count=2, ep=2), shipped.gpus["h100-sxm-80gb"])
+    with pytest.raises(ValueError, match="leave --tp at 1"):
+        InferJob(count=8, ep=4, tp=2)
