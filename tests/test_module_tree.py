@@ -61,16 +61,47 @@ def test_unknown_to_transformers_names_the_nearest_family() -> None:
 
 
 def test_a_deep_config_is_refused_before_the_build() -> None:
-    with pytest.raises(ConfigError, match="at most 1,000 on the meta"):
+    with pytest.raises(ConfigError, match="at most 1,000 per stack on the meta"):
         from_config({**_config("granite"), "num_hidden_layers": 5000}, name="deep.json")
 
 
-def test_layers_without_key_projections_keep_no_kv_cache() -> None:
+def test_layers_without_softmax_attention_keep_no_kv_cache() -> None:
     """Mamba mixes with a state-space layer (in_proj, x_proj, dt_proj, out_proj): nothing to cache per token."""
     from gpuwise.estimate.kv_cache import kv_bytes_per_token
     from gpuwise.workload.job import InferJob
 
     mamba = from_config(_config("mamba"), name="mamba")
-    assert mamba.decoder_layers == 0 and kv_bytes_per_token(mamba, InferJob()) == 0
+    assert mamba.decoder_layers == mamba.layers and kv_bytes_per_token(mamba, InferJob()) == 0  # it still decodes
     jamba = from_config(_config("jamba"), name="jamba")  # one attention layer in 8 (attn_layer_period 8)
-    assert jamba.decoder_layers == jamba.layers // 8
+    assert sum(b.count for b in jamba.caching_blocks) == jamba.layers // 8
+
+
+def test_every_stack_is_bounded_before_the_build() -> None:
+    """An encoder-decoder's encoder_layers / decoder_layers are stacks too (a 50,000-layer BART once hung)."""
+    with pytest.raises(ConfigError, match="50,000 layers"):
+        from_config({**_config("bart"), "architectures": ["BartForConditionalGeneration"], "encoder_layers": 50_000},
+                    name="deep.json")
+
+
+@pytest.mark.parametrize(("model_type", "architecture"), [("dinov2", "Dinov2Model"), ("clip", "CLIPModel")])
+def test_encoders_cache_nothing(model_type: str, architecture: str) -> None:
+    arch = from_config({**_config(model_type), "architectures": [architecture]}, name=model_type)
+    assert arch.kind == "encoder" and arch.decoder_layers == 0 and not arch.caching_blocks
+
+
+def test_mla_and_hybrid_caches_come_from_the_attention_modules() -> None:
+    """DeepSeek-V2 caches its latent + RoPE key (kv_lora_rank + qk_rope_head_dim per layer); RecurrentGemma caches
+    only its attention layers (block_types recurrent, recurrent, attention); RWKV caches nothing."""
+    from gpuwise.estimate.kv_cache import kv_bytes_per_token
+    from gpuwise.workload.job import InferJob
+
+    config = {**_config("deepseek_v2"), "architectures": ["DeepseekV2ForCausalLM"]}
+    v2 = from_config(config, name="v2")
+    per_layer = config["kv_lora_rank"] + config["qk_rope_head_dim"]
+    assert kv_bytes_per_token(v2, InferJob()) == config["num_hidden_layers"] * per_layer * 2
+    rg_config = {**_config("recurrent_gemma"), "architectures": ["RecurrentGemmaForCausalLM"]}
+    rg = from_config(rg_config, name="rg")
+    attention_layers = rg_config["num_hidden_layers"] // 3
+    assert sum(b.count for b in rg.caching_blocks) == attention_layers and rg.decoder_layers == rg.layers
+    rwkv = from_config({**_config("rwkv"), "architectures": ["RwkvForCausalLM"]}, name="rwkv")
+    assert kv_bytes_per_token(rwkv, InferJob()) == 0 and rwkv.decoder_layers == rwkv.layers

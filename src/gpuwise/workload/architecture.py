@@ -223,6 +223,19 @@ def nearest_family(family: str) -> str:
     return close[0] if close else SUPPORTED[0]
 
 
+def _layer_counts(config: Mapping[str, Any], depth: int = 0) -> list[int]:
+    """Every whole number under a key that counts layers or blocks (``num_hidden_layers``, ``encoder_layers``,
+    ``depths`` lists ...), in the config and its sub-configs."""
+    found: list[int] = []
+    for key, value in config.items():
+        if isinstance(value, Mapping) and depth < 3:
+            found += _layer_counts(value, depth + 1)
+        elif any(word in str(key) for word in ("layer", "depth", "blocks")):
+            items = value if isinstance(value, list) else [value]
+            found += [int(v) for v in items if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    return found
+
+
 def _from_module_tree(config: Mapping[str, Any], family: str, *, name: str, source: str) -> Architecture:
     """A model type with no closed form: transformers builds it on the meta device and the architecture is read
     from its modules (workload/module_tree.py); without the hf extra, or for a type transformers does not know,
@@ -236,11 +249,10 @@ def _from_module_tree(config: Mapping[str, Any], family: str, *, name: str, sour
                                     "module tree") from None
     if family not in CONFIG_MAPPING_NAMES:
         raise ConfigError(refusal + "; transformers does not know it either")
-    layers = [v for k, v in config.items() if k in ("num_hidden_layers", "n_layer", "num_layers")
-              and isinstance(v, int)]
-    if any(n > DERIVE_LAYERS_MAX for n in layers):
-        raise ConfigError(f"{name}: {max(layers):,} layers; gpuwise builds at most {DERIVE_LAYERS_MAX:,} on the meta "
-                          "device")
+    deepest = max(_layer_counts(config), default=0)
+    if deepest > DERIVE_LAYERS_MAX:
+        raise ConfigError(f"{name}: {deepest:,} layers; gpuwise builds at most {DERIVE_LAYERS_MAX:,} per stack on the "
+                          "meta device")
     from gpuwise.workload.module_tree import derive
 
     try:

@@ -49,10 +49,21 @@ def meta_model(config: Mapping[str, Any], *, architecture: str | None = None) ->
     model_class = getattr(transformers, name, None) or _case_insensitive(transformers, name) if name else None
     with torch.device("meta"):
         if model_class is None and not name:
-            return transformers.AutoModelForCausalLM.from_config(hf_config)  # type: ignore[no-untyped-call]
+            return _auto_model(transformers, hf_config, model_type)
         if model_class is None:
             raise ConfigError(f"transformers {transformers.__version__} has no class {name!r}")
         return model_class(hf_config)
+
+
+def _auto_model(transformers: Any, hf_config: Any, model_type: str) -> Any:
+    """A config without ``architectures``: its causal-LM class, else its base model (encoders, vision)."""
+    for auto in (transformers.AutoModelForCausalLM, transformers.AutoModel):
+        try:
+            return auto.from_config(hf_config)
+        except ValueError:
+            continue
+    raise ConfigError(f"config.json has no 'architectures' entry and transformers has no model class for "
+                      f"model_type {model_type!r}; add the class name, e.g. \"architectures\": [\"...ForCausalLM\"]")
 
 
 def unique_param_count(model: Any) -> int:

@@ -14,12 +14,25 @@ from dataclasses import replace
 from typing import Any
 
 from gpuwise.errors import ConfigError
+from gpuwise.workload.blocks import Attention, Block, FeedForward
 from gpuwise.workload.params import Linear, ParamCount
 
 DERIVED = "architecture derived from the module tree (transformers' meta-device build)"
 _ATTENTION_WORDS = ("attn", "attention", "mixer")
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-_KEY_PROJECTIONS = ("k_proj", "key", "wk", "kv_proj", "qkv_proj", "query_key_value", "c_attn", "Wqkv", "kv_a_proj")
+_FIXED_STATE = ("linearattention", "lightningattention", "rwkv", "retention", "deltanet", "mamba", "lstm")
+
+
+def _softmax_attention(module: Any) -> bool:
+    """A softmax-attention module, which caches keys and values per token: its class is named ``...Attention``
+    (LlamaAttention, DeepseekV2Attention, RecurrentGemmaSdpaAttention) and is not one of the linear or recurrent
+    mixers that keep a fixed state instead (MiniMaxLightningAttention, RwkvSelfAttention, mamba, xLSTM)."""
+    name = type(module).__name__.lower()
+    return name.endswith("attention") and not any(word in name for word in _FIXED_STATE)
+
+
+def _caching_layers(stack: Any) -> int:
+    return sum(1 for layer in stack if any(_softmax_attention(m) for m in layer.modules()))
 
 
 def _layer_stack(model: Any) -> tuple[str, Any]:
@@ -86,7 +99,7 @@ def _active(config: Mapping[str, Any], linears: list[Linear], total: int) -> tup
 
 def derive(config: Mapping[str, Any], *, name: str, source: str) -> Any:
     """An :class:`Architecture` of any model type transformers builds; ConfigError when it cannot."""
-    from gpuwise.workload.architecture import Architecture, _has_lm_head, _uniform_blocks
+    from gpuwise.workload.architecture import Architecture
     from gpuwise.workload.exact import meta_model, unique_param_count
 
     model = meta_model(config)
@@ -105,13 +118,30 @@ def derive(config: Mapping[str, Any], *, name: str, source: str) -> Any:
     params = ParamCount(embedding=embedding, linear=linear, head=head, other=total - embedding - linear - head,
                         active=active, linears=tuple(linears))
     layers = len(stack)
-    # only layers with key projections keep a KV cache (Mamba / hybrid mixers hold a state gpuwise does not model)
-    caching = max((x.layers for x in linears if x.group == "attn" and x.name in _KEY_PROJECTIONS), default=0)
-    lm_head = _has_lm_head(config, "decoder") or head > 0 or vocab > 0
+    # only softmax-attention layers of a generative model keep a KV cache (recurrent mixers hold a fixed state
+    # gpuwise does not model; an encoder caches nothing)
+    generates = bool(getattr(model, "can_generate", lambda: False)())
+    caching = _caching_layers(stack) if generates else 0
+    lm_head = generates and (head > 0 or vocab > 0)
     arch = Architecture(
-        name=name, family=str(config.get("model_type")), kind="decoder", params=params, hidden=hidden, layers=layers,
+        name=name, family=str(config.get("model_type")), kind="decoder" if generates else "encoder", params=params,
+        hidden=hidden, layers=layers,
         heads=heads, kv_heads=int(config.get("num_key_value_heads") or heads), head_dim=head_dim,
         intermediate=intermediate, gated_mlp=sum(1 for x in mlp if x.count == 1) >= 2, vocab=vocab,
         max_positions=config.get("max_position_embeddings"), lm_head=lm_head, experts=experts,
-        experts_per_token=top_k, decoder_layers=caching, source=source, config=dict(config), resolved_as=DERIVED)
-    return replace(arch, blocks=_uniform_blocks(arch))
+        experts_per_token=top_k, decoder_layers=layers if generates else 0, source=source, config=dict(config),
+        resolved_as=DERIVED)
+    return replace(arch, blocks=_blocks(arch, config, caching))
+
+
+def _blocks(arch: Any, config: Mapping[str, Any], caching: int) -> tuple[Block, ...]:
+    """The caching (softmax-attention) layers and the others: recurrent mixers of a generative model, or an
+    encoder's layers. Multi-head latent attention caches its latent and RoPE key (workload/families.py _mla)."""
+    from gpuwise.workload.families import _mla
+
+    attention = Attention("gqa", arch.heads, arch.kv_heads, arch.head_dim, arch.head_dim)
+    ffn = FeedForward(arch.intermediate, arch.gated_mlp, arch.experts, arch.experts_per_token)
+    cached = _mla(config) if config.get("kv_lora_rank") and caching else attention
+    others = arch.layers - caching
+    return ((Block(others, attention, ffn, caches=False),) if others else ()) + (
+        (Block(caching, cached, ffn),) if caching else ())
