@@ -115,7 +115,7 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--count", "3", "--tp", "2"), "not a multiple of --tp"),
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--offload", "optimizer"), "needs --zero 1, 2 or 3"),
         (("estimate", "/nonexistent/config.json", "--gpu", "rtx-4090"), "no such file"),
-        (("serve-sim", "sdxl-unet", "--gpu", "rtx-4090"), "sdxl is an image-generation pipeline"),
+        (("serve-sim", "sdxl-unet", "--gpu", "rtx-4090"), "in Python gpuwise.api.image_estimate"),
         (("estimate", "sdxl", "--gpu", "rtx-4090", "--input-len", "64"), "--input-len does not apply to an image"),
         (("estimate", "sdxl", "--gpu", "rtx-4090", "--task", "train"), "modelled for generation: use --task infer"),
         (("estimate", "sdxl", "--gpu", "rtx-4090", "--resolution", "1000"), "--resolution: Input should be a multi"),

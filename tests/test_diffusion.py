@@ -131,7 +131,7 @@ def test_a_12_gb_card_runs_flux_in_nf4_with_model_offload(shipped: Catalog) -> N
 
 
 def test_recommend_ranks_cards_for_images_per_second() -> None:
-    result = api.recommend({"workloads": [{"model": "black-forest-labs/FLUX.1-dev", "task": "infer", "qps": 0.5,
+    result = api.recommend({"workloads": [{"model": "black-forest-labs/FLUX.1-dev", "qps": 0.5,
                                             "options": {"offload": "model-cpu", "quant": "fp8"}}], "top": 5})
     assert result.options
     for option in result.options:

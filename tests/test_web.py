@@ -186,5 +186,7 @@ def test_image_pipelines_answer_like_the_cli() -> None:
     bad = client.post("/api/estimate", json={**body, "options": {"offload": "optimizer"}})
     assert bad.status_code == 422 and "--offload" in bad.json()["detail"]
     assert client.post("/api/estimate", json={**body, "task": "train"}).status_code == 422
+    untasked = {k: v for k, v in body.items() if k != "task"}
+    assert client.post("/api/estimate", json=untasked).json() == web  # a pipeline's task is infer
     assert {"id": "sdxl", "hub_ids": ["stabilityai/stable-diffusion-xl-base-1.0"], "kind": "image-pipeline"} in (
         client.get("/api/models").json())

@@ -82,7 +82,11 @@ def test_fp4_runs_natively_on_blackwell_and_dequantizes_on_hopper(shipped: Catal
     """NVIDIA HGX B200 table lists FP4 Tensor Core figures; the H100 datasheet lists FP8 but no FP4."""
     job = InferJob(quant="nvfp4")
     h100, b200 = shipped.gpus["h100-sxm-80gb"], shipped.gpus["b200-sxm-180gb"]
-    assert [r.feature for r in unmet(job, h100)] == ["fp4"] and unmet(job, b200) == ()
+    assert [r.feature for r in unmet(job, h100)] == ["nvfp4"] and unmet(job, b200) == ()
+    # MI355X (CDNA 4) multiplies the OCP MX formats, not NVIDIA's NVFP4 (ROCm precision-support table)
+    mi355x = shipped.gpus["mi355x"]
+    assert [r.feature for r in unmet(job, mi355x)] == ["nvfp4"] and matmul_dtype("nvfp4", mi355x) == "fp16"
+    assert unmet(InferJob(quant="mxfp4"), mi355x) == () and matmul_dtype("mxfp4", mi355x) == "fp4"
     assert matmul_dtype("nvfp4", b200) == "fp4" and matmul_dtype("nvfp4", h100) == "fp16"
     assert matmul_dtype("fp8", h100) == "fp8" and matmul_dtype("fp8", shipped.gpus["a100-sxm-80gb"]) == "fp16"
 
@@ -96,10 +100,10 @@ def test_fp4_memory_saving_holds_where_the_matmul_dequantizes(shipped: Catalog) 
 
 
 def test_variant_suffixes_resolve_offline_to_their_preset() -> None:
-    assert strip_variant("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8") == ("Qwen/Qwen3-30B-A3B", "fp8",
+    assert strip_variant("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8") == ("Qwen/Qwen3-30B-A3B", "fp8-block",
                                                                      ["-FP8", "-Instruct-2507"])
     fp8 = resolve_model("Qwen/Qwen3-8B-FP8")
-    assert fp8.checkpoint is not None and fp8.checkpoint.quant == "fp8"
+    assert fp8.checkpoint is not None and fp8.checkpoint.quant == "fp8-block"  # Qwen3-8B-FP8 card: block size 128
     assert fp8.total_params == resolve_model("Qwen/Qwen3-8B").total_params
     assert fp8.resolved_as and "qwen3-8b" in fp8.resolved_as
     it = resolve_model("google/gemma-3-4b-it")

@@ -18,6 +18,7 @@ FEATURES: Mapping[str, Callable[[GPU], bool]] = {
     "bf16": lambda g: g.bf16_dense_tflops is not None and g.software.bf16,
     "fp8": lambda g: g.fp8_dense_tflops is not None and g.software.fp8,
     "fp4": lambda g: g.fp4_dense_tflops is not None,
+    "nvfp4": lambda g: g.fp4_dense_tflops is not None and g.vendor == "nvidia",  # NVIDIA's format, not OCP MX
     "ecc": lambda g: g.ecc,
     "mig": lambda g: g.mig_max_instances > 0,
     "nvlink": lambda g: (g.scale_up_link or "").startswith("nvlink"),

@@ -44,7 +44,11 @@ _INFER_ROWS: tuple[tuple[Callable[[InferJob], bool], Requirement], ...] = (
      Requirement("fp8", False, "feature", "{gpu} has no FP8 tensor cores (its datasheet lists no FP8 rate; FP8 "
                                           "arrives with Ada and Hopper): the engine runs FP8 weights through a "
                                           "weight-only kernel at the 16-bit rate")),
-    (lambda j: j.weights in ("mxfp4", "nvfp4"),
+    (lambda j: j.weights == "nvfp4",
+     Requirement("nvfp4", False, "feature", "{gpu} has no NVFP4 tensor cores (NVFP4 is NVIDIA's Blackwell format; "
+                                            "AMD's CDNA 4 runs the OCP MX formats): the engine dequantizes these "
+                                            "weights to 16-bit, the matmuls run at the 16-bit rate")),
+    (lambda j: j.weights == "mxfp4",
      Requirement("fp4", False, "feature", "{gpu} has no FP4 tensor cores (its datasheet lists no FP4 rate; FP4 "
                                           "arrives with Blackwell): the engine dequantizes these weights to 16-bit "
                                           "in a weight-only kernel -- the memory saving holds, the matmuls run at "

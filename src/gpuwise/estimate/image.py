@@ -93,9 +93,14 @@ def _activations(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
     return found
 
 
-def _peak_parts(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float]) -> dict[str, float]:
+def shares_host_memory(gpu: GPU) -> bool:
+    """The GPU and the CPU use one DRAM (Apple, DGX Spark, Strix Halo, Jetson): offloading to the CPU frees none."""
+    return gpu.unified_memory is not None or gpu.form_factor == "module"
+
+
+def _peak_parts(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], shared: bool) -> dict[str, float]:
     acts = _activations(pipeline, job)
-    if job.offload == "none":
+    if job.offload == "none" or shared:
         parts = {f"weights: {name}": b for name, b in weights.items()}
         parts["activations"] = max(acts.values())
         return parts
@@ -110,7 +115,7 @@ def _peak_parts(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float])
 
 def image_memory(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> tuple[MemoryEstimate, dict[str, float]]:
     weights = component_bytes(pipeline, job)
-    parts = _peak_parts(pipeline, job, weights)
+    parts = _peak_parts(pipeline, job, weights, shares_host_memory(gpu))
     parts["CUDA context, workspaces"] = C.CUDA_CONTEXT.value + C.CUBLAS_WORKSPACE.value
     parts["allocator reserve"] = sum(parts.values()) * C.ALLOCATOR_RESERVE.value
     assumptions = (
@@ -184,8 +189,9 @@ def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog
     warnings = []
     if job.quant == "fp16" and pipeline.defaults.dtype == "bf16":
         warnings.append(f"{pipeline.name} is trained in bf16: fp16 activations can overflow (black images)")
-    if gpu.unified_memory is not None and job.offload != "none":
-        warnings.append(f"{gpu.id} shares one memory between CPU and GPU: offloading to the CPU frees nothing")
+    if shares_host_memory(gpu) and job.offload != "none":
+        warnings.append(f"{gpu.id} shares one memory between CPU and GPU: offloading to the CPU frees nothing, "
+                        "every component counts")
     if gpu.software.stack != "cuda":
         backend = {"rocm": "ROCm", "oneapi": "XPU", "metal": "MPS", "synapseai": "HPU"}[gpu.software.stack]
         warnings.append(f"diffusers runs here through PyTorch's {backend} backend: the speed assumes the datasheet "
@@ -211,8 +217,9 @@ def image_fit(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog) -> 
     fastest first: the changes a user can make on this card."""
     asked = image_estimate(pipeline, job, gpu, catalog)
     found: list[ImageOption] = []
+    offloads = ("none",) if shares_host_memory(gpu) else ("none", "model-cpu", "sequential")
     for batch in dict.fromkeys((job.batch, 1)):
-        for offload in ("none", "model-cpu", "sequential"):
+        for offload in offloads:
             for quant in dict.fromkeys((pipeline.defaults.dtype, "fp8", "nf4")):
                 tried = job.model_copy(update={"batch": batch, "offload": offload, "quant": quant})
                 result = image_estimate(pipeline, tried, gpu, catalog)

@@ -71,12 +71,6 @@ def matmul_dtype(quant: str, gpu: GPU) -> Dtype:
     """What the matmuls of ``quant`` weights run in on ``gpu``: its native tensor-core type where the card has one,
     else 16-bit (weight-only kernels)."""
     native = NATIVE_MATMUL.get(quant)
-    if native is not None and gpu.peak_flops(native):
+    if native is not None and gpu.peak_flops(native) and (quant != "nvfp4" or gpu.vendor == "nvidia"):
         return native
     return "fp16"
-
-
-def native_on(quant: str, gpu: GPU) -> bool:
-    """Whether ``gpu`` multiplies ``quant`` weights on tensor cores of their own type (16-bit formats always)."""
-    native = NATIVE_MATMUL.get(quant)
-    return native is None or native == "fp32" or bool(gpu.peak_flops(native))

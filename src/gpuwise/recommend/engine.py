@@ -77,6 +77,8 @@ def card_rejection(gpu: GPU, request: Request) -> Rejection | None:
         return Rejection("os", f"{gpu.software.stack} has no PyTorch build for native Windows")
     if gpu.form_factor == "module" and c.os not in (None, "linux"):
         return Rejection("os", "Jetson modules run Linux (JetPack) only")
+    if gpu.form_factor == "soc" and gpu.vendor == "nvidia" and c.os not in (None, "linux"):
+        return Rejection("os", f"{gpu.id} runs NVIDIA DGX OS (Ubuntu Linux) only")
     if (gpu.software.stack == "metal") != (c.os == "macos") and c.os is not None:
         return Rejection("os", f"Apple silicon runs macOS only (MLX, llama.cpp Metal), not {c.os}"
                          if gpu.software.stack == "metal" else f"macOS has no {gpu.software.stack} driver for {gpu.id}")
@@ -99,8 +101,10 @@ def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None
     if gpu.form_factor == "module" and count > 1:
         return Rejection("count", "Jetson modules do not pool into one multi-GPU system", count)
     if gpu.form_factor == "soc" and count > 1:
-        return Rejection("count", "a unified-memory machine is one GPU; clustering several (exo, llama.cpp RPC, "
-                                  "ConnectX between two DGX Sparks) is not modelled", count)
+        way = {"apple": "exo or MLX distributed over Thunderbolt", "nvidia": "ConnectX-7 between two DGX Sparks"}.get(
+            gpu.vendor, "llama.cpp RPC over Ethernet")
+        return Rejection("count", f"a unified-memory machine is one GPU; clustering several ({way}) is not modelled",
+                         count)
     if gpu.form_factor == "soc" and c.chassis is not None:
         return Rejection("chassis", f"{gpu.id} is a whole computer, not a card for a {c.chassis}")
     if gpu.form_factor == "module" and c.chassis is not None:
@@ -201,8 +205,10 @@ def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Archi
         budget.checkpoint()
         ways = _acquisitions(gpu, catalog, request)
         if not ways:
+            unpriced = "" if gpu.price else ("; the catalog has no dated price for it: add yours with --catalog FILE "
+                                             "(README, 'Your own records and prices')")
             rejected.append(Rejected(gpu.id, 0, "-", "offer", "no price or cloud offer matches the allowed "
-                                                              "acquisitions"))
+                                                              "acquisitions" + unpriced))
             continue
         problem = card_rejection(gpu, request)
         if problem is not None:

@@ -194,7 +194,8 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
         fits.append(outcome)
         hours += outcome.job_hours or 0.0
     train = [f for f in fits if f.job_hours is not None]
-    serve = [f for f in fits if f.qps_capacity is not None]
+    # several serving workloads: the figures shown are those of the slowest, the one the machine is sized by
+    serve = sorted((f for f in fits if f.qps_capacity is not None), key=lambda f: f.qps_capacity or 0.0)
     return Fit(
         per_gpu_bytes=max(f.per_gpu_bytes for f in fits), job_hours=hours if train else None,
         tokens_per_s=train[0].tokens_per_s if train else None,

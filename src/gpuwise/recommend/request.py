@@ -69,11 +69,14 @@ class Workload(_Model):
         if not isinstance(data, dict) or isinstance(data.get("options"), (TrainJob, InferJob, ImageJob)):
             return data
         data = dict(data)
+        pipeline = find_pipeline(data.get("model")) is not None
+        if pipeline:
+            data.setdefault("task", "infer")  # an image pipeline generates; no other task is modelled
         task = data.get("task", "train")
         options = data.get("options", {})
-        if find_pipeline(data.get("model")) is not None and isinstance(options, dict):
+        if pipeline and isinstance(options, dict):
             if task != "infer":
-                raise ValueError("an image pipeline is modelled for generation: task infer")
+                raise ValueError("an image pipeline is modelled for generation: task infer (or leave task out)")
             try:
                 data["options"] = make_image_job(**options)
             except GpuwiseError as exc:

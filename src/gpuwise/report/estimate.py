@@ -13,6 +13,7 @@ from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.perf import InferPerf, TrainPerf
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import TrainJob
+from gpuwise.workload.module_tree import DERIVED
 
 GB = 1e9
 GIB = 2**30
@@ -38,7 +39,7 @@ def params_breakdown(arch: Architecture) -> dict[str, Any]:
     p = arch.params
     return {"embedding": p.embedding, "untied_head": p.head, "vision_tower": p.tower, "mtp_not_in_total": p.mtp,
             "active_excluding_embedding": arch.active_params - p.embedding if arch.active_params else 0,
-            "counted_by": "closed form" if arch.kind != "unet" else "published total"}
+            "counted_by": "module tree" if arch.resolved_as == DERIVED else "closed form"}
 
 
 def estimate_json(est: Estimate) -> dict[str, Any]:

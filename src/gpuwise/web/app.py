@@ -86,8 +86,8 @@ def _image(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
     from gpuwise.report.image import image_fit_json, image_json
     from gpuwise.workload.image_job import make_image_job
 
-    if body.task != "infer":
-        raise HTTPException(422, detail="an image pipeline is modelled for generation: task infer")
+    if body.task != "infer" and "task" in body.model_fields_set:
+        raise HTTPException(422, detail="an image pipeline is modelled for generation: task infer (or leave it out)")
     job = make_image_job(**body.options)
     assert body.model is not None
     if fit:

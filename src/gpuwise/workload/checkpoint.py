@@ -85,7 +85,9 @@ VARIANT_SUFFIXES: tuple[tuple[str, str | None], ...] = (
     # a repo-name suffix -> the weight format it implies (None: the same weights, tuned or named differently)
     ("-instruct-2507", None), ("-thinking-2507", None), ("-instruct", None), ("-thinking", None), ("-chat", None),
     ("-base", None), ("-it", None), ("-pt", None), ("-hf", None),
-    ("-fp8-dynamic", "fp8"), ("-fp8", "fp8"), ("-awq", "awq-int4"), ("-gptq-int4", "gptq-int4"), ("-gptq", "gptq-int4"),
+    # Qwen's -FP8 repos (most -FP8 repos on the hub) use 128 x 128 blocks, their model cards say
+    ("-fp8-dynamic", "fp8"), ("-fp8", "fp8-block"),
+    ("-awq", "awq-int4"), ("-gptq-int4", "gptq-int4"), ("-gptq", "gptq-int4"),
     ("-int4", "int4"), ("-w4a16", "int4"), ("-nvfp4", "nvfp4"), ("-fp4", "nvfp4"), ("-mxfp4", "mxfp4"),
 )
 

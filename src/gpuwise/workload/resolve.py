@@ -189,7 +189,8 @@ def resolve_model(name: str) -> Architecture:
     pipeline = find_pipeline(name)
     if pipeline is not None:
         raise NotEstimable(f"{pipeline.id} is an image-generation pipeline: `gpuwise estimate`, `fit` and "
-                           "`recommend` answer it with --task infer (--resolution, --steps, --offload); this does not")
+                           "`recommend` answer it (--resolution, --steps, --offload; in Python "
+                           "gpuwise.api.image_estimate / image_fit); serve-sim, scale and training do not model it")
     path = Path(name).expanduser()
     if _exists(path):
         return _from_path(path)
