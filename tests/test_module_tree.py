@@ -105,3 +105,8 @@ def test_mla_and_hybrid_caches_come_from_the_attention_modules() -> None:
     assert sum(b.count for b in rg.caching_blocks) == attention_layers and rg.decoder_layers == rg.layers
     rwkv = from_config({**_config("rwkv"), "architectures": ["RwkvForCausalLM"]}, name="rwkv")
     assert kv_bytes_per_token(rwkv, InferJob()) == 0 and rwkv.decoder_layers == rwkv.layers
+
+
+def test_a_model_without_attention_or_generation_is_refused_with_its_count() -> None:
+    with pytest.raises(ConfigError, match=r"convnext model of [\d,]+ parameters with no attention layers"):
+        from_config({**_config("convnext"), "architectures": ["ConvNextModel"]}, name="convnext.json")

@@ -216,11 +216,12 @@ def _from_layout(config: Mapping[str, Any], *, name: str, source: str) -> Archit
 DERIVE_LAYERS_MAX = 1_000  # a meta-device build costs milliseconds per layer; no published model has more
 
 
-def nearest_family(family: str) -> str:
+def nearest_family(family: str) -> str | None:
+    """The supported family whose name is closest (qwen3x -> qwen3), or None when none is close."""
     import difflib
 
-    close = difflib.get_close_matches(family.lower(), SUPPORTED, n=1, cutoff=0.0)
-    return close[0] if close else SUPPORTED[0]
+    close = difflib.get_close_matches(family.lower(), SUPPORTED, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _layer_counts(config: Mapping[str, Any], depth: int = 0) -> list[int]:
@@ -240,8 +241,9 @@ def _from_module_tree(config: Mapping[str, Any], family: str, *, name: str, sour
     """A model type with no closed form: transformers builds it on the meta device and the architecture is read
     from its modules (workload/module_tree.py); without the hf extra, or for a type transformers does not know,
     one line naming the nearest supported family."""
-    refusal = (f"{name}: model_type {excerpt(family, 40)} has no closed form in gpuwise (nearest supported family: "
-               f"{nearest_family(family)})")
+    nearest = nearest_family(family)
+    refusal = (f"{name}: model_type {excerpt(family, 40)} has no closed form in gpuwise "
+               + (f"(nearest supported family: {nearest})" if nearest else "(no supported family is close)"))
     try:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # type: ignore[attr-defined]
     except ImportError:

@@ -121,7 +121,12 @@ def derive(config: Mapping[str, Any], *, name: str, source: str) -> Any:
     # only softmax-attention layers of a generative model keep a KV cache (recurrent mixers hold a fixed state
     # gpuwise does not model; an encoder caches nothing)
     generates = bool(getattr(model, "can_generate", lambda: False)())
-    caching = _caching_layers(stack) if generates else 0
+    attending = _caching_layers(stack)
+    if not generates and not attending:
+        raise ConfigError(f"{name}: a {config.get('model_type')} model of {total:,} parameters with no attention "
+                          "layers (convolutional or recurrent encoder): gpuwise's speed and memory models need "
+                          "transformer or generative layers")
+    caching = attending if generates else 0
     lm_head = generates and (head > 0 or vocab > 0)
     arch = Architecture(
         name=name, family=str(config.get("model_type")), kind="decoder" if generates else "encoder", params=params,
