@@ -22,6 +22,7 @@ from gpuwise.recommend.evaluate import Fit, Rejection, evaluate
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import Pipeline
+from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import TrainJob
 
 COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
@@ -187,7 +188,10 @@ def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:
 
 
 def candidate_counts(request: Request) -> list[int]:
-    """Counts to try: 1-8 and multiples of 8, within max_gpus and divisible by every workload's TP x PP."""
+    """Counts to try: 1-8 and multiples of 8, within max_gpus and divisible by every workload's TP x PP; image
+    pipelines are independent one-GPU copies, so for them every count up to 32."""
+    if all(isinstance(w.job, ImageJob) for w in request.workloads):
+        return sorted({*range(1, 33), *COUNTS} & set(range(1, request.constraints.max_gpus + 1)))
     step = 1
     for w in request.workloads:
         if isinstance(w.job, TrainJob):
