@@ -136,8 +136,9 @@ def test_recommend_ranks_cards_for_images_per_second() -> None:
     assert result.options
     for option in result.options:
         assert option.fit.seconds_per_image and option.fit.qps_capacity and option.fit.qps_capacity >= 0.5
-        # pipelines are one-GPU copies: one card fewer would miss the target (no count grid rounds them up)
-        assert option.fit.qps_capacity * (option.count - 1) / option.count < 0.5
+        # pipelines are one-GPU copies: up to 32 cards, one fewer would miss the target (no grid rounds them up)
+        if option.count <= 32:
+            assert option.fit.qps_capacity * (option.count - 1) / option.count < 0.5
 
 
 @pytest.mark.parametrize("pipeline_id", ["sdxl", "flux.1-dev"])
