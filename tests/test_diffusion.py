@@ -137,7 +137,7 @@ def test_recommend_ranks_cards_for_images_per_second() -> None:
     for option in result.options:
         assert option.fit.seconds_per_image and option.fit.qps_capacity and option.fit.qps_capacity >= 0.5
         # pipelines are one-GPU copies: up to 32 cards, one fewer would miss the target (no grid rounds them up)
-        if option.count <= 32:
+        if option.count <= 32 and option.acquisition.startswith("buy"):  # a rental fills whole instances
             assert option.fit.qps_capacity * (option.count - 1) / option.count < 0.5
 
 
