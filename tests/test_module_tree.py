@@ -110,3 +110,16 @@ def test_mla_and_hybrid_caches_come_from_the_attention_modules() -> None:
 def test_a_model_without_attention_or_generation_is_refused_with_its_count() -> None:
     with pytest.raises(ConfigError, match=r"convnext model of [\d,]+ parameters with no attention layers"):
         from_config({**_config("convnext"), "architectures": ["ConvNextModel"]}, name="convnext.json")
+
+
+def test_infinity_as_transformers_writes_it_is_read_nan_is_not(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Mamba-2's config.json carries time_step_limit [0.0, Infinity] (MambaConfig default, written by json)."""
+    from gpuwise.workload.resolve import resolve_model
+
+    path = tmp_path / "config.json"
+    text = '{"model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"], "time_step_limit": [0.0, Infinity]}'
+    path.write_text(text)
+    assert resolve_model(str(path)).total_params > 0
+    path.write_text(text.replace("Infinity", "NaN"))
+    with pytest.raises(ConfigError, match="NaN is not a number"):
+        resolve_model(str(path))

@@ -103,12 +103,20 @@ def _no_constant(name: str) -> float:
     raise ConfigError(f"{name} is not a number gpuwise accepts (JSON has no NaN or Infinity)")
 
 
-def parse_json(text: str, *, origin: str, max_depth: int = MAX_DEPTH) -> Any:
-    """JSON with bounded depth and number length, no NaN/Infinity; a one-line ConfigError naming ``origin``."""
+def _infinity(name: str) -> float:
+    if name == "NaN":
+        return _no_constant(name)
+    return float(name)  # "Infinity" / "-Infinity"
+
+
+def parse_json(text: str, *, origin: str, max_depth: int = MAX_DEPTH, infinity: bool = False) -> Any:
+    """JSON with bounded depth and number length, no NaN (nor Infinity unless ``infinity``: transformers writes
+    ``Infinity`` into some config.json files, e.g. Mamba-2's time_step_limit); a one-line ConfigError naming
+    ``origin``."""
     if json_depth(text) > max_depth:
         raise InputTooLarge(f"{origin}: nested more than {max_depth} levels deep")
     try:
-        return json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+        return json.loads(text, parse_int=_bounded_int, parse_constant=_infinity if infinity else _no_constant)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{origin}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except GpuwiseError as exc:

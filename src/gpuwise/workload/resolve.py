@@ -36,8 +36,9 @@ def architecture_of_preset(preset: Preset) -> Architecture:
 
 
 def parse_config_text(text: str, *, origin: str) -> Mapping[str, Any]:
-    """Parse config.json text (bounded depth and numbers); a one-line ConfigError when it is not a JSON object."""
-    data = parse_json(text, origin=origin)
+    """Parse config.json text (bounded depth and numbers; Infinity as transformers writes it, never NaN); a one-line
+    ConfigError when it is not a JSON object."""
+    data = parse_json(text, origin=origin, infinity=True)
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a JSON object (a config.json), got {type(data).__name__}")
     return data
