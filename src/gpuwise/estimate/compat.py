@@ -67,7 +67,9 @@ def requirements(job: Job | ImageJob) -> tuple[Requirement, ...]:
         needed = [r for applies, r in _TRAIN_ROWS if applies(job)]
     else:
         needed = [r for applies, r in _INFER_ROWS if applies(job)]
-    return (*needed, _FLASH) if job.flash_attn else tuple(needed)
+    # FlashAttention-2 is transformers' kernel (attn_implementation); serving engines and llama.cpp bring their own
+    flash = job.flash_attn and (isinstance(job, TrainJob) or job.engine == "hf")
+    return (*needed, _FLASH) if flash else tuple(needed)
 
 
 def unmet(job: Job | ImageJob, gpu: GPU) -> tuple[Requirement, ...]:
