@@ -15,6 +15,7 @@ Tensor parallelism splits attention heads, MLP width and the vocabulary; pipelin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -103,6 +104,10 @@ def model_states(arch: Architecture, job: TrainJob) -> dict[str, float]:
         weights = total * working
         master = 0.0 if job.precision in ("fp32", "pure-bf16") else total * bytes_per_element("fp32")
         grads = total * state_bytes
+        if job.optimizer_in_backward:
+            # each parameter steps and frees its gradient as it arrives (torch.Tensor.register_post_accumulate_
+            # grad_hook; torchtune training/memory.py register_optim_in_bwd_hooks): the largest one is alive at most
+            grads = _largest_parameter(arch) / model_parallel * state_bytes
     if job.optimizer == "adafactor":
         optimizer = _adafactor_bytes(arch, state_bytes, int(trainable * model_parallel)) / model_parallel
     else:
@@ -166,6 +171,12 @@ def layer_activation_bytes(arch: Architecture, *, batch: int, seq: int, element:
     return layer / tp  # tensor parallelism splits heads and widths; sequence parallelism the rest
 
 
+def _largest_parameter(arch: Architecture) -> float:
+    """The largest single parameter tensor: the embedding (or untied head), else the widest linear."""
+    linear = max((x.d_in * x.d_out for x in arch.params.linears if x.count == 1), default=0)
+    return float(max(arch.params.embedding, arch.params.head, linear))
+
+
 def _trained_groups(job: TrainJob) -> tuple[str, ...]:
     if not job.trains_adapters or job.lora_targets == "all-linear":
         return ("attn", "mlp")
@@ -194,6 +205,10 @@ def _transformer_activations(arch: Architecture, job: TrainJob) -> float:
                                   trained=_trained_groups(job))
     layer_input = e * job.seq * job.batch * arch.hidden / job.tp
     per_layer = layer_input if job.ckpt == "full" else full
+    if job.activation_offload:
+        # saved tensors go to pinned host memory through saved_tensors_hooks and come back one layer ahead of
+        # backward (torchtune training/_activation_offloading.py OffloadActivations): the current and next layer
+        layers = min(layers, 2.0)
     stored = layers * in_flight * per_layer + (2 * full if job.ckpt == "full" else 0.0)
     return stored + 2 * layer_input  # embedding output and final-norm input
 
@@ -209,8 +224,30 @@ def logits(arch: Architecture, job: TrainJob) -> float:
     if not arch.lm_head:
         return 0.0
     e = activation_bytes(job.precision)
-    per_element = e + 12
-    return job.batch * job.seq * arch.vocab / job.tp * per_element
+    tokens, vocab = job.batch * job.seq, arch.vocab / job.tp
+    if job.loss == "chunked":
+        # torchtune CEWithChunkedOutputLoss (modules/loss/ce_chunked_output_loss.py): the model returns its logits
+        # in 8 chunks; each is upcast and cross-entropied alone, so the fp32 log-probabilities autograd saves
+        # (4 bytes) sit beside the 16-bit chunks while one chunk's fp32 copy and gradient are alive
+        return tokens * vocab * (e + 4 + 8 / CHUNKED_LOSS_CHUNKS)
+    if job.loss == "fused":
+        return fused_loss_bytes(arch, job)
+    return tokens * vocab * (e + 12)
+
+
+CHUNKED_LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
+
+
+def fused_loss_bytes(arch: Architecture, job: TrainJob) -> float:
+    """Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py): the logits exist only
+    for a chunk of next_pow2(ceil(BT / ceil(V / H))) tokens (16-bit, its fp32 upcast, the 16-bit gradient and its
+    scaled copy: 10 bytes per element), and the gradient of the hidden states (BT x H) is computed in forward and kept
+    for backward (the head's gradient, also made there, is the one ``gradients`` already counts)."""
+    e = activation_bytes(job.precision)
+    tokens, vocab, hidden = job.batch * job.seq, arch.vocab / job.tp, arch.hidden
+    growth = -(-arch.vocab // max(hidden, 1))
+    chunk = min(tokens, 1 << max(0, math.ceil(math.log2(max(1, -(-tokens // growth))))))
+    return chunk * vocab * 10 + tokens * hidden * e
 
 
 def framework_overhead(count: int) -> float:
@@ -224,13 +261,29 @@ def training_memory(arch: Architecture, job: TrainJob, *, capacity_bytes: float)
     parts.update(model_states(arch, job))
     parts["activations"] = activations(arch, job)
     parts["logits"] = logits(arch, job)
+    paged = _page_out(parts, job, capacity_bytes)
     allocated = sum(parts.values())
     parts["framework_overhead"] = framework_overhead(job.count)
     parts["allocator_reserve"] = allocated * C.ALLOCATOR_RESERVE.value
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
-        assumptions=training_assumptions(arch, job), details={"trainable_params": _trainable(arch, job)},
+        assumptions=training_assumptions(arch, job) + paged, details={"trainable_params": _trainable(arch, job)},
     )
+
+
+def _page_out(parts: dict[str, float], job: TrainJob, capacity_bytes: float) -> tuple[str, ...]:
+    """bitsandbytes' paged optimizers keep their states in CUDA unified memory, which the driver evicts to host RAM
+    under pressure (bitsandbytes docs, 'Paged optimizers'): the states take only the room the rest leaves."""
+    if job.optimizer != "paged-adamw-8bit" or not parts["optimizer"]:
+        return ()
+    rest = sum(parts.values()) - parts["optimizer"]
+    room = capacity_bytes / (1 + C.ALLOCATOR_RESERVE.value) - rest - framework_overhead(job.count)
+    if room >= parts["optimizer"]:
+        return ()
+    paged = parts["optimizer"] - max(room, 0.0)
+    parts["optimizer"] = max(room, 0.0)
+    return (f"paged 8-bit optimizer: {paged / 2**30:,.2f} GiB of its states page out to host memory (the step then "
+            "waits on PCIe)",)
 
 
 def _trainable(arch: Architecture, job: TrainJob) -> float:
@@ -262,4 +315,14 @@ def training_assumptions(arch: Architecture, job: TrainJob) -> tuple[str, ...]:
     if job.zero_stage:
         chosen = "" if job.zero is not None else " (the default for several data-parallel GPUs)"
         notes.append(f"ZeRO stage {job.zero_stage} over {job.data_parallel} data-parallel ranks{chosen}")
+    notes += {"standard": [], "chunked": ["loss chunked: torchtune CEWithChunkedOutputLoss, 8 chunks upcast one at "
+                                          "a time (2 + 4 + 1 bytes per logit instead of 2 + 12)"],
+              "fused": ["loss fused: Liger fused linear cross-entropy; the logits exist one chunk of about BT x H "
+                        "elements at a time"]}[job.loss]
+    if job.optimizer_in_backward:
+        notes.append("optimizer in backward: each gradient is freed after its parameter's step (the largest "
+                     "parameter's gradient at most); speed as a separate step")
+    if job.activation_offload:
+        notes.append("activation offload: saved activations in host memory, two layers on the GPU; the copies are "
+                     "assumed hidden behind compute (torchtune's streams overlap them)")
     return tuple(notes)

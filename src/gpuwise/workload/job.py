@@ -23,6 +23,7 @@ Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor
 Checkpointing = Literal["none", "selective", "full"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
 LoraTargets = Literal["attn", "all-linear"]
+Loss = Literal["standard", "chunked", "fused"]
 Quant = Literal["fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4", "awq-int4", "gptq-int4",
                 "gguf-q4_k_m", "gguf-q8_0"]
 KvDtype = Literal["fp16", "bf16", "fp8"]
@@ -114,6 +115,16 @@ class TrainJob(_Job):
         default=None, description="tokens in one epoch (one job)")
     global_batch: Annotated[int | None, Field(ge=1, le=1_000_000_000), Flag(_TRAIN, TRAINING)] = Field(
         default=None, description="sequences per optimizer step: gives the gradient accumulation")
+    loss: Annotated[Loss, Flag(_TRAIN, TRAINING)] = Field(
+        default="standard", description="cross-entropy: standard (transformers: fp32 logits), chunked (torchtune "
+                                        "CEWithChunkedOutputLoss, 8 chunks upcast one at a time) or fused (Liger / "
+                                        "cut-cross-entropy / Unsloth: the full logits never exist)")
+    optimizer_in_backward: Annotated[bool, Flag(_TRAIN, TRAINING, name="--optimizer-in-bwd")] = Field(
+        default=False, description="step each parameter as its gradient arrives and free it (torchtune "
+                                   "optimizer_in_bwd): no full-model gradient buffer; no gradient accumulation")
+    activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations")] = Field(
+        default=False, description="keep saved activations in host memory between forward and backward "
+                                   "(torchtune enable_activation_offloading): two layers stay on the GPU")
 
     @model_validator(mode="before")
     @classmethod
@@ -140,6 +151,10 @@ class TrainJob(_Job):
             raise ValueError(f"--offload {self.offload} needs --zero 1, 2 or 3 (ZeRO-Offload / FSDP CPU offload)")
         if self.offload == "optimizer+params" and self.zero_stage != 3:
             raise ValueError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
+        if self.optimizer_in_backward and self.global_batch is not None and self.global_batch > self.batch * (
+                self.count // (self.tp * self.pp)):
+            raise ValueError("--optimizer-in-bwd steps at every backward: it cannot accumulate gradients over "
+                             "--global-batch (torchtune refuses gradient_accumulation_steps > 1 with it)")
         return self
 
     @property

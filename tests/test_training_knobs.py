@@ -1,0 +1,64 @@
+"""The fine-tuning stacks' memory knobs against their source code, worked by hand for Llama-3.1-8B (vocabulary
+128,256, hidden 4,096, 32 layers) at batch 2 x 2,048 tokens in bf16."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog import Catalog
+from gpuwise.estimate.memory import training_memory
+from gpuwise.workload.job import TrainJob
+from gpuwise.workload.resolve import resolve_model
+
+V, H, BT = 128_256, 4_096, 2 * 2_048
+GIB = 2**30
+
+
+def _parts(**options: object) -> dict[str, float]:
+    job = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, ckpt="full", **options)  # type: ignore[arg-type]
+    return dict(training_memory(resolve_model("llama-3.1-8b"), job, capacity_bytes=1e15).breakdown_bytes)
+
+
+def test_the_standard_loss_holds_16_bit_logits_and_three_fp32_tensors() -> None:
+    assert _parts()["logits"] == BT * V * (2 + 4 + 4 + 4)
+
+
+def test_torchtune_chunked_loss_upcasts_one_of_eight_chunks() -> None:
+    """ce_chunked_output_loss.py: logits.float() per chunk; cross_entropy saves the fp32 log-probabilities."""
+    assert _parts(loss="chunked")["logits"] == BT * V * (2 + 4 + 8 / 8)
+
+
+def test_liger_fused_loss_keeps_a_chunk_of_logits_and_the_input_gradient() -> None:
+    """fused_linear_cross_entropy.py: inc_factor = ceil(V / H) = 32, chunk = next_pow2(ceil(BT / 32)) = 128."""
+    fused = _parts(loss="fused")["logits"]
+    assert fused == 128 * V * 10 + BT * H * 2  # the head's gradient is counted with the other gradients
+    assert fused < 0.05 * _parts()["logits"]
+
+
+def test_optimizer_in_backward_keeps_only_the_largest_gradient() -> None:
+    """The embedding (128,256 x 4,096 bf16) is Llama-3.1-8B's largest parameter."""
+    assert _parts(optimizer_in_backward=True)["gradients"] == V * H * 2
+    with pytest.raises(ValueError, match="cannot accumulate"):
+        TrainJob(optimizer_in_backward=True, batch=2, global_batch=8)
+
+
+def test_activation_offload_keeps_two_layers_on_the_gpu() -> None:
+    full, offloaded = _parts()["activations"], _parts(activation_offload=True)["activations"]
+    layer_input = BT * H * 2
+    assert full - offloaded == pytest.approx((32 - 2) * layer_input)
+
+
+def test_torchtune_single_device_full_finetune_fits_a_24_gb_card(shipped: Catalog) -> None:
+    """recipes/configs/llama3_1/8B_full_single_device.yaml (torchtune 59dc1f4): PagedAdamW8bit,
+    CEWithChunkedOutputLoss, optimizer_in_bwd True, activation checkpointing, bf16, batch 2 -- the recipe torchtune
+    ships for one 24 GB card. The paged optimizer's states take what room is left and page out the rest."""
+    job = TrainJob(method="full", precision="pure-bf16", optimizer="paged-adamw-8bit", batch=2, seq=2048,
+                   ckpt="full", loss="chunked", optimizer_in_backward=True)
+    memory = training_memory(resolve_model("llama-3.1-8b"), job,
+                             capacity_bytes=shipped.gpus["rtx-4090"].usable_memory_bytes)
+    assert memory.fits
+    assert any("page out to host" in note for note in memory.assumptions)
+    plain = TrainJob(method="full", precision="pure-bf16", optimizer="paged-adamw-8bit", batch=2, seq=2048,
+                     ckpt="full")
+    assert not training_memory(resolve_model("llama-3.1-8b"), plain,
+                               capacity_bytes=shipped.gpus["rtx-4090"].usable_memory_bytes).fits
