@@ -62,3 +62,13 @@ def test_torchtune_single_device_full_finetune_fits_a_24_gb_card(shipped: Catalo
                      ckpt="full")
     assert not training_memory(resolve_model("llama-3.1-8b"), plain,
                                capacity_bytes=shipped.gpus["rtx-4090"].usable_memory_bytes).fits
+
+
+def test_an_encoder_decoder_gets_logits_only_for_its_labels() -> None:
+    """T5-3B (vocabulary 32,128) in fp32 at batch 8: 128 input tokens, 4 label tokens -> 8 x 4 x 32,128 logits at
+    4 + 12 bytes each; the decoder layers' activations shrink with the labels too."""
+    arch = resolve_model("t5-3b")
+    short = training_memory(arch, TrainJob(precision="fp32", batch=8, seq=128, decoder_seq=4), capacity_bytes=1e15)
+    same = training_memory(arch, TrainJob(precision="fp32", batch=8, seq=128), capacity_bytes=1e15)
+    assert short.breakdown_bytes["logits"] == 8 * 4 * arch.vocab * 16
+    assert short.breakdown_bytes["activations"] < same.breakdown_bytes["activations"]

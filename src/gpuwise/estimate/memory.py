@@ -195,22 +195,34 @@ def _transformer_activations(arch: Architecture, job: TrainJob) -> float:
     """Activation bytes on the busiest GPU (the first pipeline stage holds pp micro-batches in flight).
 
     Full checkpointing keeps each layer's input; the backward pass then recomputes one layer at a time,
-    holding its activations and their gradients (about as large) at once.
+    holding its activations and their gradients (about as large) at once. An encoder-decoder's decoder layers run
+    over ``--decoder-seq`` tokens (the labels), its encoder layers over ``--seq``.
     """
-    e = activation_bytes(job.precision)
-    layers = arch.layers / job.pp
     in_flight = min(job.pp, job.pp_microbatches or job.pp)
-    full = layer_activation_bytes(arch, batch=job.batch, seq=job.seq, element=e, flash=job.flash_attn, tp=job.tp,
+    decoder = arch.decoder_layers if arch.kind == "encoder-decoder" else 0
+    runs = [(arch.layers - decoder, job.seq), (decoder, job.decoder_seq or job.seq)]
+    stored, full_max, inputs = 0.0, 0.0, 0.0
+    for count, seq in runs:
+        if not count:
+            continue
+        full, layer_input = _layer_run(arch, job, seq)
+        layers = count / job.pp
+        if job.activation_offload:
+            # saved tensors go to pinned host memory through saved_tensors_hooks and come back one layer ahead of
+            # backward (torchtune training/_activation_offloading.py OffloadActivations): the current and next layer
+            layers = min(layers, 2.0)
+        stored += layers * in_flight * (layer_input if job.ckpt == "full" else full)
+        full_max, inputs = max(full_max, full), inputs + layer_input
+    return stored + (2 * full_max if job.ckpt == "full" else 0.0) + 2 * inputs  # embedding out, final-norm in
+
+
+def _layer_run(arch: Architecture, job: TrainJob, seq: int) -> tuple[float, float]:
+    """(bytes one layer saves, its input) at ``seq`` tokens."""
+    e = activation_bytes(job.precision)
+    full = layer_activation_bytes(arch, batch=job.batch, seq=seq, element=e, flash=job.flash_attn, tp=job.tp,
                                   keep_scores=job.ckpt != "selective", autocast=job.precision in ("bf16", "fp16"),
                                   trained=_trained_groups(job))
-    layer_input = e * job.seq * job.batch * arch.hidden / job.tp
-    per_layer = layer_input if job.ckpt == "full" else full
-    if job.activation_offload:
-        # saved tensors go to pinned host memory through saved_tensors_hooks and come back one layer ahead of
-        # backward (torchtune training/_activation_offloading.py OffloadActivations): the current and next layer
-        layers = min(layers, 2.0)
-    stored = layers * in_flight * per_layer + (2 * full if job.ckpt == "full" else 0.0)
-    return stored + 2 * layer_input  # embedding output and final-norm input
+    return full, e * seq * job.batch * arch.hidden / job.tp
 
 
 def logits(arch: Architecture, job: TrainJob) -> float:
@@ -224,7 +236,7 @@ def logits(arch: Architecture, job: TrainJob) -> float:
     if not arch.lm_head:
         return 0.0
     e = activation_bytes(job.precision)
-    tokens, vocab = job.batch * job.seq, arch.vocab / job.tp
+    tokens, vocab = job.batch * _label_seq(arch, job), arch.vocab / job.tp
     if job.loss == "chunked":
         # torchtune CEWithChunkedOutputLoss (modules/loss/ce_chunked_output_loss.py): the model returns its logits
         # in 8 chunks; each is upcast and cross-entropied alone, so the fp32 log-probabilities autograd saves
@@ -233,6 +245,11 @@ def logits(arch: Architecture, job: TrainJob) -> float:
     if job.loss == "fused":
         return fused_loss_bytes(arch, job)
     return tokens * vocab * (e + 12)
+
+
+def _label_seq(arch: Architecture, job: TrainJob) -> int:
+    """Positions that get logits: the decoder's labels of an encoder-decoder, else the sequence."""
+    return (job.decoder_seq or job.seq) if arch.kind == "encoder-decoder" else job.seq
 
 
 CHUNKED_LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
@@ -244,7 +261,7 @@ def fused_loss_bytes(arch: Architecture, job: TrainJob) -> float:
     scaled copy: 10 bytes per element), and the gradient of the hidden states (BT x H) is computed in forward and kept
     for backward (the head's gradient, also made there, is the one ``gradients`` already counts)."""
     e = activation_bytes(job.precision)
-    tokens, vocab, hidden = job.batch * job.seq, arch.vocab / job.tp, arch.hidden
+    tokens, vocab, hidden = job.batch * _label_seq(arch, job), arch.vocab / job.tp, arch.hidden
     growth = -(-arch.vocab // max(hidden, 1))
     chunk = min(tokens, 1 << max(0, math.ceil(math.log2(max(1, -(-tokens // growth))))))
     return chunk * vocab * 10 + tokens * hidden * e

@@ -95,6 +95,8 @@ class TrainJob(_Job):
     optimizer: Annotated[Optimizer, Flag(_TRAIN, TRAINING)] = Field(default="adamw", description="optimizer")
     seq: Annotated[int, Field(ge=1, le=10_000_000), Flag(_TRAIN, TRAINING)] = Field(
         default=2048, description="tokens per sequence")
+    decoder_seq: Annotated[int | None, Field(ge=1, le=10_000_000), Flag(_TRAIN, TRAINING)] = Field(
+        default=None, description="an encoder-decoder's label tokens (T5, BART): its decoder's length; default --seq")
     ckpt: Annotated[Checkpointing, Flag(_TRAIN, TRAINING)] = Field(
         default="none", description="activation checkpointing")
     zero: Annotated[int | None, Field(ge=0, le=3), Flag(_TRAIN, TRAINING)] = Field(
