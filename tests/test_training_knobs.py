@@ -72,3 +72,27 @@ def test_an_encoder_decoder_gets_logits_only_for_its_labels() -> None:
     same = training_memory(arch, TrainJob(precision="fp32", batch=8, seq=128), capacity_bytes=1e15)
     assert short.breakdown_bytes["logits"] == 8 * 4 * arch.vocab * 16
     assert short.breakdown_bytes["activations"] < same.breakdown_bytes["activations"]
+
+
+def test_framework_fills_only_what_the_user_left_out() -> None:
+    """torchtune 8B_full_single_device.yaml: dtype bf16, enable_activation_checkpointing, CEWithChunkedOutputLoss,
+    optimizer_in_bwd, PagedAdamW8bit; an explicit flag always wins."""
+    job = TrainJob(framework="torchtune", batch=2)
+    assert (job.precision, job.ckpt, job.loss, job.optimizer_in_backward, job.optimizer) == (
+        "pure-bf16", "full", "chunked", True, "paged-adamw-8bit")
+    mine = TrainJob(framework="torchtune", batch=2, loss="standard", grad_ckpt=False)
+    assert (mine.loss, mine.ckpt) == ("standard", "none") and "loss" not in mine.framework_filled
+    lora = TrainJob(framework="torchtune", method="lora")  # the LoRA recipes keep their optimizer and gradients
+    assert not lora.optimizer_in_backward and lora.optimizer == "adamw"
+    unsloth = TrainJob(framework="unsloth", method="qlora")
+    assert unsloth.loss == "fused" and unsloth.activation_offload and unsloth.ckpt == "full"
+    assert TrainJob(framework="hf").framework_filled == ()
+
+
+def test_the_estimate_lists_the_framework_defaults_it_applied(shipped: Catalog) -> None:
+    job = TrainJob(framework="torchtune", batch=2, seq=2048)
+    card = shipped.gpus["rtx-4090"]
+    memory = training_memory(resolve_model("llama-3.1-8b"), job, capacity_bytes=card.usable_memory_bytes)
+    assert memory.fits
+    notes = [n for n in memory.assumptions if n.startswith("--framework torchtune filled")]
+    assert notes and "loss chunked" in notes[0]

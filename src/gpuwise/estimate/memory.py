@@ -332,6 +332,9 @@ def training_assumptions(arch: Architecture, job: TrainJob) -> tuple[str, ...]:
     if job.zero_stage:
         chosen = "" if job.zero is not None else " (the default for several data-parallel GPUs)"
         notes.append(f"ZeRO stage {job.zero_stage} over {job.data_parallel} data-parallel ranks{chosen}")
+    if job.framework_filled:
+        filled = ", ".join(f"{name} {getattr(job, name)}" for name in job.framework_filled)
+        notes.append(f"--framework {job.framework} filled what the flags left out: {filled}")
     notes += {"standard": [], "chunked": ["loss chunked: torchtune CEWithChunkedOutputLoss, 8 chunks upcast one at "
                                           "a time (2 + 4 + 1 bytes per logit instead of 2 + 12)"],
               "fused": ["loss fused: Liger fused linear cross-entropy; the logits exist one chunk of about BT x H "

@@ -48,7 +48,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
     workload: dict[str, Any] = {
         "model": arch.name, "family": arch.family, "params": arch.total_params,
         "active_params": arch.active_params, "task": est.task,
-        **job.model_dump(exclude={"count", "nodes", "network", "task"}),
+        **job.model_dump(exclude={"count", "nodes", "network", "task", "framework_filled"}),
         "params_breakdown": params_breakdown(arch),
     }
     if arch.resolved_as:
@@ -58,6 +58,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
                                          "source": arch.checkpoint.source}
     if isinstance(job, TrainJob):
         workload["zero"] = job.zero_stage
+        if job.framework_filled:
+            workload["framework_filled"] = list(job.framework_filled)
     if isinstance(job, TrainJob):
         workload["trainable_params"] = int(mem.details.get("trainable_params", 0))
     memory: dict[str, Any] = {

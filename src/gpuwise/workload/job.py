@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 from gpuwise.errors import ConfigError
 from gpuwise.workload.checkpoint import WeightFormat
 from gpuwise.workload.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields
+from gpuwise.workload.frameworks import Framework, apply_framework
 
 Task = Literal["train", "infer"]
 Method = Literal["full", "lora", "qlora"]
@@ -124,6 +125,11 @@ class TrainJob(_Job):
     optimizer_in_backward: Annotated[bool, Flag(_TRAIN, TRAINING, name="--optimizer-in-bwd")] = Field(
         default=False, description="step each parameter as its gradient arrives and free it (torchtune "
                                    "optimizer_in_bwd): no full-model gradient buffer; no gradient accumulation")
+    framework: Annotated[Framework | None, Flag(_TRAIN, TRAINING)] = Field(
+        default=None, description="fill the flags you leave out with this framework's defaults (torchtune: bf16, "
+                                  "checkpointing, chunked loss; unsloth: offloaded checkpoints, fused loss; "
+                                  "torchtitan: selective checkpointing); the estimate lists what it filled")
+    framework_filled: tuple[str, ...] = Field(default=(), description="set by --framework: the fields it filled")
     activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations")] = Field(
         default=False, description="keep saved activations in host memory between forward and backward "
                                    "(torchtune enable_activation_offloading): two layers stay on the GPU")
@@ -131,6 +137,8 @@ class TrainJob(_Job):
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = apply_framework(data)
         if isinstance(data, dict) and data.get("grad_ckpt") is not None:
             data = dict(data)
             on = data.pop("grad_ckpt")
