@@ -228,3 +228,18 @@ def test_flags_override_a_scenarios_money_and_ranking() -> None:
     assert tight["request"]["objective"] == "time" and len(tight["options"]) <= 3
     assert tight["request"]["constraints"] == base["request"]["constraints"]  # the file's own, untouched
     assert all(o["capex_usd"] is None or o["capex_usd"] <= 800 for o in tight["options"])
+
+
+def test_a_free_checkpointing_knob_is_turned_on_to_fit_and_an_explicit_one_is_kept(shipped: Catalog) -> None:
+    """QLoRA of an 8B model with --ckpt left unset must still be offered one 24 GB card (issue 13, item 5)."""
+    free = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "train", "options": {"method": "qlora"}}],
+                          "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]})
+    offered = recommend(free, shipped).options
+    assert offered and offered[0].count == 1
+    assert any("turned on activation checkpointing" in w for w in offered[0].warnings)
+    fixed = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "train",
+                                          "options": {"method": "qlora", "ckpt": "none"}}],
+                           "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]})
+    kept = recommend(fixed, shipped).options
+    assert kept and kept[0].count == 2  # 24.1 GiB at --ckpt none: two cards, and the flag is left as given
+    assert not any("turned on" in w for o in kept for w in o.warnings)

@@ -66,6 +66,13 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     assert isinstance(template, TrainJob)
     job = template.with_gpus(count, max(1, math.ceil(count / GPUS_PER_NODE)))
     result = estimate(arch, job, gpu, catalog, calibration=calibration)
+    notes: tuple[str, ...] = ()
+    if not result.memory.fits and "ckpt" not in template.model_fields_set and job.ckpt != "full":
+        # a knob the user left free: every framework can checkpoint activations (an explicit --ckpt is kept)
+        relaxed = estimate(arch, job.updated(ckpt="full"), gpu, catalog, calibration=calibration)
+        if relaxed.memory.fits:
+            result, notes = relaxed, ("turned on activation checkpointing (--ckpt was left free): the backward "
+                                      "recomputes each layer's forward, about a third more compute",)
     if not result.memory.fits:
         return _too_big(result.memory)
     perf = result.perf
@@ -74,7 +81,8 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     if workload.deadline_hours is not None and hours > workload.deadline_hours:
         return Rejection("deadline", f"takes {hours:,.1f} h > deadline {workload.deadline_hours:,.1f} h",
                          hours / workload.deadline_hours)
-    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, tokens_per_s=perf.tokens_per_s)
+    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, tokens_per_s=perf.tokens_per_s,
+               notes=notes)
 
 
 def _slo_s(workload: Workload) -> float | None:
