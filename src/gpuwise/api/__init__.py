@@ -23,6 +23,7 @@ from gpuwise.api.jobs import (
     scale,
     serve_sim,
     tco,
+    trace,
 )
 
 __all__ = [
@@ -51,4 +52,5 @@ __all__ = [
     "scale",
     "serve_sim",
     "tco",
+    "trace",
 ]

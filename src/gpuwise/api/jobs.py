@@ -60,6 +60,19 @@ def exact_params(name: ModelRef) -> int:
     return meta_param_count(arch.config)
 
 
+def trace(name: ModelRef, job: Job) -> Any:
+    """One steady-state training step of the model's own transformers code on fake tensors (workload/trace.py):
+    peak allocated bytes by kind, FLOPs and kernels per step. Needs the ``hf`` extra and torch; no GPU."""
+    from gpuwise.workload.trace import trace_training
+
+    if not isinstance(job, TrainJob):
+        raise ConfigError("--trace runs a training step; tracing inference is not implemented yet")
+    arch = model(name)
+    if not arch.config.get("model_type"):
+        raise ConfigError(f"{arch.name}: no transformers config to trace")
+    return trace_training(arch.config, job)
+
+
 def list_models() -> list[Preset]:
     """The shipped presets (usable offline), by id."""
     return [presets()[k] for k in sorted(presets())]

@@ -12,6 +12,7 @@ from gpuwise import api
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
+from gpuwise.report.trace import trace_json, trace_line
 from gpuwise.workload.image_job import SHARED, ImageJob, make_image_job
 from gpuwise.workload.job import HARDWARE, InferJob, LoadTest, TrainJob, job_flag_fields, make_job
 
@@ -23,6 +24,9 @@ CALIBRATION = Opt("calibration", "--calibration", "Measured rates from `gpuwise 
                   Path, OUTPUT, "FILE")
 EXACT = Opt("exact", "--exact", "Also count parameters by building the model on PyTorch's meta device (needs the "
                                 "hf extra and torch).")
+TRACE = Opt("trace", "--trace", "Also run one training step of the model's own transformers code on fake tensors "
+                                "and report its traced peak memory, FLOPs and kernels (needs the hf extra and torch; "
+                                "no GPU; tens of seconds for a 1B model).")
 EMIT = Opt("emit", "--emit", "'hf': print matching transformers/PEFT/bitsandbytes settings.", str, metavar="hf")
 FIXED_TASK = {"scale": "train", "serve-sim": "infer"}
 
@@ -71,8 +75,8 @@ def _image(given: Given, command: str) -> None:
     from gpuwise.report import image as view
 
     model, job = given.args["model"], image_job(given)
-    if given.shell.get("exact") or given.shell.get("calibration") or given.shell.get("emit"):
-        raise ConfigError("--exact, --calibration and --emit apply to language models, not image pipelines")
+    if any(given.shell.get(k) for k in ("exact", "calibration", "emit", "trace")):
+        raise ConfigError("--exact, --calibration, --emit and --trace apply to language models, not image pipelines")
     if command == "fit":
         fitted = api.image_fit(model, gpu=_gpu(given), job=job, catalog_files=_files(given))
         print_json(view.image_fit_json(fitted)) if given.shell.get("as_json") else stdout().print(
@@ -96,10 +100,13 @@ def _estimate(given: Given) -> None:
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
                           catalog_files=_files(given))
     exact = api.exact_params(model) if given.shell.get("exact") else None
+    traced = api.trace(model, result.job) if given.shell.get("trace") else None
     if given.shell.get("as_json"):
         document = view.estimate_json(result)
         if exact is not None:
             document["workload"]["params_exact"] = exact
+        if traced is not None:
+            document["trace"] = trace_json(traced, result.memory)
         print_json(document)
         return
     console = stdout()
@@ -108,6 +115,8 @@ def _estimate(given: Given) -> None:
         console.print(f"meta-device count {exact:,} ({agree} with the formula's {result.model.total_params:,})")
     for part in (view.breakdown_table(result), view.verdict(result), perf_lines(result), view.notes(result)):
         console.print(part)
+    if traced is not None:
+        console.print(trace_line(traced, result.memory))
 
 
 def _fit(given: Given) -> None:
@@ -123,14 +132,20 @@ def _fit(given: Given) -> None:
     if emit == "hf" and not isinstance(job, TrainJob):
         raise ConfigError("--emit hf prints training settings; it applies to --task train")
     fitted = api.fit(given.args["model"], gpu=_gpu(given), job=job, catalog_files=_files(given))
+    traced = api.trace(given.args["model"], fitted.estimate.job) if given.shell.get("trace") else None
     if emit == "hf":
         from gpuwise.report.hf_settings import hf_settings
 
         typer.echo(hf_settings(fitted), nl=False)
     elif given.shell.get("as_json"):
-        print_json(view.fit_json(fitted))
+        document = view.fit_json(fitted)
+        if traced is not None:
+            document["trace"] = trace_json(traced, fitted.estimate.memory)
+        print_json(document)
     else:
         stdout().print(view.fit_view(fitted))
+        if traced is not None:
+            stdout().print(trace_line(traced, fitted.estimate.memory))
 
 
 def _scale(given: Given) -> None:
@@ -185,10 +200,10 @@ def _job_source(command: str) -> Source:
 def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
            _estimate, args=[MODEL], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate")],
-           shell=[GPU, CALIBRATION, EXACT, JSON, CATALOG])
+           shell=[GPU, CALIBRATION, EXACT, TRACE, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
            args=[MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
-           shell=[GPU, EMIT, JSON, CATALOG])
+           shell=[GPU, EMIT, TRACE, JSON, CATALOG])
     define(app, "scale", "Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.", _scale,
            args=[MODEL], sources=[_job_source("scale")], shell=[GPU, JSON, CATALOG])
     define(app, "serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",

@@ -1,0 +1,59 @@
+"""--trace: one training step of the model's own transformers code on fake tensors, against hand-worked byte counts
+and a measured run (benchmarks/results/h200-2026-11-29/training.jsonl: torch.cuda.max_memory_allocated())."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuwise.errors import ConfigError
+from gpuwise.workload.job import TrainJob
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from gpuwise.workload.trace import trace_training
+
+TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+        "tie_word_embeddings": False}
+# 2 x 1000 x 256 embedding and head + 2 layers x (q, o 256^2, k, v 256 x 128, gate/up/down 3 x 256 x 512, 2 norms)
+# + the final norm
+PARAMS = 2 * 1000 * 256 + 2 * (2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 2 * 256) + 256
+RESULTS = Path(__file__).parents[1] / "benchmarks" / "results" / "h200-2026-11-29" / "training.jsonl"
+
+
+def test_fp32_adamw_holds_4_bytes_of_weights_and_8_of_states_per_parameter() -> None:
+    traced = trace_training(TINY, TrainJob(batch=2, seq=64))
+    assert traced.breakdown_bytes["parameters"] == 4 * PARAMS
+    # a model this small peaks inside the optimizer step: every gradient (4 B), exp_avg and exp_avg_sq (8 B) and
+    # one foreach intermediate (4 B), plus a 4-byte step counter per parameter tensor
+    assert traced.breakdown_bytes["gradients"] == 4 * PARAMS
+    assert 8 * PARAMS <= traced.breakdown_bytes["optimizer"] <= 12 * PARAMS + 4 * 64
+    # forward + backward: at least 6 FLOPs per weight per token through the linears (the attention adds some)
+    assert traced.flops_per_step >= 6 * (PARAMS - 1000 * 256 - 2 * 2 * 256 - 256) * 2 * 64
+    assert traced.kernels_per_step > 0
+
+
+def test_pure_bf16_halves_weights_and_states() -> None:
+    traced = trace_training(TINY, TrainJob(batch=2, seq=64, precision="pure-bf16"))
+    assert traced.breakdown_bytes["parameters"] == 2 * PARAMS and traced.breakdown_bytes["gradients"] == 2 * PARAMS
+    assert 4 * PARAMS <= traced.breakdown_bytes["optimizer"] <= 6 * PARAMS + 4 * 64
+
+
+def test_the_trace_lands_within_5_percent_of_a_measured_h200_run() -> None:
+    from gpuwise.workload.presets import presets
+
+    row = next(json.loads(line) for line in RESULTS.read_text().splitlines()
+               if '"llama-3.2-1b"' in line and '"batch": 4' in line)
+    traced = trace_training(presets()["llama-3.2-1b"].config, TrainJob(batch=row["batch"], seq=row["seq"]))
+    assert traced.peak_allocated_bytes / 1e9 == pytest.approx(row["max_allocated_gb"], rel=0.05)
+
+
+def test_what_the_trace_does_not_run_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--method full"):
+        trace_training(TINY, TrainJob(method="lora"))
+    with pytest.raises(ConfigError, match="at most 200 layers"):
+        trace_training({**TINY, "num_hidden_layers": 500}, TrainJob())
