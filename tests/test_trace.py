@@ -52,6 +52,12 @@ def test_the_trace_lands_within_5_percent_of_a_measured_h200_run() -> None:
     assert traced.peak_allocated_bytes / 1e9 == pytest.approx(row["max_allocated_gb"], rel=0.05)
 
 
+def test_checkpointing_keeps_less_than_the_full_activations() -> None:
+    full = trace_training(TINY, TrainJob(batch=4, seq=256)).breakdown_bytes["activations"]
+    checkpointed = trace_training(TINY, TrainJob(batch=4, seq=256, ckpt="full")).breakdown_bytes
+    assert checkpointed.get("activations", 0.0) < full
+
+
 def test_what_the_trace_does_not_run_is_refused() -> None:
     with pytest.raises(ConfigError, match="--method full"):
         trace_training(TINY, TrainJob(method="lora"))

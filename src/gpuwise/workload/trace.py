@@ -11,6 +11,7 @@ benchmarks/results/h200-2026-11-29 it lands within 5 % of ``torch.cuda.max_memor
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,8 +62,9 @@ def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -
     dtype = torch.bfloat16 if job.precision == "pure-bf16" else torch.float32
     model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
     if job.ckpt == "full":
-        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        with warnings.catch_warnings():  # transformers 5 renames it activation_checkpointing_enable (FutureWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
     model.train()
     if job.optimizer == "sgd":
