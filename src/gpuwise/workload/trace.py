@@ -3,7 +3,7 @@ fake tensors (no GPU, no weights), every tensor's lifetime recorded by PyTorch's
 
 The model is built from its config.json under ``FakeTensorMode`` (shapes and dtypes only), trained as
 ``benchmarks/measure_training.py`` trains it on a real card: fp32 parameters under bf16 autocast (``--precision
-bf16``) or bf16 parameters (``pure-bf16``), SDPA attention, AdamW, activation checkpointing when asked. Two steps
+bf16``) or bf16 parameters (``pure-bf16``), SDPA attention, fused AdamW, activation checkpointing when asked. Two steps
 run; the second (steady state: optimizer states exist) is the one reported. The CPU build of torch cannot fake CUDA
 tensors through autograd, so the trace runs on fake CPU tensors; on the four H200 runs of
 benchmarks/results/h200-2026-11-29 it lands within 5 % of ``torch.cuda.max_memory_allocated()``.
@@ -70,7 +70,8 @@ def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -
     if job.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9)
     else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+        # fused, as the HF Trainer's default adamw_torch_fused: no parameter-sized intermediates at the step
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
     return model, optimizer
 
 
