@@ -96,3 +96,8 @@ def test_the_estimate_lists_the_framework_defaults_it_applied(shipped: Catalog) 
     assert memory.fits
     notes = [n for n in memory.assumptions if n.startswith("--framework torchtune filled")]
     assert notes and "loss chunked" in notes[0]
+
+
+def test_torchtune_with_accumulation_keeps_its_plain_optimizer_step() -> None:
+    job = TrainJob(framework="torchtune", batch=2, global_batch=64)
+    assert not job.optimizer_in_backward and "optimizer_in_backward" not in job.framework_filled

@@ -29,14 +29,20 @@ _TORCHTITAN = {"ckpt": "selective", "precision": "bf16"}
 def framework_defaults(framework: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The fields ``framework`` sets for a job given as ``values`` (the user's flags)."""
     if framework == "torchtune":
-        one_gpu_full = values.get("method", "full") == "full" and int(values.get("count", 1) or 1) == 1
-        return dict(_TORCHTUNE_FULL_ONE_GPU if one_gpu_full else _TORCHTUNE)
+        one_gpu_full = values.get("method", "full") == "full" and _whole(values.get("count", 1)) == 1
+        # optimizer_in_bwd cannot accumulate gradients: a --global-batch above --batch keeps torchtune's plain step
+        accumulates = _whole(values.get("global_batch") or 0) > _whole(values.get("batch", 1))
+        return dict(_TORCHTUNE_FULL_ONE_GPU if one_gpu_full and not accumulates else _TORCHTUNE)
     if framework == "unsloth":
         checkpointing = values.get("ckpt", "full") != "none" and values.get("grad_ckpt") is not False
         return {k: v for k, v in _UNSLOTH.items() if checkpointing or k == "loss"}
     if framework == "torchtitan":
         return dict(_TORCHTITAN)
     return {}
+
+
+def _whole(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1
 
 
 def apply_framework(data: dict[str, Any]) -> dict[str, Any]:
