@@ -101,3 +101,13 @@ def test_the_estimate_lists_the_framework_defaults_it_applied(shipped: Catalog) 
 def test_torchtune_with_accumulation_keeps_its_plain_optimizer_step() -> None:
     job = TrainJob(framework="torchtune", batch=2, global_batch=64)
     assert not job.optimizer_in_backward and "optimizer_in_backward" not in job.framework_filled
+
+
+def test_fit_plans_with_knobs_that_keep_full_fine_tuning_before_changing_the_method(shipped: Catalog) -> None:
+    from gpuwise.estimate.fit import plan
+
+    job = TrainJob(method="full", precision="pure-bf16", optimizer="paged-adamw-8bit", batch=2, seq=2048,
+                   ckpt="full")
+    flags, planned = plan(resolve_model("llama-3.1-8b"), job, shipped.gpus["rtx-4090"])
+    assert planned is not None and planned.method == "full" and "--method qlora" not in flags
+    assert "--optimizer-in-bwd" in flags

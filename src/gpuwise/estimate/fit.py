@@ -76,6 +76,17 @@ def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[s
         edits.append(("--ckpt full", "gradient checkpointing", "about 30% slower steps", {"ckpt": "full"}))
     if not job.flash_attn and gpu.software.flash_attention_2:
         edits.append(("--flash-attn", "FlashAttention-2", "none (faster)", {"flash_attn": True}))
+    if job.loss == "standard":
+        edits.append(("--loss chunked", "chunked cross-entropy (torchtune)", "none; torchtune or a custom loss",
+                      {"loss": "chunked"}))
+        edits.append(("--loss fused", "fused linear cross-entropy (Liger, Unsloth)", "none; needs Liger/Unsloth",
+                      {"loss": "fused"}))
+    if job.method == "full" and not job.optimizer_in_backward and job.global_batch is None:
+        edits.append(("--optimizer-in-bwd", "optimizer step fused into backward (torchtune)",
+                      "no gradient accumulation", {"optimizer_in_backward": True}))
+    if not job.activation_offload and job.ckpt == "full":  # offload the checkpoints (torchtune, Unsloth)
+        edits.append(("--cpu-activations", "saved activations in host memory (torchtune offloading)",
+                      "PCIe traffic, hidden behind compute when it overlaps", {"activation_offload": True}))
     if job.optimizer == "adamw" and gpu.software.bitsandbytes:
         edits.append(("--optimizer adamw-8bit", "8-bit AdamW states", "negligible quality loss",
                       {"optimizer": "adamw-8bit"}))
@@ -148,8 +159,18 @@ def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
 
 
 def plan(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int = 6) -> tuple[tuple[str, ...], Job | None]:
-    """Greedy combination of edits until the job fits: at each step the edit saving the most memory,
-    preferring edits that keep the GPU count. Returns the flags and the resulting job (None if nothing fits)."""
+    """A combination of edits that makes the job fit: first one that keeps the method (full fine-tuning stays full
+    fine-tuning) and the GPU count, else any. Returns the flags and the resulting job (None if nothing fits)."""
+    for keep_method in (True, False):
+        flags, planned = _greedy(arch, job, gpu, max_steps=max_steps, keep_method=keep_method)
+        if planned is not None:
+            return flags, planned
+    return (), None
+
+
+def _greedy(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int,
+            keep_method: bool) -> tuple[tuple[str, ...], Job | None]:
+    """At each step the edit saving the most memory, preferring edits that keep the GPU count."""
     flags: list[str] = []
     current = job
     for _ in range(max_steps):
@@ -159,6 +180,8 @@ def plan(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int = 6) -> tuple
         best: tuple[float, str, Job] | None = None
         for flag, _d, _t, update in edits:
             budget.checkpoint()
+            if keep_method and ("method" in update or "count" in update or "tp" in update):
+                continue
             tried = _try(arch, current, gpu, **update)
             if tried is None:
                 continue
