@@ -121,6 +121,9 @@ def test_local_config_json(tmp_path: Path) -> None:
         (("estimate", "sdxl", "--gpu", "rtx-4090", "--resolution", "1000"), "--resolution: Input should be a multi"),
         (("estimate", "sdxl", "--gpu", "rtx-4090", "--offload", "optimizer"), "--offload 'optimizer' is not acc"),
         (("estimate", "qwen3-8b", "--gpu", "rtx-4090", "--steps", "20"), "--steps applies to image pipelines"),
+        (("estimate", "llama-3.2-1b", "--gpu", "rtx-4090", "--decoder-seq", "4"), "--decoder-seq is an encoder-dec"),
+        (("estimate", "llama-3.2-1b", "--gpu", "rtx-4090", "--task", "infer", "--loss", "fused"),
+         "--loss applies to training"),
         (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--count", "3", "--tp", "3"),
          "--tp 3 does not divide llama-3.1-8b's 32 attention heads"),  # 32 heads (config.json)
         (("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--catalog", "/"), "is a folder; give a YAML file"),

@@ -82,6 +82,9 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
     require_tp(arch, job.tp)
+    if isinstance(job, TrainJob) and job.decoder_seq is not None and arch.kind != "encoder-decoder":
+        raise ConfigError(f"--decoder-seq is an encoder-decoder's label length (T5, BART); {arch.name} is a "
+                          f"{arch.kind}: leave it out")
     if isinstance(job, InferJob) and job.ep > 1 and not arch.experts:
         raise ConfigError(f"--ep {job.ep} spreads routed experts over GPUs; {arch.name} has none (use --tp)")
     if isinstance(job, InferJob):
