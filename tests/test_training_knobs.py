@@ -110,4 +110,27 @@ def test_fit_plans_with_knobs_that_keep_full_fine_tuning_before_changing_the_met
                    ckpt="full")
     flags, planned = plan(resolve_model("llama-3.1-8b"), job, shipped.gpus["rtx-4090"])
     assert planned is not None and planned.method == "full" and "--method qlora" not in flags
-    assert "--optimizer-in-bwd" in flags
+    assert "--optim-in-bwd" in flags
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("recommend", "llama-3.2-1b", "--decoder-seq", "128"), "--decoder-seq is an encoder-decoder's"),
+    (("estimate", "resnet-50", "--gpu", "rtx-4090", "--loss", "fused"), "resnet-50 has none"),
+    (("estimate", "resnet-50", "--gpu", "rtx-4090", "--framework", "torchtune"), "not a CNN"),
+    (("estimate", "llama-3.2-1b", "--gpu", "rtx-4090", "--task", "infer", "--cpu-activations"),
+     "--cpu-activations applies to training"),
+    (("estimate", "qwen2.5-0.5b", "--gpu", "rtx-4090", "--trace", "--loss", "chunked"), "not traced yet"),
+    (("estimate", "t5-base", "--gpu", "rtx-4090", "--trace"), "--trace supports decoder-only"),
+])
+def test_knobs_that_change_nothing_are_refused_in_one_line(args: tuple[str, ...], needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 2 and needle in result.output, result.output
+
+
+def test_a_framework_filled_flag_can_be_turned_off() -> None:
+    job = TrainJob(framework="torchtune", optimizer_in_backward=False)
+    assert not job.optimizer_in_backward and "optimizer_in_backward" not in job.framework_filled

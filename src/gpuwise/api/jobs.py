@@ -68,8 +68,8 @@ def trace(name: ModelRef, job: Job) -> Any:
     if not isinstance(job, TrainJob):
         raise ConfigError("--trace runs a training step; tracing inference is not implemented yet")
     arch = model(name)
-    if not arch.config.get("model_type"):
-        raise ConfigError(f"{arch.name}: no transformers config to trace")
+    if not arch.config.get("model_type") or arch.kind != "decoder":
+        raise ConfigError(f"--trace supports decoder-only language models; {arch.name} is not one")
     return trace_training(arch.config, job)
 
 

@@ -49,6 +49,17 @@ def _require_modelled(arch: Architecture) -> None:
         )
 
 
+def require_training_knobs(arch: Architecture, job: TrainJob) -> None:
+    """Refuse training flags that would change nothing for this model."""
+    if job.decoder_seq is not None and arch.kind != "encoder-decoder":
+        raise ConfigError(f"--decoder-seq is an encoder-decoder's label length (T5, BART); {arch.name} is not an "
+                          "encoder-decoder: leave it out")
+    if arch.kind == "cnn" and (job.activation_offload or job.framework is not None):
+        raise ConfigError("--cpu-activations and --framework model transformer fine-tuning stacks, not a CNN")
+    if job.loss != "standard" and not arch.lm_head and "loss" not in job.framework_filled:
+        raise ConfigError(f"--loss {job.loss} changes a language-model head's cross-entropy; {arch.name} has none")
+
+
 def tp_divides(arch: Architecture, tp: int) -> bool:
     """Tensor parallelism splits the attention heads (and KV heads, replicated when fewer) evenly over the GPUs."""
     return tp == 1 or not arch.heads or arch.heads % tp == 0
@@ -82,9 +93,8 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
     require_tp(arch, job.tp)
-    if isinstance(job, TrainJob) and job.decoder_seq is not None and arch.kind != "encoder-decoder":
-        raise ConfigError(f"--decoder-seq is an encoder-decoder's label length (T5, BART); {arch.name} is a "
-                          f"{arch.kind}: leave it out")
+    if isinstance(job, TrainJob):
+        require_training_knobs(arch, job)
     if isinstance(job, InferJob) and job.ep > 1 and not arch.experts:
         raise ConfigError(f"--ep {job.ep} spreads routed experts over GPUs; {arch.name} has none (use --tp)")
     if isinstance(job, InferJob):

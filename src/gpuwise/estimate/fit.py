@@ -82,7 +82,7 @@ def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[s
         edits.append(("--loss fused", "fused linear cross-entropy (Liger, Unsloth)", "none; needs Liger/Unsloth",
                       {"loss": "fused"}))
     if job.method == "full" and not job.optimizer_in_backward and job.global_batch is None:
-        edits.append(("--optimizer-in-bwd", "optimizer step fused into backward (torchtune)",
+        edits.append(("--optim-in-bwd", "optimizer step fused into backward (torchtune)",
                       "no gradient accumulation", {"optimizer_in_backward": True}))
     if not job.activation_offload and job.ckpt == "full":  # offload the checkpoints (torchtune, Unsloth)
         edits.append(("--cpu-activations", "saved activations in host memory (torchtune offloading)",

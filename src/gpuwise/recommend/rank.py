@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from gpuwise.catalog import Catalog
+from gpuwise.estimate.estimate import require_training_knobs
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
 from gpuwise.recommend.request import Request
+from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import find_pipeline
+from gpuwise.workload.job import TrainJob
 from gpuwise.workload.resolve import resolve_model
 
 
@@ -96,6 +99,10 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
     """Every option for ``request``; ``calibrations`` (catalog id -> measured rates) replace the efficiency tables
     for the cards they were measured on."""
     archs = {w.model: find_pipeline(w.model) or resolve_model(w.model) for w in request.workloads}
+    for w in request.workloads:  # a flag that changes nothing is refused once, not per GPU
+        model = archs[w.model]
+        if isinstance(w.job, TrainJob) and isinstance(model, Architecture):
+            require_training_knobs(model, w.job)
     options, rejected = enumerate_options(request, catalog, archs, calibrations)
     key = ranking_key(request.objective)
     best = sorted(best_per_gpu_and_way(options, key), key=key)

@@ -14,7 +14,7 @@ from pydantic.fields import FieldInfo
 
 from gpuwise.errors import ConfigError
 from gpuwise.workload.checkpoint import WeightFormat
-from gpuwise.workload.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields
+from gpuwise.workload.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
 from gpuwise.workload.frameworks import Framework, apply_framework
 
 Task = Literal["train", "infer"]
@@ -122,7 +122,7 @@ class TrainJob(_Job):
         default="standard", description="cross-entropy: standard (transformers: fp32 logits), chunked (torchtune "
                                         "CEWithChunkedOutputLoss, 8 chunks upcast one at a time) or fused (Liger / "
                                         "cut-cross-entropy / Unsloth: the full logits never exist)")
-    optimizer_in_backward: Annotated[bool, Flag(_TRAIN, TRAINING, name="--optimizer-in-bwd")] = Field(
+    optimizer_in_backward: Annotated[bool, Flag(_TRAIN, TRAINING, name="--optim-in-bwd", negatable=True)] = Field(
         default=False, description="step each parameter as its gradient arrives and free it (torchtune "
                                    "optimizer_in_bwd): no full-model gradient buffer; no gradient accumulation")
     framework: Annotated[Framework | None, Flag(_TRAIN, TRAINING)] = Field(
@@ -130,7 +130,7 @@ class TrainJob(_Job):
                                   "checkpointing, chunked loss; unsloth: offloaded checkpoints, fused loss; "
                                   "torchtitan: selective checkpointing); the estimate lists what it filled")
     framework_filled: tuple[str, ...] = Field(default=(), description="set by --framework: the fields it filled")
-    activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations")] = Field(
+    activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations", negatable=True)] = Field(
         default=False, description="keep saved activations in host memory between forward and backward "
                                    "(torchtune enable_activation_offloading): two layers stay on the GPU")
 
@@ -163,7 +163,7 @@ class TrainJob(_Job):
             raise ValueError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
         if self.optimizer_in_backward and self.global_batch is not None and self.global_batch > self.batch * (
                 self.count // (self.tp * self.pp)):
-            raise ValueError("--optimizer-in-bwd steps at every backward: it cannot accumulate gradients over "
+            raise ValueError("--optim-in-bwd steps at every backward: it cannot accumulate gradients over "
                              "--global-batch (torchtune refuses gradient_accumulation_steps > 1 with it)")
         return self
 
@@ -290,7 +290,7 @@ def make_job(task: str = "train", /, *, command: str | None = None, fixed: dict[
     other = JOB_MODELS["infer" if task == "train" else "train"]
     for name in values:
         if name not in kind.model_fields and name not in kind.shorthands and name in other.model_fields:
-            spelled = "--" + name.replace("_", "-")
+            spelled = spelling(other, name)
             raise ConfigError(f"{spelled} applies to {'inference' if task == 'train' else 'training'}; "
                               f"{'add --task infer' if task == 'train' else 'this is an inference job'}")
     if command is not None:

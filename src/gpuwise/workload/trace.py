@@ -50,6 +50,9 @@ def _check(job: Any, config: Mapping[str, Any]) -> None:
         raise ConfigError(f"--trace runs --optimizer adamw or sgd, not {job.optimizer}")
     if job.count != 1:
         raise ConfigError("--trace runs one GPU's step (--count 1)")
+    if job.loss != "standard" or job.optimizer_in_backward or job.activation_offload:
+        raise ConfigError("--trace runs transformers' own loss, optimizer step and activations: leave out --loss, "
+                          "--optim-in-bwd and --cpu-activations (not traced yet)")
     layers = config.get("num_hidden_layers")
     if isinstance(layers, int) and layers > TRACE_LAYERS_MAX:
         raise ConfigError(f"--trace builds at most {TRACE_LAYERS_MAX} layers; this config has {layers}")
