@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.dtypes import activation_bytes
 from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.estimate.roofline import Op, machine, phase_time
 from gpuwise.workload.denoisers import Tally
 from gpuwise.workload.diffusion import Pipeline
 from gpuwise.workload.image_job import ImageJob
-
-BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 @dataclass(frozen=True)
@@ -68,15 +67,15 @@ def denoiser_bytes(tally: Tally, quant: str) -> float:
         return (tally.params - tally.kept_by_casting) * 1 + tally.kept_by_casting * 2
     if quant == "nf4":
         return tally.linear_weights * C.NF4_BNB_BITS.value / 8 + (tally.params - tally.linear_weights) * 2
-    return tally.params * BYTES[quant]
+    return tally.params * activation_bytes(quant)
 
 
 def component_bytes(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
     assert job.resolution is not None and job.quant is not None
     encoder, decoder = pipeline.vae_parts(job.resolution)
     parts = {pipeline.denoiser_name: denoiser_bytes(pipeline.denoiser(job.resolution), job.quant)}
-    parts.update({t.name: t.params * BYTES[pipeline.defaults.dtype] for t in pipeline.text_encoders})
-    parts["vae"] = (encoder.params + decoder.params) * BYTES[pipeline.defaults.vae_dtype]
+    parts.update({t.name: t.params * activation_bytes(pipeline.defaults.dtype) for t in pipeline.text_encoders})
+    parts["vae"] = (encoder.params + decoder.params) * activation_bytes(pipeline.defaults.vae_dtype)
     return parts
 
 
@@ -86,9 +85,9 @@ def _activations(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
     assert job.resolution is not None and job.guidance_passes is not None
     den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
     images = job.batch * job.guidance_passes
-    act = BYTES[pipeline.defaults.dtype]
+    act = activation_bytes(pipeline.defaults.dtype)
     found = {pipeline.denoiser_name: (den.live_elements + den.held_elements) * images * act,
-             "vae": dec.live_elements * job.batch * BYTES[pipeline.defaults.vae_dtype]}
+             "vae": dec.live_elements * job.batch * activation_bytes(pipeline.defaults.vae_dtype)}
     found.update({t.name: 0.0 for t in pipeline.text_encoders})  # 77-512 tokens: megabytes
     return found
 
@@ -169,12 +168,12 @@ def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
     dtype: Dtype = "bf16" if pipeline.defaults.dtype == "bf16" else "fp16"
     m = machine(gpu, dtype, eager=True)
     den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
-    act = BYTES[pipeline.defaults.dtype]
+    act = activation_bytes(pipeline.defaults.dtype)
     step = phase_time(_forward_ops("denoiser", den, job.batch * job.guidance_passes,
                                    weights[pipeline.denoiser_name], act) + _dequant_op(den, job.quant), m)
     vae_dtype: Dtype = "tf32" if pipeline.defaults.vae_dtype == "fp32" else dtype
-    decode = phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], BYTES[pipeline.defaults.vae_dtype]),
-                        machine(gpu, vae_dtype, eager=True))
+    vae_act = activation_bytes(pipeline.defaults.vae_dtype)
+    decode = phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act), machine(gpu, vae_dtype, eager=True))
     text = sum(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
                               weights[t.name], 1)], m).seconds for t in pipeline.text_encoders)
     return {"text encoders": text, "denoising": job.steps * step.seconds, "VAE decode": decode.seconds,
