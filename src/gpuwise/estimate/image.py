@@ -173,7 +173,8 @@ def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
                                    weights[pipeline.denoiser_name], act) + _dequant_op(den, job.quant), m)
     vae_dtype: Dtype = "tf32" if pipeline.defaults.vae_dtype == "fp32" else dtype
     vae_act = activation_bytes(pipeline.defaults.vae_dtype)
-    decode = phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act), machine(gpu, vae_dtype, eager=True))
+    decode = phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act),
+                        machine(gpu, vae_dtype, eager=True))
     text = sum(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
                               weights[t.name], 1)], m).seconds for t in pipeline.text_encoders)
     return {"text encoders": text, "denoising": job.steps * step.seconds, "VAE decode": decode.seconds,
