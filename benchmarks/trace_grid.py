@@ -1,13 +1,18 @@
 """The closed form held to the trace: closed-form / traced peak allocated memory over a grid of architectures x
-checkpointing x batch x sequence (full fine-tuning in pure bf16 with AdamW; what `--trace` runs today).
+method (full, LoRA, QLoRA) x checkpointing x batch x sequence x loss.
 
 Each preset is shrunk to a few layers (``--layers``, every per-layer list cut to match) so that a trace takes
-seconds; widths, heads, experts and vocabulary stay the model's own. Run: python benchmarks/trace_grid.py
-[--layers 2] [--quick]. Prints one row per case and the distribution of the ratio.
+seconds; widths, heads, experts and vocabulary stay the model's own. Full fine-tuning runs in pure bf16 (transformers'
+MoE experts run torch._grouped_mm, which takes bf16 inputs only on fake CPU tensors), LoRA and QLoRA under bf16
+autocast, as PEFT's recipes do. ``--ckpt selective`` is not in the grid: transformers has no selective
+checkpointing to trace. Run: python benchmarks/trace_grid.py [--layers 2] [--quick] [--jsonl OUT]. Prints one row
+per case and the distribution of the ratio.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import statistics
 import sys
 from collections.abc import Mapping
@@ -20,11 +25,13 @@ from gpuwise.workload.job import TrainJob
 from gpuwise.workload.presets import presets
 
 ARCHITECTURES = {  # what each stands for in the grid
-    "llama-3.2-1b": "dense GQA", "qwen2.5-0.5b": "GQA with q/k/v biases, tied", "mixtral-8x7b": "MoE",
-    "deepseek-v3": "MLA + shared/routed experts", "gemma-3-4b": "sliding window 5:1 (text model)",
+    "llama-3.2-1b": "dense GQA, tied", "qwen2.5-0.5b": "GQA with q/k/v biases, tied", "mixtral-8x7b": "MoE",
+    "deepseek-v3": "MLA + shared/routed experts", "gemma-3-4b": "VLM, sliding window 5:1, q/k norms",
     "gpt-oss-20b": "sliding/full + sinks + MoE", "qwen3-next-80b-a3b": "gated DeltaNet hybrid", "phi-4": "dense, wide",
+    "qwen2.5-vl-7b": "VLM (vision tower + GQA)", "bert-large-uncased": "encoder (masked LM, LayerNorm)",
 }
 _LAYER_LISTS = ("layer_types", "mlp_only_layers", "moe_layers")
+METHODS = {"full": "pure-bf16", "lora": "bf16", "qlora": "bf16"}
 
 
 def shrink(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
@@ -46,31 +53,43 @@ def shrink(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
     return out
 
 
-def case(preset: str, layers: int, ckpt: str, batch: int, seq: int) -> tuple[float, float]:
+def case(preset: str, layers: int, job: TrainJob) -> tuple[float, float]:
     config = shrink(presets()[preset].config, layers)
     arch = from_config(config, name=f"{preset} ({layers} layers)")
-    # pure bf16: transformers' MoE experts run torch._grouped_mm, which takes bf16 inputs only on fake CPU tensors
-    job = TrainJob(batch=batch, seq=seq, ckpt=ckpt, precision="pure-bf16", optimizer="adamw")
     traced = api.trace(arch, job).peak_allocated_bytes
     closed = allocated_bytes(api.estimate(arch, gpu="h200-sxm-141gb", job=job).memory)
     return closed, traced
 
 
+def grid(quick: bool) -> list[dict[str, Any]]:
+    """Every job of the grid (the quick slice: one per architecture and method, checkpointing both ways)."""
+    axes = itertools.product(METHODS, ("none", "full"), (1, 2), (256, 1024), ("standard", "chunked"))
+    jobs = [dict(method=m, precision=METHODS[m], ckpt=c, batch=b, seq=s, loss=loss, optimizer="adamw")
+            for m, c, b, s, loss in axes]
+    return [j for j in jobs if j["batch"] == 1 and j["seq"] == 256 and j["loss"] == "standard"] if quick else jobs
+
+
 def main() -> None:
     layers = int(sys.argv[sys.argv.index("--layers") + 1]) if "--layers" in sys.argv else 2
-    quick = "--quick" in sys.argv
-    grid = [(c, b, s) for c in ("none", "full") for b in (1, 2) for s in (256, 1024)]
+    out = open(sys.argv[sys.argv.index("--jsonl") + 1], "w") if "--jsonl" in sys.argv else None  # noqa: SIM115
     ratios = []
-    for preset, what in ARCHITECTURES.items():
-        for ckpt, batch, seq in grid[:2] if quick else grid:
+    for preset in ARCHITECTURES:
+        for spec in grid("--quick" in sys.argv):
+            if spec["loss"] == "chunked" and presets()[preset].config.get("model_type") == "bert":
+                continue  # a masked LM's loss is its own
+            label = (f"{preset:20s} {spec['method']:5s} {spec['ckpt']:4s} {spec['batch']} x {spec['seq']:4d} "
+                     f"{spec['loss']:8s}")
             try:
-                closed, traced = case(preset, layers, ckpt, batch, seq)
-            except Exception as exc:  # a family transformers cannot build as a causal LM on fake tensors
-                print(f"{preset:22s} {what:30s} {ckpt:4s} {batch} x {seq:5d}  skipped: {str(exc)[:80]}")
+                closed, traced = case(preset, layers, TrainJob(**spec))
+            except Exception as exc:  # a family transformers cannot build or run on fake CPU tensors
+                print(f"{label} skipped: {str(exc)[:90]}")
                 break
             ratios.append(closed / traced)
-            print(f"{preset:22s} {what:30s} {ckpt:4s} {batch} x {seq:5d}  closed {closed / 1e9:8.3f} GB  "
-                  f"traced {traced / 1e9:8.3f} GB  closed/trace {closed / traced:5.2f}")
+            print(f"{label} closed {closed / 1e9:7.3f} GB  traced {traced / 1e9:7.3f} GB  ratio {closed / traced:5.2f}",
+                  flush=True)
+            if out:
+                out.write(json.dumps({"preset": preset, **spec, "layers": layers, "closed_gb": closed / 1e9,
+                                      "traced_gb": traced / 1e9}) + "\n")
     if ratios:
         q = statistics.quantiles(ratios, n=10) if len(ratios) >= 10 else ratios
         print(f"\n{len(ratios)} cases: closed/trace median {statistics.median(ratios):.2f}, "

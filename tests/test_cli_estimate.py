@@ -62,7 +62,9 @@ def test_inference_json_reports_engine_reserve_and_concurrency() -> None:
 
 def test_fit_table_and_changes() -> None:
     code, out, _ = run("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--seq", "4096")
-    assert code == 0 and "does not fit" in out and "--method qlora" in out
+    # a full fine-tune of 8B needs ~16 bytes per parameter of states alone: only adapters bring it under 24 GB
+    assert code == 0 and "does not fit" in out
+    assert "fits with: --method lora" in out or "fits with: --method qlora" in out
 
 
 def test_fit_json_gives_largest_batch_and_accumulation() -> None:

@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwise.catalog import Catalog
+from gpuwise.estimate.activations import layer_activation_bytes
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.fit import fit, gradient_accumulation, largest_batch
-from gpuwise.estimate.memory import layer_activation_bytes, lora_params, model_states
+from gpuwise.estimate.memory import lora_params, model_states
 from gpuwise.estimate.serving_memory import kv_bytes_per_token
 from gpuwise.workload.architecture import from_config
 from gpuwise.workload.job import InferJob, TrainJob

@@ -240,6 +240,8 @@ def test_a_free_checkpointing_knob_is_turned_on_to_fit_and_an_explicit_one_is_ke
     fixed = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "train",
                                           "options": {"method": "qlora", "ckpt": "none"}}],
                            "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]})
-    kept = recommend(fixed, shipped).options
-    assert kept and kept[0].count == 2  # 24.1 GiB at --ckpt none: two cards, and the flag is left as given
-    assert not any("turned on" in w for o in kept for w in o.warnings)
+    kept = recommend(fixed, shipped)
+    # without checkpointing every layer keeps its activations (~21 GB at 2,048 tokens: QLoRA's 4-bit linears return
+    # fp32 under PEFT's upcast norms), which ZeRO does not shard: no count of 24 GB cards fits, and the flag stays
+    assert not kept.options
+    assert any(r.code == "memory" for r in kept.rejected)

@@ -59,7 +59,9 @@ def test_checkpointing_keeps_less_than_the_full_activations() -> None:
 
 
 def test_what_the_trace_does_not_run_is_refused() -> None:
-    with pytest.raises(ConfigError, match="--method full"):
-        trace_training(TINY, TrainJob(method="lora"))
+    with pytest.raises(ConfigError, match="no CPU path"):
+        trace_training(TINY, TrainJob(loss="fused"))
+    with pytest.raises(ConfigError, match="not traced"):
+        trace_training(TINY, TrainJob(ckpt="selective"))
     with pytest.raises(ConfigError, match="at most 200 layers"):
         trace_training({**TINY, "num_hidden_layers": 500}, TrainJob())

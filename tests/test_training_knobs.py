@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.memory import training_memory
+from gpuwise.estimate.activations import activations
+from gpuwise.estimate.memory import logits, model_states, training_memory
 from gpuwise.workload.job import TrainJob
 from gpuwise.workload.resolve import resolve_model
 
@@ -15,17 +16,22 @@ GIB = 2**30
 
 
 def _parts(**options: object) -> dict[str, float]:
+    """Each component's own peak (not the step's peak moment): logits, activations at the loss, model states."""
     job = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, ckpt="full", **options)  # type: ignore[arg-type]
-    return dict(training_memory(resolve_model("llama-3.1-8b"), job, capacity_bytes=1e15).breakdown_bytes)
+    arch = resolve_model("llama-3.1-8b")
+    return {**model_states(arch, job), "logits": logits(arch, job), "activations": activations(arch, job)}
 
 
-def test_the_standard_loss_holds_16_bit_logits_and_three_fp32_tensors() -> None:
-    assert _parts()["logits"] == BT * V * (2 + 4 + 4 + 4)
+def test_the_standard_loss_peaks_at_three_fp32_tensors_in_log_softmax_backward() -> None:
+    """The trainer drops the 16-bit logits before backward; log-softmax's backward holds the saved fp32
+    log-probabilities, the incoming fp32 gradient and the one it makes (the forward's 2 + 4 + 4 is less)."""
+    assert _parts()["logits"] == BT * V * (4 + 4 + 4)
 
 
 def test_torchtune_chunked_loss_upcasts_one_of_eight_chunks() -> None:
-    """ce_chunked_output_loss.py: logits.float() per chunk; cross_entropy saves the fp32 log-probabilities."""
-    assert _parts(loss="chunked")["logits"] == BT * V * (2 + 4 + 8 / 8)
+    """ce_chunked_output_loss.py: logits.float() per chunk; cross_entropy saves the fp32 log-probabilities; in
+    forward the 16-bit chunks, the log-probabilities and one chunk's fp32 copy are alive."""
+    assert _parts(loss="chunked")["logits"] == BT * V * (2 + 4 + 4 / 8)
 
 
 def test_liger_fused_loss_keeps_a_chunk_of_logits_and_the_input_gradient() -> None:
@@ -66,12 +72,12 @@ def test_torchtune_single_device_full_finetune_fits_a_24_gb_card(shipped: Catalo
 
 def test_an_encoder_decoder_gets_logits_only_for_its_labels() -> None:
     """T5-3B (vocabulary 32,128) in fp32 at batch 8: 128 input tokens, 4 label tokens -> 8 x 4 x 32,128 logits at
-    4 + 12 bytes each; the decoder layers' activations shrink with the labels too."""
+    12 bytes each; the decoder layers' activations shrink with the labels too."""
     arch = resolve_model("t5-3b")
-    short = training_memory(arch, TrainJob(precision="fp32", batch=8, seq=128, decoder_seq=4), capacity_bytes=1e15)
-    same = training_memory(arch, TrainJob(precision="fp32", batch=8, seq=128), capacity_bytes=1e15)
-    assert short.breakdown_bytes["logits"] == 8 * 4 * arch.vocab * 16
-    assert short.breakdown_bytes["activations"] < same.breakdown_bytes["activations"]
+    short = TrainJob(precision="fp32", batch=8, seq=128, decoder_seq=4)
+    same = TrainJob(precision="fp32", batch=8, seq=128)
+    assert logits(arch, short) == 8 * 4 * arch.vocab * 12
+    assert activations(arch, short) < activations(arch, same)
 
 
 def test_framework_fills_only_what_the_user_left_out() -> None:
@@ -119,8 +125,8 @@ def test_fit_plans_with_knobs_that_keep_full_fine_tuning_before_changing_the_met
     (("estimate", "resnet-50", "--gpu", "rtx-4090", "--framework", "torchtune"), "not a CNN"),
     (("estimate", "llama-3.2-1b", "--gpu", "rtx-4090", "--task", "infer", "--cpu-activations"),
      "--cpu-activations applies to training"),
-    (("estimate", "qwen2.5-0.5b", "--gpu", "rtx-4090", "--trace", "--loss", "chunked"), "not traced yet"),
-    (("estimate", "t5-base", "--gpu", "rtx-4090", "--trace"), "--trace supports decoder-only"),
+    (("estimate", "qwen2.5-0.5b", "--gpu", "rtx-4090", "--trace", "--loss", "fused"), "no CPU path"),
+    (("estimate", "t5-base", "--gpu", "rtx-4090", "--trace"), "--trace supports decoder and encoder"),
 ])
 def test_knobs_that_change_nothing_are_refused_in_one_line(args: tuple[str, ...], needle: str) -> None:
     from typer.testing import CliRunner

@@ -61,15 +61,18 @@ def exact_params(name: ModelRef) -> int:
 
 
 def trace(name: ModelRef, job: Job) -> Any:
-    """One steady-state training step of the model's own transformers code on fake tensors (workload/trace.py):
-    peak allocated bytes by kind, FLOPs and kernels per step. Needs the ``hf`` extra and torch; no GPU."""
-    from gpuwise.workload.trace import trace_training
+    """The model's own transformers code on fake tensors (workload/trace.py): one steady-state training step, or a
+    prefill and a decode step; peak allocated bytes by kind, FLOPs and kernels. Needs the ``hf`` extra and torch
+    (PEFT for adapters); no GPU."""
+    from gpuwise.workload.trace import trace_inference, trace_training
 
-    if not isinstance(job, TrainJob):
-        raise ConfigError("--trace runs a training step; tracing inference is not implemented yet")
     arch = model(name)
-    if not arch.config.get("model_type") or arch.kind != "decoder":
-        raise ConfigError(f"--trace supports decoder-only language models; {arch.name} is not one")
+    if not arch.config.get("model_type") or arch.kind not in ("decoder", "encoder"):
+        raise ConfigError(f"--trace supports decoder and encoder language models; {arch.name} is neither")
+    if isinstance(job, InferJob):
+        if arch.kind != "decoder":
+            raise ConfigError(f"--trace of inference generates text: {arch.name} is an encoder")
+        return trace_inference(arch.config, job)
     return trace_training(arch.config, job)
 
 

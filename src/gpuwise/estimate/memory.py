@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.activations import activation_moments
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import TrainJob
@@ -133,105 +134,20 @@ def model_states(arch: Architecture, job: TrainJob) -> dict[str, float]:
     return {"weights": weights, "master_weights": master, "gradients": grads, "optimizer": optimizer}
 
 
-def layer_activation_bytes(arch: Architecture, *, batch: int, seq: int, element: int, flash: bool, tp: int,
-                           keep_scores: bool = True, autocast: bool = False,
-                           trained: tuple[str, ...] = ("attn", "mlp")) -> float:
-    """Bytes one transformer layer saves for backward (Korthikanti et al. 2022, arXiv 2205.05198, sec. 4).
-
-    The paper's GPT layer stores sbh(34 + 5as/h) bytes (2-byte elements, dropout on); with tensor and
-    sequence parallelism everything divides by t. Generalised here:
-    - attention keeps its norm input, the q/k/v projection input, Q, K, V (k KV heads of dim d) and the
-      output-projection input; without FlashAttention also the a x s x s softmax (plus dropout mask and
-      output); FlashAttention keeps a per-row log-sum-exp (fp32) instead;
-    - the MLP keeps its norm input, its input and 2 (plain: pre- and post-activation) or 4 (gated: gate, up,
-      act(gate), product) tensors of width i (x experts per token for MoE);
-    - a frozen linear's input is not saved (autograd needs it only for the weight gradient), so LoRA on
-      attention only drops the MLP input and the down-projection input;
-    - under autocast (fp16/bf16 mixed precision) norms and softmax run in fp32 (PyTorch AMP op lists), so
-      norm inputs and scores take 4 bytes; dropout adds 1-byte masks.
-    """
-    s, b, h = seq, batch, arch.hidden
-    wide = 4 if autocast else element
-    heads = arch.heads
-    width = arch.intermediate * max(arch.experts_per_token, 1) + arch.shared_expert_intermediate
-    qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
-    attn_out = arch.heads * arch.head_dim
-    attention = s * b * (wide * h + element * (qkv + (h + attn_out) * ("attn" in trained)))
-    if flash:
-        attention += 4 * b * heads * s
-    elif keep_scores:
-        attention += wide * b * heads * s * s
-        if arch.attention_dropout > 0:
-            attention += b * heads * s * s * (1 + wide)  # mask + dropped-out probabilities
-    mlp_tensors = (3 if arch.gated_mlp else 1) + ("mlp" in trained)
-    mlp = s * b * (wide * h + element * (h * ("mlp" in trained) + mlp_tensors * width))
-    masks = 2 * s * b * h if arch.hidden_dropout > 0 else 0
-    cross = attention if arch.kind == "encoder-decoder" else 0.0  # decoder cross-attention, about as large
-    layer = attention + mlp + masks + cross * arch.decoder_layers / max(arch.layers, 1)
-    return layer / tp  # tensor parallelism splits heads and widths; sequence parallelism the rest
-
-
 def _largest_parameter(arch: Architecture) -> float:
     """The largest single parameter tensor: the embedding (or untied head), else the widest linear."""
     linear = max((x.d_in * x.d_out for x in arch.params.linears if x.count == 1), default=0)
     return float(max(arch.params.embedding, arch.params.head, linear))
 
 
-def _trained_groups(job: TrainJob) -> tuple[str, ...]:
-    if not job.trains_adapters or job.lora_targets == "all-linear":
-        return ("attn", "mlp")
-    return ("attn",)
-
-
-def activations(arch: Architecture, job: TrainJob) -> float:
-    if arch.kind == "cnn":
-        from gpuwise.estimate.cnn import activation_bytes_per_image
-
-        return job.batch * activation_bytes_per_image(arch.config, activation_bytes(job.precision))
-    return _transformer_activations(arch, job)
-
-
-def _transformer_activations(arch: Architecture, job: TrainJob) -> float:
-    """Activation bytes on the busiest GPU (the first pipeline stage holds pp micro-batches in flight).
-
-    Full checkpointing keeps each layer's input; the backward pass then recomputes one layer at a time,
-    holding its activations and their gradients (about as large) at once. An encoder-decoder's decoder layers run
-    over ``--decoder-seq`` tokens (the labels), its encoder layers over ``--seq``.
-    """
-    in_flight = min(job.pp, job.pp_microbatches or job.pp)
-    decoder = arch.decoder_layers if arch.kind == "encoder-decoder" else 0
-    runs = [(arch.layers - decoder, job.seq), (decoder, job.decoder_seq or job.seq)]
-    stored, full_max, inputs = 0.0, 0.0, 0.0
-    for count, seq in runs:
-        if not count:
-            continue
-        full, layer_input = _layer_run(arch, job, seq)
-        layers = count / job.pp
-        if job.activation_offload:
-            # saved tensors go to pinned host memory through saved_tensors_hooks and come back one layer ahead of
-            # backward (torchtune training/_activation_offloading.py OffloadActivations): the current and next layer
-            layers = min(layers, 2.0)
-        stored += layers * in_flight * (layer_input if job.ckpt == "full" else full)
-        full_max, inputs = max(full_max, full), inputs + layer_input
-    return stored + (2 * full_max if job.ckpt == "full" else 0.0) + 2 * inputs  # embedding out, final-norm in
-
-
-def _layer_run(arch: Architecture, job: TrainJob, seq: int) -> tuple[float, float]:
-    """(bytes one layer saves, its input) at ``seq`` tokens."""
-    e = activation_bytes(job.precision)
-    full = layer_activation_bytes(arch, batch=job.batch, seq=seq, element=e, flash=job.flash_attn, tp=job.tp,
-                                  keep_scores=job.ckpt != "selective", autocast=job.precision in ("bf16", "fp16"),
-                                  trained=_trained_groups(job))
-    return full, e * seq * job.batch * arch.hidden / job.tp
-
-
 def logits(arch: Architecture, job: TrainJob) -> float:
     """Peak bytes of the b x s x V logits around the loss.
 
-    transformers' ForCausalLMLoss upcasts the logits to fp32 and calls cross-entropy (log-softmax + NLL),
-    which saves the fp32 log-probabilities. In backward, NLL's gradient (fp32) and log-softmax's input
-    gradient (fp32) exist together with the saved log-probabilities and the model's own logits:
-    e + 4 + 4 + 4 bytes per element (14 in 16-bit training, 16 in fp32).
+    transformers' ForCausalLMLoss upcasts the logits to fp32 and calls cross-entropy (log-softmax + NLL), which
+    saves the fp32 log-probabilities; the caller (the HF Trainer's training_step, torchtune's recipes) drops the
+    model's 16-bit logits before backward. The peak is log-softmax's backward: the saved log-probabilities, the
+    incoming fp32 gradient and the fp32 gradient it makes, 12 bytes per element in any precision (the forward holds
+    16-bit logits + fp32 copy + log-probabilities: 10).
     """
     if not arch.lm_head:
         return 0.0
@@ -239,12 +155,14 @@ def logits(arch: Architecture, job: TrainJob) -> float:
     tokens, vocab = job.batch * _label_seq(arch, job), arch.vocab / job.tp
     if job.loss == "chunked":
         # torchtune CEWithChunkedOutputLoss (modules/loss/ce_chunked_output_loss.py): the model returns its logits
-        # in 8 chunks; each is upcast and cross-entropied alone, so the fp32 log-probabilities autograd saves
-        # (4 bytes) sit beside the 16-bit chunks while one chunk's fp32 copy and gradient are alive
-        return tokens * vocab * (e + 4 + 8 / CHUNKED_LOSS_CHUNKS)
+        # in 8 chunks; each is upcast and cross-entropied alone, so in forward the fp32 log-probabilities autograd
+        # saves (4 bytes) sit beside the 16-bit chunks and one chunk's fp32 copy; backward holds the log-probabilities
+        # and one chunk's two fp32 gradients
+        upcast = 4 if e < 4 else 0
+        return tokens * vocab * max(e + 4 + upcast / CHUNKED_LOSS_CHUNKS, 4 + 8 / CHUNKED_LOSS_CHUNKS)
     if job.loss == "fused":
         return fused_loss_bytes(arch, job)
-    return tokens * vocab * (e + 12)
+    return tokens * vocab * 12
 
 
 def _label_seq(arch: Architecture, job: TrainJob) -> int:
@@ -273,19 +191,61 @@ def framework_overhead(count: int) -> float:
 
 
 def training_memory(arch: Architecture, job: TrainJob, *, capacity_bytes: float) -> MemoryEstimate:
-    """Per-GPU peak of one training step: model states + activations + logits + overheads."""
+    """Per-GPU peak of one training step: model states + activations + logits + overheads, at the moment of the
+    step that holds the most (``peak_moment``)."""
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     parts.update(model_states(arch, job))
-    parts["activations"] = activations(arch, job)
-    parts["logits"] = logits(arch, job)
+    moment, at_peak = peak_moment(arch, job, parts["gradients"])
+    gradients_total = parts["gradients"]
+    parts.update(at_peak)
     paged = _page_out(parts, job, capacity_bytes)
     allocated = sum(parts.values())
     parts["framework_overhead"] = framework_overhead(job.count)
     parts["allocator_reserve"] = allocated * C.ALLOCATOR_RESERVE.value
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
-        assumptions=training_assumptions(arch, job) + paged, details={"trainable_params": _trainable(arch, job)},
+        assumptions=training_assumptions(arch, job) + _moment_note(moment, parts, gradients_total) + paged,
+        details={"trainable_params": _trainable(arch, job), "gradients_bytes": gradients_total},
     )
+
+
+def gradients_persist(job: TrainJob) -> bool:
+    """Whether gradients exist while the next forward runs. One GPU without accumulation frees them after the step
+    (the HF Trainer's model.zero_grad() and torchtune's optimizer.zero_grad(set_to_none=True)); accumulation keeps
+    them across micro-batches, and DDP's buckets and ZeRO's gradient partitions are allocated for good."""
+    accumulates = job.global_batch is not None and job.global_batch > job.batch * job.data_parallel
+    return accumulates or (job.count > 1 and not job.optimizer_in_backward)
+
+
+def peak_moment(arch: Architecture, job: TrainJob, gradients: float) -> tuple[str, dict[str, float]]:
+    """The moment of the step with the most memory and what activations, logits and gradients hold then: the loss
+    (log-softmax's backward; all activations saved, gradients not yet made), the top of backward (the last layer
+    recomputed) or the end of backward (every gradient, the first layer's activations)."""
+    forward, top, last = activation_moments(arch, job)
+    early = gradients if gradients_persist(job) else 0.0
+    moments = {
+        "the loss": {"activations": forward, "logits": logits(arch, job), "gradients": early},
+        "the top of backward": {"activations": top, "logits": 0.0, "gradients": early},
+        "the end of backward": {"activations": last + _tied_gradient_bytes(arch, job), "logits": 0.0,
+                                "gradients": gradients},
+    }
+    name = max(moments, key=lambda k: sum(moments[k].values()))
+    return name, moments[name]
+
+
+def _tied_gradient_bytes(arch: Architecture, job: TrainJob) -> float:
+    """A tied embedding and head get two gradients: autograd holds the head's in its input buffer while
+    embedding_dense_backward makes a dense V x h one, then adds them into a third (a trained tied embedding only)."""
+    if job.trains_adapters or arch.params.head or not arch.lm_head:
+        return 0.0
+    return 2.0 * arch.vocab * arch.hidden * training_state_bytes(job.precision) / job.tp
+
+
+def _moment_note(moment: str, parts: Mapping[str, float], gradients: float) -> tuple[str, ...]:
+    if parts["gradients"] >= gradients:
+        return (f"peak at {moment}",)
+    return (f"peak at {moment}, before backward makes the gradients ({gradients / 2**30:,.2f} GiB, counted at the "
+            "end of backward, when the logits are gone): zero_grad(set_to_none=True) freed the last step's",)
 
 
 def _page_out(parts: dict[str, float], job: TrainJob, capacity_bytes: float) -> tuple[str, ...]:

@@ -67,6 +67,19 @@ class Architecture:
         return self.params.active
 
     @property
+    def rms_norm(self) -> bool:
+        """Its norms are RMSNorm (transformers' LlamaRMSNorm and copies; T5LayerNorm is one too), not LayerNorm:
+        the config names rms_norm_eps, as every RMSNorm family's does."""
+        text = self.config.get("text_config")
+        keys = set(self.config) | (set(text) if isinstance(text, Mapping) else set())
+        return "rms_norm_eps" in keys or self.family in ("t5", "mt5")
+
+    @property
+    def qk_norm(self) -> str:
+        """A norm on queries and keys ("head", "width") in its softmax-attention blocks, else "none"."""
+        return next((b.attention.qk_norm for b in self.blocks if b.attention.kind != "linear"), "none")
+
+    @property
     def caching_blocks(self) -> tuple[Block, ...]:
         """The blocks whose layers keep a cache when the model generates (a decoder's, never an encoder's)."""
         return tuple(b for b in self.blocks if b.caches)

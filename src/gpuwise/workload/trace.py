@@ -1,18 +1,24 @@
-"""A traced ground truth for training memory: the model's own transformers code run for one steady-state step on
-fake tensors (no GPU, no weights), every tensor's lifetime recorded by PyTorch's MemTracker.
+"""A traced ground truth for memory: the model's own transformers code run on fake tensors (no GPU, no weights),
+every tensor's lifetime recorded by PyTorch's MemTracker.
 
-The model is built from its config.json under ``FakeTensorMode`` (shapes and dtypes only), trained as
-``benchmarks/measure_training.py`` trains it on a real card: fp32 parameters under bf16 autocast (``--precision
-bf16``) or bf16 parameters (``pure-bf16``), SDPA attention, fused AdamW, activation checkpointing when asked. Two steps
-run; the second (steady state: optimizer states exist) is the one reported. The CPU build of torch cannot fake CUDA
-tensors through autograd, so the trace runs on fake CPU tensors; on the four H200 runs of
-benchmarks/results/h200-2026-11-29 it lands within 5 % of ``torch.cuda.max_memory_allocated()``.
+The model is built from its config.json under ``FakeTensorMode`` (shapes and dtypes only).
+- Training (``trace_training``) runs as ``benchmarks/measure_training.py`` trains on a real card: fp32 parameters
+  under bf16 autocast (``--precision bf16``; a 16-bit base for LoRA) or bf16 parameters (``pure-bf16``), SDPA
+  attention, fused AdamW, activation checkpointing, PEFT adapters, an NF4 base, the chunked loss and the optimizer
+  in backward as the job asks (workload/trace_setup.py). Three steps run: the first makes the optimizer states, the
+  second is counted (FLOPs, kernels: FlopCounterMode's module hooks keep tensors alive, so it is not the measured
+  one), the third (steady state) is measured.
+- Inference (``trace_inference``) runs a prefill into transformers' DynamicCache and one decode step, as generate.
+
+The CPU build of torch cannot fake CUDA tensors through autograd, so the trace runs on fake CPU tensors; on the four
+H200 runs of benchmarks/results/h200-2026-11-29 it lands within 5 % of ``torch.cuda.max_memory_allocated()``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,75 +48,164 @@ def _torch() -> tuple[Any, Any]:
 
 
 def _check(job: Any, config: Mapping[str, Any]) -> None:
-    if job.method != "full":
-        raise ConfigError("--trace runs --method full (LoRA and QLoRA adapters are not traced yet)")
     if job.precision not in ("bf16", "pure-bf16", "fp32"):
         raise ConfigError(f"--trace runs --precision bf16, pure-bf16 or fp32, not {job.precision}")
     if job.optimizer not in ("adamw", "sgd"):
         raise ConfigError(f"--trace runs --optimizer adamw or sgd, not {job.optimizer}")
     if job.count != 1:
         raise ConfigError("--trace runs one GPU's step (--count 1)")
-    if job.loss != "standard" or job.optimizer_in_backward or job.activation_offload:
-        raise ConfigError("--trace runs transformers' own loss, optimizer step and activations: leave out --loss, "
-                          "--optim-in-bwd and --cpu-activations (not traced yet)")
+    if job.activation_offload or job.ckpt == "selective":
+        raise ConfigError("--trace runs on one fake device: leave out --cpu-activations and --ckpt selective (not "
+                          "traced)")
     layers = config.get("num_hidden_layers")
     if isinstance(layers, int) and layers > TRACE_LAYERS_MAX:
         raise ConfigError(f"--trace builds at most {TRACE_LAYERS_MAX} layers; this config has {layers}")
 
 
-def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -> tuple[Any, Any]:
+def _hf_config(transformers: Any, config: Mapping[str, Any]) -> Any:
     clean = {k: v for k, v in config.items() if not k.startswith("_") and k != "auto_map"}
     hf_config = transformers.AutoConfig.for_model(**clean)
     hf_config._attn_implementation = "sdpa"
-    dtype = torch.bfloat16 if job.precision == "pure-bf16" else torch.float32
-    model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
-    if job.ckpt == "full":
-        with warnings.catch_warnings():  # transformers 5 renames it activation_checkpointing_enable (FutureWarning)
-            warnings.simplefilter("ignore", FutureWarning)
+    return hf_config
+
+
+def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -> tuple[Any, Any, Any]:
+    """The model as the job trains it, its optimizer and its loss (tokens -> loss). Adapters are placed on the meta
+    device and the model then made fake (fake parameters cannot be converted in place, as PEFT does)."""
+    from gpuwise.workload import trace_setup
+
+    auto, labels = trace_setup.model_class(transformers, config)
+    sixteen = job.precision == "pure-bf16" or (job.method != "full" and job.precision != "fp32")
+    dtype = torch.bfloat16 if sixteen else torch.float32
+    meta = _meta_outside_fake(torch) if job.method != "full" else contextlib.nullcontext()
+    with meta, warnings.catch_warnings():  # transformers 5 renames gradient_* activation_* (FutureWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        model = auto.from_config(_hf_config(transformers, config), dtype=dtype)
+        if job.ckpt == "full":
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.config.use_cache = False
+        model.config.use_cache = False
+        if job.method != "full":
+            model = trace_setup.add_adapters(torch, model, job)
+    if job.method != "full":
+        model = _fake_from_meta(model.get_base_model(), model)
     model.train()
-    if job.optimizer == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9)
-    else:
-        # fused, as the HF Trainer's default adamw_torch_fused: no parameter-sized intermediates at the step
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
-    return model, optimizer
+    return model, trace_setup.make_optimizer(torch, model, job), trace_setup.loss_function(torch, model, job, labels)
 
 
-def _step(torch: Any, model: Any, optimizer: Any, tokens: Any, autocast: bool) -> None:
+@contextlib.contextmanager
+def _meta_outside_fake(torch: Any) -> Iterator[None]:
+    """Real meta tensors, for once, inside the trace's fake mode."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily(), torch.device("meta"):
+        yield
+
+
+def _fake_from_meta(base: Any, model: Any) -> Any:
+    """``model`` (whose transformers model is ``base``) with fake CPU tensors for its meta ones, a tied embedding and
+    head tied again (to_empty would convert the shared parameter once per module)."""
+    head, embedding = base.get_output_embeddings(), base.get_input_embeddings()
+    tied = head is not None and embedding is not None and head.weight is embedding.weight
+    if tied:
+        head._parameters["weight"] = None
+    model = model.to_empty(device="cpu")
+    if tied:
+        head.weight = embedding.weight
+    return model
+
+
+def _step(torch: Any, loss_of: Any, optimizer: Any, tokens: Any, autocast: bool) -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        loss = model(input_ids=tokens, labels=tokens).loss
+        loss = loss_of(tokens)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+
+
+def _fake_modes() -> tuple[Any, Any, Any]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from torch.utils.flop_counter import FlopCounterMode
+
+    return FakeTensorMode, MemTracker, FlopCounterMode
 
 
 def trace_training(config: Mapping[str, Any], job: Any) -> Trace:
     """One steady-state training step of ``config`` as ``job`` (a TrainJob) asks, on fake tensors."""
     torch, transformers = _torch()
     _check(job, config)
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed._tools.mem_tracker import MemTracker
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FakeTensorMode():
+    fake_mode, mem_tracker, flop_counter = _fake_modes()
+    with fake_mode(allow_non_fake_inputs=True):
         try:
-            model, optimizer = _build(torch, transformers, config, job)
-        except (ValueError, KeyError, TypeError) as exc:
+            model, optimizer, loss_of = _build(torch, transformers, config, job)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"transformers cannot build this config for a trace: {str(exc)[:120]}") from None
         vocab = int(getattr(model.config, "vocab_size", 0) or 2)
         tokens = torch.randint(0, vocab, (job.batch, job.seq))
         autocast = job.precision == "bf16"
-        tracker = MemTracker()
-        tracker.track_external(model, optimizer)
+        tracker = mem_tracker()
+        tracker.track_external(model, *(getattr(optimizer, "optimizers", None) or [optimizer]))
         with tracker:
-            _step(torch, model, optimizer, tokens, autocast)  # creates the optimizer states
-            tracker.reset_mod_stats()
-            counter, flops = _Counter(), FlopCounterMode(display=False)
-            with counter, flops:
-                _step(torch, model, optimizer, tokens, autocast)
+            _skip_frozen(tracker, model)
+            _step(torch, loss_of, optimizer, tokens, autocast)  # creates the optimizer states
+        counter, flops = _Counter(), flop_counter(display=False)
+        with counter, flops:  # counted on a step of its own: FlopCounterMode's module hooks keep tensors alive
+            _step(torch, loss_of, optimizer, tokens, autocast)
+        tracker.reset_mod_stats()
+        with tracker:  # entering again starts the peak from what is alive now: the steady state's own
+            _skip_frozen(tracker, model)
+            _step(torch, loss_of, optimizer, tokens, autocast)
         peak = tracker.get_tracker_snapshot("peak")
+    total, by_kind = _by_kind(peak)
+    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls)
+
+
+def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
+    """A prefill of ``batch`` x ``input_len`` tokens into transformers' DynamicCache and one decode step after it,
+    in eval mode without gradients (what ``generate`` runs; only the last position's logits are made)."""
+    torch, transformers = _torch()
+    if job.weights not in ("bf16", "fp16", "fp32") or job.kv_dtype not in ("fp16", "bf16"):
+        raise ConfigError("--trace runs 16-bit or fp32 weights and a 16-bit cache (quantized formats are kernels "
+                          "with no fake-tensor path): use --quant bf16")
+    if job.count != 1:
+        raise ConfigError("--trace runs one GPU's step (--count 1)")
+    fake_mode, mem_tracker, flop_counter = _fake_modes()
+    dtype = {"fp32": torch.float32, "fp16": torch.float16}.get(job.weights, torch.bfloat16)
+    with fake_mode(), torch.no_grad():
+        try:
+            model = transformers.AutoModelForCausalLM.from_config(_hf_config(transformers, config), dtype=dtype)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"transformers cannot build this config for a trace: {str(exc)[:120]}") from None
+        model.eval()
+        prompt = torch.randint(0, int(model.config.vocab_size), (job.batch, job.input_len))
+        tracker = mem_tracker()
+        tracker.track_external(model)
+        counter, flops = _Counter(), flop_counter(display=False)
+        with tracker:
+            cache = model(input_ids=prompt, use_cache=True, logits_to_keep=1).past_key_values
+            tracker.reset_mod_stats()
+            with counter, flops:
+                model(input_ids=prompt[:, -1:], past_key_values=cache, use_cache=True)
+        peak = tracker.get_tracker_snapshot("peak")
+    total, by_kind = _by_kind(peak)
+    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls)
+
+
+class _NoHook:
+    def remove(self) -> None:
+        """Nothing was registered."""
+
+
+def _skip_frozen(tracker: Any, model: Any) -> None:
+    """MemTracker hooks every parameter's gradient, and a frozen one (the base under adapters) cannot take a hook:
+    mark those as hooked already (torch/distributed/_tools/mem_tracker.py, _track_module_params_and_buffers)."""
+    handles = tracker._param_to_grad_hook_handles
+    for param in model.parameters():
+        if not param.requires_grad:
+            handles[param] = (_NoHook(), _NoHook())
+
+
+def _by_kind(peak: Mapping[Any, Mapping[Any, float]]) -> tuple[float, dict[str, float]]:
     by_kind: dict[str, float] = {}
     total = 0.0
     for device in peak.values():
@@ -119,8 +214,9 @@ def trace_training(config: Mapping[str, Any], job: Any) -> Trace:
             if name == "Total":
                 total += value
             elif value:
-                by_kind[_KINDS.get(name, name.lower())] = by_kind.get(_KINDS.get(name, name.lower()), 0.0) + value
-    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls)
+                key = _KINDS.get(name, name.lower())
+                by_kind[key] = by_kind.get(key, 0.0) + value
+    return total, by_kind
 
 
 def _counter_class() -> Any:
