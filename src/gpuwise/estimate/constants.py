@@ -95,13 +95,13 @@ ALLOCATOR_RESERVE = Constant(
     "gpuwise assumption: the PyTorch caching allocator rounds blocks (512 B small, 2 MiB large) and "
     "fragments; reserved exceeds allocated by a few percent in steady training",
 )
-VLLM_OVERHEAD = Constant(
-    0.15 * GIB + 0.5 * GIB, "bytes",
-    "llm-d-planner capacity model (estimators notes sec. 5.9): vLLM non-torch memory 0.15 GiB at TP1; "
-    "CUDA graphs of the default capture sizes about 0.5 GiB (vLLM docs, CUDA graphs)",
-)
-
-# ---- fractions of the card that serving engines pre-reserve --------------------------------------------
+LLMD_REPORT = ("llm-d-incubation/llm-d-planner docs/accuracy/vllm-v0.19.0-accuracy-report.md (commit 2d557dca, vLLM "
+               "v0.19.0 on H100-80GB, 49 runs)")
+VLLM_NON_TORCH = Constant(0.27 * GIB, "bytes", LLMD_REPORT + ": non-torch memory (CUDA runtime) 0.27 GiB at TP 1")
+VLLM_NON_TORCH_TP = Constant(2.1 * GIB, "bytes", LLMD_REPORT + ": non-torch memory 2.08-2.17 GiB per GPU at TP 2-4 "
+                                              "(NCCL and custom all-reduce buffers)")
+VLLM_CUDA_GRAPHS = Constant(1.04 * GIB, "bytes", LLMD_REPORT + ": CUDA graph pools 0.51-1.85 GiB, mean 1.04 GiB, "
+                                              "captured after the KV cache is sized")
 ENGINE_RESERVE_FRACTION = {
     "vllm": Constant(0.90, "of total memory", "vLLM engine args: gpu_memory_utilization default 0.9"),
     "sglang": Constant(0.88, "of total memory", "SGLang server args: mem_fraction_static (about 0.88 on 80 GB)"),

@@ -102,7 +102,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     if isinstance(job, TrainJob):
         memory = training_memory(arch, job, capacity_bytes=gpu.usable_memory_bytes)
     else:
-        memory = inference_memory(arch, job, capacity_bytes=gpu.usable_memory_bytes)
+        memory = inference_memory(arch, job, capacity_bytes=gpu.usable_memory_bytes, gpu_id=gpu.id)
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
     if catalog is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import activation_bytes
+from gpuwise.estimate.engine_memory import engine_activations, kv_budget_bytes
 from gpuwise.estimate.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
 from gpuwise.estimate.memory import COMPONENTS, MemoryEstimate, framework_overhead
 from gpuwise.estimate.weights import weights
@@ -38,7 +39,7 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
     return live + 4 * job.local_batch * arch.vocab
 
 
-def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float) -> MemoryEstimate:
+def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float, gpu_id: str = "") -> MemoryEstimate:
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     stored = weights(arch, job.weights)
     # --ep keeps a whole copy of attention, dense and shared weights on every GPU and 1/ep of the routed experts
@@ -48,34 +49,57 @@ def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float
         parts["weights"] += arch.params.mtp * weight_bytes(arch, job.weights) / arch.total_params / job.tp
         per_sequence *= 1 + 1 / max(arch.decoder_layers, 1)
     parts["kv_cache"] = per_sequence * job.local_batch
-    parts["activations"] = workspace_bytes(arch, job)
-    engine_overhead = C.VLLM_OVERHEAD.value if job.engine in ("vllm", "sglang") else 0.0
-    parts["framework_overhead"] = framework_overhead(job.tp) + engine_overhead
-    parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
-        C.ALLOCATOR_RESERVE.value)
+    engine = engine_activations(arch, job, capacity_bytes, gpu_id, workspace_bytes(arch, job))
+    parts["activations"] = engine.bytes
+    parts["framework_overhead"] = engine_overhead_bytes(job)
+    if job.engine not in ("vllm", "sglang"):  # the Python engines' pools are sized exactly; the rest use the allocator
+        parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
+            C.ALLOCATOR_RESERVE.value)
     needed = sum(parts.values())
+    fraction = engine_fraction(job)
     reserved = _engine_reserved(job, capacity_bytes, parts["weights"], needed)
-    kv_budget = (reserved if reserved is not None else capacity_bytes) - (needed - parts["kv_cache"])
+    kv_budget = kv_budget_bytes(job, capacity_bytes, parts["weights"], parts["activations"], needed - parts[
+        "kv_cache"] - parts["weights"] - parts["activations"], fraction)
     max_concurrency = int(kv_budget // per_sequence) if per_sequence > 0 and kv_budget > 0 else 0
-    per_token_all = kv_bytes_per_token(arch, job) * job.batch
-    max_context = int(kv_budget // per_token_all) if per_token_all > 0 and kv_budget > 0 else 0
+    per_token = kv_bytes_per_token(arch, job)
+    max_context = int(kv_budget // (per_token * job.batch)) if per_token > 0 and kv_budget > 0 else 0
+    details = {"kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence}
+    if arch.decoder_layers and per_token > 0:
+        details["kv_tokens_per_gpu"] = max(kv_budget, 0.0) / per_token
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
         engine_reserved_bytes=reserved, kv_budget_bytes=kv_budget if arch.decoder_layers else None,
         max_concurrency=max_concurrency if arch.decoder_layers else None,
         max_context=max_context if arch.decoder_layers else None,
-        assumptions=_assumptions(arch, job), warnings=_warnings(arch, job),
-        details={"kv_bytes_per_token": kv_bytes_per_token(arch, job), "kv_bytes_per_sequence": per_sequence},
+        assumptions=(*_assumptions(arch, job), engine.note), warnings=_warnings(arch, job), details=details,
     )
 
 
+def engine_fraction(job: InferJob) -> float | None:
+    """The share the engine sizes its KV pool from: --mem-fraction, else the engine's default (None: no pool)."""
+    default = C.ENGINE_RESERVE_FRACTION.get(job.engine)
+    if default is None:
+        return None
+    return job.memory_fraction if job.memory_fraction is not None else default.value
+
+
+def engine_overhead_bytes(job: InferJob) -> float:
+    """CUDA context and libraries, NCCL buffers, the engine's CUDA graphs: vLLM and SGLang as measured on vLLM
+    v0.19 (llm-d-planner's report), the others the CUDA context, cuBLAS workspace and NCCL buffers."""
+    if job.engine in ("vllm", "sglang"):
+        non_torch = C.VLLM_NON_TORCH_TP.value if job.tp > 1 else C.VLLM_NON_TORCH.value
+        return non_torch + C.VLLM_CUDA_GRAPHS.value
+    return framework_overhead(job.tp)
+
+
 def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: float) -> float | None:
-    fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
+    fraction = engine_fraction(job)
     if fraction is None:
         return None
-    if "free" in fraction.unit:
-        return max(needed, weights + (capacity - weights) * fraction.value)
-    return max(needed, capacity * fraction.value)
+    unit = C.ENGINE_RESERVE_FRACTION[job.engine].unit
+    if "free" in unit:
+        return max(needed, weights + (capacity - weights) * fraction)
+    return max(needed, capacity * fraction)
 
 
 def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
@@ -84,9 +108,11 @@ def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
     if job.mtp and arch.params.mtp:
         notes.append(f"--mtp: {arch.params.mtp:,} multi-token-prediction parameters loaded beside the model, with "
                      "their KV cache; the speed is plain decoding (speculative acceptance is not modelled)")
-    fraction = C.ENGINE_RESERVE_FRACTION.get(job.engine)
-    if fraction is not None:
-        notes.append(f"{job.engine} pre-reserves {fraction.value:.0%} {fraction.unit} ({fraction.source})")
+    default = C.ENGINE_RESERVE_FRACTION.get(job.engine)
+    fraction = engine_fraction(job)
+    if default is not None and fraction is not None:
+        given = " (--mem-fraction)" if job.memory_fraction is not None else f" ({default.source})"
+        notes.append(f"{job.engine} sizes its KV pool from {fraction:.0%} {default.unit}{given}")
     return tuple(notes)
 
 

@@ -78,6 +78,12 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         memory["max_context"] = mem.max_context
     if "kv_bytes_per_token" in mem.details:
         memory["kv_cache_mb_per_token"] = round(mem.details["kv_bytes_per_token"] / 1e6, 6)
+    if mem.kv_budget_bytes is not None:
+        memory["kv_budget_gb"] = _gb(max(mem.kv_budget_bytes, 0.0))
+    if "kv_tokens_per_gpu" in mem.details:
+        memory["kv_tokens_per_gpu"] = int(mem.details["kv_tokens_per_gpu"])
+    if "gradients_bytes" in mem.details:
+        memory["gradients_total_gb"] = _gb(mem.details["gradients_bytes"])
     hardware = {
         "gpu": est.gpu.id, "count": job.count, "nodes": job.nodes,
         "interconnect": est.gpu.scale_up_link or est.gpu.native_link, "network": job.network,

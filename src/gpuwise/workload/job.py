@@ -198,6 +198,9 @@ ENGINE_FORMATS: dict[str, tuple[frozenset[str], str]] = {
 holds the card-side ones)."""
 
 
+_POOLED_ENGINES = frozenset({"vllm", "sglang", "trtllm", "lmdeploy"})  # estimate/constants ENGINE_RESERVE_FRACTION
+
+
 class InferJob(_Job):
     """Serving or offline generation of ``batch`` sequences of ``input_len`` + ``output_len`` tokens."""
 
@@ -222,6 +225,10 @@ class InferJob(_Job):
     mtp: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
         default=False, description="load the checkpoint's multi-token-prediction layers as the speculative decoder "
                                    "(DeepSeek-V3/R1, GLM; vLLM --speculative-config method mtp)")
+    memory_fraction: Annotated[float | None, Field(gt=0, le=1), Flag(_INFER, INFERENCE, name="--mem-fraction")] = (
+        Field(default=None, description="the share of memory the engine sizes its KV pool from: vLLM "
+                                        "--gpu-memory-utilization (default 0.9), SGLang --mem-fraction-static "
+                                        "(0.88), TensorRT-LLM free_gpu_memory_fraction (0.9 of what is free)"))
     max_num_seqs: Annotated[int | None, Field(ge=1, le=100_000), Flag(frozenset({"serve-sim", "recommend"}),
                                                                         INFERENCE)] = Field(
         default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "
@@ -246,6 +253,9 @@ class InferJob(_Job):
         formats, instead = ENGINE_FORMATS.get(self.engine, (frozenset(get_args(Quant)), ""))
         if self.quant is not None and self.quant not in formats:
             raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {instead}")
+        if self.memory_fraction is not None and self.engine not in _POOLED_ENGINES:
+            raise ValueError(f"--mem-fraction sizes a serving engine's KV pool: --engine {self.engine} has none (use "
+                             f"{', '.join(sorted(_POOLED_ENGINES))})")
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")
         if self.ep > 1 and self.tp > 1:
