@@ -140,3 +140,52 @@ def test_knobs_that_change_nothing_are_refused_in_one_line(args: tuple[str, ...]
 def test_a_framework_filled_flag_can_be_turned_off() -> None:
     job = TrainJob(framework="torchtune", optimizer_in_backward=False)
     assert not job.optimizer_in_backward and "optimizer_in_backward" not in job.framework_filled
+
+
+def test_compile_keeps_only_matmul_and_attention_outputs() -> None:
+    """Inductor's min-cut partitioner: two bf16 residual inputs (2 x 2 x H), Q, K, V and the attention output
+    ((32 + 2 x 8 + 32) x 128), log-sum-exp (4 x 32 heads) and the gate and up outputs (2 x 14,336) per token."""
+    from gpuwise.estimate.activations import compiled_layer_bytes
+
+    arch = resolve_model("llama-3.1-8b")
+    job = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, compile=True)
+    per_token = 2 * 2 * H + 2 * ((32 + 16 + 32) * 128 + 2 * 14_336) + 4 * 32
+    assert compiled_layer_bytes(arch, job, 2048) == BT * per_token
+    assert activations(arch, job) < activations(arch, job.updated(compile=False))
+
+
+def test_a_compiled_loss_keeps_the_16_bit_logits_and_writes_a_16_bit_gradient() -> None:
+    """torchtune training/_compile.py compile_loss: the per-chunk cross-entropy fuses into one kernel."""
+    assert _parts(loss="chunked", compile=True)["logits"] == BT * V * 2 * (1 + 1 / 8)
+    assert _parts(compile=True)["logits"] == BT * V * 2 * 2
+
+
+def test_packed_sequences_without_flash_attention_hold_the_block_causal_mask() -> None:
+    """torchtune create_block_causal_mask: a bool (batch, seq, seq) tensor."""
+    arch = resolve_model("llama-3.1-8b")
+    eager = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, flash_attn=False)
+    assert activations(arch, eager.updated(packed=True)) - activations(arch, eager) == 2 * 2048 * 2048
+    flash = eager.updated(flash_attn=True)
+    assert activations(arch, flash.updated(packed=True)) == activations(arch, flash)
+
+
+def test_axolotl_packs_and_checkpoints_and_megatron_keeps_its_gradient_buffer() -> None:
+    from gpuwise.estimate.memory import gradients_persist
+
+    axolotl = TrainJob(framework="axolotl", method="qlora")
+    assert axolotl.packed and axolotl.ckpt == "full"
+    assert gradients_persist(TrainJob(framework="megatron")) and not gradients_persist(TrainJob())
+    assert TrainJob(framework="torchtitan", count=8).zero == 3 and TrainJob(framework="megatron", count=8).zero == 0
+
+
+@pytest.mark.parametrize(("method", "measured_gib"), [("lora", 16.2), ("qlora", 7.4)])
+def test_torchtune_readme_single_4090_rows(method: str, measured_gib: float, shipped: Catalog) -> None:
+    """torchtune README (commit 0031bfb), 'Memory and training speed': Llama 3.1 8B on 1x 4090 at batch 2, a
+    dataset packed to 2048 tokens, torch.compile on: LoRA 16.2 GiB, QLoRA 7.4 GiB peak memory per GPU. The recipe
+    defaults come from --framework torchtune; the allocated part (no CUDA context or allocator slack) is compared."""
+    job = TrainJob(framework="torchtune", method=method, batch=2, seq=2048, packed=True, compile=True)
+    memory = training_memory(resolve_model("llama-3.1-8b"), job,
+                             capacity_bytes=shipped.gpus["rtx-4090"].usable_memory_bytes)
+    parts = memory.breakdown_bytes
+    allocated = memory.per_gpu_bytes - parts["framework_overhead"] - parts["allocator_reserve"]
+    assert allocated / GIB == pytest.approx(measured_gib, rel=0.10)

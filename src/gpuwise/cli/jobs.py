@@ -24,9 +24,10 @@ CALIBRATION = Opt("calibration", "--calibration", "Measured rates from `gpuwise 
                   Path, OUTPUT, "FILE")
 EXACT = Opt("exact", "--exact", "Also count parameters by building the model on PyTorch's meta device (needs the "
                                 "hf extra and torch).")
-TRACE = Opt("trace", "--trace", "Also run one training step of the model's own transformers code on fake tensors "
-                                "and report its traced peak memory, FLOPs and kernels (needs the hf extra and torch; "
-                                "no GPU; tens of seconds for a 1B model).")
+TRACE = Opt("trace", "--trace", "Also run the model's own transformers code on fake tensors -- one training step "
+                                "(LoRA/QLoRA through PEFT), or a prefill and a decode step -- and report its traced "
+                                "peak memory, FLOPs and kernels (needs the hf extra, torch, and peft for adapters; no "
+                                "GPU; tens of seconds for a 1B model).")
 EMIT = Opt("emit", "--emit", "'hf': print matching transformers/PEFT/bitsandbytes settings.", str, metavar="hf")
 FIXED_TASK = {"scale": "train", "serve-sim": "infer"}
 

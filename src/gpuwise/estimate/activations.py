@@ -145,7 +145,7 @@ def _transformer_activations(arch: Architecture, job: TrainJob) -> tuple[float, 
         recompute = 2 * full_max + merged
     else:
         stored, recompute = stored + merged * moe_layers / job.pp, 0.0
-    edges = 2 * inputs + _head_copy_bytes(arch, job)  # embedding out, final-norm in
+    edges = 2 * inputs + _head_copy_bytes(arch, job) + _packing_mask_bytes(arch, job, job.seq)
     last = recompute if job.ckpt == "full" else full_max  # the first layer, recomputed or as saved
     return stored + edges, stored + recompute + edges, last + edges
 
@@ -170,8 +170,32 @@ def _head_copy_bytes(arch: Architecture, job: TrainJob) -> float:
     return 2.0 * arch.vocab * arch.hidden / job.tp
 
 
+def compiled_layer_bytes(arch: Architecture, job: TrainJob, seq: int) -> float:
+    """What a torch.compile'd layer saves: inductor's min_cut_rematerialization_partition
+    (torch/_functorch/partitioners.py) saves what is costly to recompute -- matmul and attention outputs, reductions
+    (a norm's rstd) -- and recomputes the elementwise chains in backward from them. A layer then keeps its two residual
+    inputs, Q, K, V, the attention output and log-sum-exp, and the MLP's matmul outputs (gate and up, or the plain
+    MLP's one); norms, casts, act(gate) and the product are recomputed."""
+    e = activation_bytes(job.precision)
+    tokens = job.batch * seq
+    width = arch.intermediate * max(arch.experts_per_token, 1) + arch.shared_expert_intermediate
+    qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim + arch.heads * arch.head_dim
+    matmul_outputs = (2 if arch.gated_mlp else 1) * width
+    layer = tokens * (2 * residual_bytes(job) * arch.hidden + e * (qkv + matmul_outputs)) + 4 * tokens * arch.heads
+    return layer / job.tp
+
+
+def _packing_mask_bytes(arch: Architecture, job: TrainJob, seq: int) -> float:
+    """Packed documents without FlashAttention's varlen kernels attend through a block-causal mask: torchtune's
+    create_block_causal_mask builds a bool (batch, seq, seq) tensor per forward (flex attention's BlockMask, and
+    HF's position_ids with FlashAttention, need none)."""
+    return float(job.batch * seq * seq) if job.packed and not job.flash_attn else 0.0
+
+
 def _layer_run(arch: Architecture, job: TrainJob, seq: int) -> tuple[float, float]:
     """(bytes one layer saves, its input) at ``seq`` tokens."""
+    if job.compile:
+        return compiled_layer_bytes(arch, job, seq), residual_bytes(job) * seq * job.batch * arch.hidden / job.tp
     e = activation_bytes(job.precision)
     full = layer_activation_bytes(arch, batch=job.batch, seq=seq, element=e, flash=job.flash_attn, tp=job.tp,
                                   keep_scores=job.ckpt != "selective", autocast=job.precision in ("bf16", "fp16"),

@@ -153,6 +153,11 @@ def logits(arch: Architecture, job: TrainJob) -> float:
         return 0.0
     e = activation_bytes(job.precision)
     tokens, vocab = job.batch * _label_seq(arch, job), arch.vocab / job.tp
+    if job.compile and job.loss != "fused":
+        # compiled, the upcast, log-softmax and NLL fuse into one kernel that keeps the 16-bit logits and a per-row
+        # log-sum-exp, and backward writes a 16-bit gradient (transformers' loss inside the compiled forward;
+        # torchtune training/_compile.py compile_loss compiles the chunked loss's per-chunk compute_cross_entropy)
+        return tokens * vocab * e * (1 + (1 / CHUNKED_LOSS_CHUNKS if job.loss == "chunked" else 1))
     if job.loss == "chunked":
         # torchtune CEWithChunkedOutputLoss (modules/loss/ce_chunked_output_loss.py): the model returns its logits
         # in 8 chunks; each is upcast and cross-entropied alone, so in forward the fp32 log-probabilities autograd
@@ -212,9 +217,11 @@ def training_memory(arch: Architecture, job: TrainJob, *, capacity_bytes: float)
 def gradients_persist(job: TrainJob) -> bool:
     """Whether gradients exist while the next forward runs. One GPU without accumulation frees them after the step
     (the HF Trainer's model.zero_grad() and torchtune's optimizer.zero_grad(set_to_none=True)); accumulation keeps
-    them across micro-batches, and DDP's buckets and ZeRO's gradient partitions are allocated for good."""
+    them across micro-batches, and DDP's buckets, ZeRO's gradient partitions and Megatron's main_grad buffer are
+    allocated for good."""
     accumulates = job.global_batch is not None and job.global_batch > job.batch * job.data_parallel
-    return accumulates or (job.count > 1 and not job.optimizer_in_backward)
+    kept = job.framework == "megatron"  # its DDP accumulates into a persistent fp32 main_grad buffer
+    return accumulates or kept or (job.count > 1 and not job.optimizer_in_backward)
 
 
 def peak_moment(arch: Architecture, job: TrainJob, gradients: float) -> tuple[str, dict[str, float]]:
@@ -302,6 +309,14 @@ def training_assumptions(arch: Architecture, job: TrainJob) -> tuple[str, ...]:
     if job.optimizer_in_backward:
         notes.append("optimizer in backward: each gradient is freed after its parameter's step (the largest "
                      "parameter's gradient at most); speed as a separate step")
+    if job.compile:
+        notes.append("torch.compile: layers keep matmul and attention outputs, backward recomputes the elementwise ops "
+                     "(inductor's min-cut partitioner); speed as eager (the roofline already charges each "
+                     "elementwise pass once, as fused kernels would)")
+    if job.packed:
+        notes.append("packed sequences: tokens/s counts every packed token; attention is charged over the whole "
+                     "--seq (documents shorter than it attend less)" + ("" if job.flash_attn else
+                                                                     "; the block-causal mask is held"))
     if job.activation_offload:
         notes.append("activation offload: saved activations in host memory, two layers on the GPU; the copies are "
                      "assumed hidden behind compute (torchtune's streams overlap them)")

@@ -24,7 +24,7 @@ def trace_json(traced: Trace, memory: MemoryEstimate) -> dict[str, Any]:
             "closed_form_allocated_gb": round(closed / 1e9, 4),
             "closed_form_over_trace": round(closed / traced.peak_allocated_bytes, 4)
             if traced.peak_allocated_bytes else None,
-            "method": "one steady-state step of the model's transformers code on fake CPU tensors (MemTracker)"}
+            "method": traced.method}
 
 
 def trace_line(traced: Trace, memory: MemoryEstimate) -> str:
@@ -32,5 +32,9 @@ def trace_line(traced: Trace, memory: MemoryEstimate) -> str:
     parts = ", ".join(f"{k} {v / 1e9:,.2f}" for k, v in traced.breakdown_bytes.items() if v >= 5e6)
     return (f"traced step (fake tensors, the model's own code): peak allocated {traced.peak_allocated_bytes / 1e9:,.2f}"
             f" GB ({parts}); the closed form's allocated part {closed / 1e9:,.2f} GB "
-            f"({closed / traced.peak_allocated_bytes:.2f}x); {traced.flops_per_step / 1e12:,.1f} TFLOP and "
+            f"({closed / traced.peak_allocated_bytes:.2f}x); {_flops(traced.flops_per_step)} and "
             f"{traced.kernels_per_step:,} aten operators per step")
+
+
+def _flops(flops: float) -> str:
+    return f"{flops / 1e12:,.1f} TFLOP" if flops >= 1e11 else f"{flops / 1e9:,.2f} GFLOP"

@@ -3,14 +3,24 @@ left them out (an explicit flag always wins), each with the file it comes from.
 
 torchtune   recipes/configs/llama3_1/8B_full_single_device.yaml and 8B_lora_single_device.yaml (torchtune
             59dc1f4 / 2943c61): dtype bf16 with no fp32 master copy, enable_activation_checkpointing True, a
-            chunked cross-entropy; the single-device full fine-tune adds optimizer_in_bwd True and PagedAdamW8bit
+            chunked cross-entropy; the single-device full fine-tune adds optimizer_in_bwd True and PagedAdamW8bit;
+            the distributed recipes shard with FSDP2, fsdp_reshard_after_forward True (ZeRO-3)
 unsloth     unsloth README / FastLanguageModel.get_peft_model(use_gradient_checkpointing="unsloth"): checkpoints
             offloaded to system RAM, and its fused cross-entropy that never builds the logits
 torchtitan  torchtitan/models/llama3/train_configs/*.toml: activation_checkpoint.mode "selective", FSDP2 mixed
-            precision (bf16 compute, fp32 sharded parameters)
-hf, axolotl, llama-factory, deepspeed, megatron
+            precision (bf16 compute, fp32 sharded parameters), reshard_after_forward "default" (ZeRO-3; kept
+            gathered under pipeline parallelism, which the memory model already does)
+axolotl     examples/llama-3/*.yml: gradient_checkpointing true, sample_packing true
+llama-factory
+            hparams/model_args.py: disable_gradient_checkpointing False (checkpointing on)
+megatron    megatron/core/distributed: gradients accumulate into a persistent fp32 main_grad buffer; no ZeRO unless
+            --use-distributed-optimizer (ZeRO-1)
+hf, deepspeed
             transformers Trainer defaults (TrainingArguments: gradient_checkpointing False, bf16 autocast with fp32
             weights, transformers' cross-entropy): gpuwise's own defaults, so nothing is filled
+QLoRA under any of the PEFT-based stacks (hf, axolotl, llama-factory) upcasts the non-quantized parameters to fp32
+(peft prepare_model_for_kbit_training): the memory model always counts that for --method qlora with mixed
+precision (estimate/memory.py, estimate/activations.py residual_bytes).
 """
 
 from __future__ import annotations
@@ -26,8 +36,24 @@ _UNSLOTH = {"ckpt": "full", "activation_offload": True, "loss": "fused"}
 _TORCHTITAN = {"ckpt": "selective", "precision": "bf16"}
 
 
+_AXOLOTL = {"ckpt": "full", "packed": True}
+_LLAMA_FACTORY = {"ckpt": "full"}
+
+
 def framework_defaults(framework: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The fields ``framework`` sets for a job given as ``values`` (the user's flags)."""
+    several = _whole(values.get("count", 1)) > _whole(values.get("tp", 1)) * _whole(values.get("pp", 1))
+    sharded = {"zero": 3} if several and framework in ("torchtune", "torchtitan") else {}
+    if framework == "megatron":
+        return {"zero": 0} if several else {}
+    if framework == "axolotl":
+        return dict(_AXOLOTL)
+    if framework == "llama-factory":
+        return dict(_LLAMA_FACTORY)
+    return {**_framework_recipe(framework, values), **sharded}
+
+
+def _framework_recipe(framework: str, values: Mapping[str, Any]) -> dict[str, Any]:
     if framework == "torchtune":
         one_gpu_full = values.get("method", "full") == "full" and _whole(values.get("count", 1)) == 1
         # optimizer_in_bwd cannot accumulate gradients: a --global-batch above --batch keeps torchtune's plain step

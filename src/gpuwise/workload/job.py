@@ -134,6 +134,14 @@ class TrainJob(_Job):
         default=False, description="keep saved activations in host memory between forward and backward "
                                    "(torchtune enable_activation_offloading): two layers stay on the GPU")
 
+    packed: Annotated[bool, Flag(_TRAIN, TRAINING, negatable=True)] = Field(
+        default=False, description="several documents packed into each --seq sequence (torchtune packed=True, "
+                                   "axolotl sample_packing, TRL packing): without FlashAttention the block-causal "
+                                   "mask is held too")
+    compile: Annotated[bool, Flag(_TRAIN, TRAINING, negatable=True)] = Field(
+        default=False, description="torch.compile the model: backward recomputes the elementwise ops (inductor's "
+                                   "min-cut partitioner), so layers keep only matmul and attention outputs")
+
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:

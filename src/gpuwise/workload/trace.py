@@ -35,6 +35,7 @@ class Trace:
     breakdown_bytes: Mapping[str, float]  # at the peak, by what the tensors are
     flops_per_step: float  # torch.utils.flop_counter.FlopCounterMode over one step
     kernels_per_step: int  # aten operators dispatched in one step (each a kernel launch on a GPU, roughly)
+    method: str = "one steady-state training step of the model's transformers code on fake CPU tensors (MemTracker)"
 
 
 def _torch() -> tuple[Any, Any]:
@@ -123,6 +124,10 @@ def _step(torch: Any, loss_of: Any, optimizer: Any, tokens: Any, autocast: bool)
 
 
 def _fake_modes() -> tuple[Any, Any, Any]:
+    # MemTracker warns when a module is gone by the time autograd reaches its output (PEFT wrappers, the loss)
+    warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
+    # ... and when a gradient was freed by the optimizer in backward before its own hook reads it
+    warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper", category=UserWarning)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.utils.flop_counter import FlopCounterMode
@@ -181,7 +186,8 @@ def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
         tracker = mem_tracker()
         tracker.track_external(model)
         counter, flops = _Counter(), flop_counter(display=False)
-        with tracker:
+        with tracker, warnings.catch_warnings():  # transformers 5.x renames past_key_values (FutureWarning)
+            warnings.simplefilter("ignore", FutureWarning)
             cache = model(input_ids=prompt, use_cache=True, logits_to_keep=1).past_key_values
             tracker.reset_mod_stats()
             with counter, flops:
