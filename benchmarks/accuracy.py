@@ -6,6 +6,8 @@ prediction is read the same way (from the case's ``measured_as``):
   NVML "used" memory or card capacity  -> per_gpu_gb (CUDA context and allocator reserve included)
   torch.cuda.max_memory_allocated()    -> per_gpu_gb - framework overhead - allocator reserve
   torch reserved-memory statistics     -> per_gpu_gb - CUDA context
+  (torch's statistics never see CUDA managed memory: a paged optimizer's resident states, memory.managed_gb, are
+  taken out of both torch readings)
 No case is special-cased: this mapping is the only per-case logic.
 
 Run: python benchmarks/accuracy.py [--metric memory] [--markdown]
@@ -54,10 +56,11 @@ def comparable(document: dict[str, Any], case: dict[str, Any]) -> float | None:
     measured_as = case.get("measured_as", "").lower()
     if "nvml" in measured_as or "capacity" in measured_as:
         return value
+    managed = memory.get("managed_gb", 0.0)  # CUDA managed memory (paged optimizers): torch's stats do not see it
     if "max_memory_allocated" in measured_as:
         parts = memory["breakdown_gb"]
-        return value - parts["framework_overhead"] - parts["allocator_reserve"]
-    return value - memory["cuda_context_gb"]
+        return value - parts["framework_overhead"] - parts["allocator_reserve"] - managed
+    return value - memory["cuda_context_gb"] - managed
 
 
 def run_case(runner: CliRunner, case: dict[str, Any]) -> dict[str, Any]:

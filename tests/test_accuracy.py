@@ -36,8 +36,8 @@ def test_every_memory_case_runs_and_the_median_error_holds(accuracy) -> None:  #
 def test_exact_fidelity_cases_stay_within_30_percent(accuracy) -> None:  # type: ignore[no-untyped-def]
     """The exact cases are the HF docs' BERT-large runs of 2022 (torch 1.x): -21 % and -28 % today, for two mechanisms
     of that stack gpuwise models as 2026 stacks run (README, 'Where we are wrong'): Module.zero_grad() kept the
-    gradients between steps before torch 2.0 (set_to_none=False), and CUDA loaded every kernel at start (the same
-    doc shows 1,343 MB for them; lazy loading now takes 357 MB)."""
+    gradients between steps before torch 2.0 (set_to_none=False), and CUDA loaded every kernel at start (the docs
+    of that era: 'can take up 1-2GB'; lazy loading now takes 357 MiB)."""
     exact = [r for r in accuracy.evaluate("memory") if r["fidelity"] == "exact"]
     assert exact and all(abs(r["error_pct"]) <= 30 for r in exact)
 

@@ -210,7 +210,10 @@ def training_memory(arch: Architecture, job: TrainJob, *, capacity_bytes: float)
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
         assumptions=training_assumptions(arch, job) + _moment_note(moment, parts, gradients_total) + paged,
-        details={"trainable_params": _trainable(arch, job), "gradients_bytes": gradients_total},
+        details={"trainable_params": _trainable(arch, job), "gradients_bytes": gradients_total,
+                 # bitsandbytes' paged states sit in CUDA managed memory (cudaMallocManaged), which torch.cuda's
+                 # memory statistics never see
+                 "managed_bytes": parts["optimizer"] if job.optimizer == "paged-adamw-8bit" else 0.0},
     )
 
 

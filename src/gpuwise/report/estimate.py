@@ -84,6 +84,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         memory["kv_tokens_per_gpu"] = int(mem.details["kv_tokens_per_gpu"])
     if "gradients_bytes" in mem.details:
         memory["gradients_total_gb"] = _gb(mem.details["gradients_bytes"])
+    if mem.details.get("managed_bytes"):
+        memory["managed_gb"] = _gb(mem.details["managed_bytes"])  # paged optimizer states: not in torch's stats
     hardware = {
         "gpu": est.gpu.id, "count": job.count, "nodes": job.nodes,
         "interconnect": est.gpu.scale_up_link or est.gpu.native_link, "network": job.network,

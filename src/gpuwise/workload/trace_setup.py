@@ -16,6 +16,7 @@ NF4 base for QLoRA, the loss and the optimizer, each as the library that impleme
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -46,7 +47,9 @@ def add_adapters(torch: Any, model: Any, job: Any) -> Any:
     lora = peft.LoraConfig(r=job.lora_rank, lora_alpha=2 * job.lora_rank, lora_dropout=0.0, target_modules=targets)
     mixed = job.precision in ("bf16", "fp16")
     try:
-        model = peft.get_peft_model(model, lora, autocast_adapter_dtype=mixed)
+        with warnings.catch_warnings():  # PEFT notes the expert rank patterns it sets for fused MoE weights
+            warnings.simplefilter("ignore", RuntimeWarning)
+            model = peft.get_peft_model(model, lora, autocast_adapter_dtype=mixed)
     except ValueError as exc:
         raise ConfigError(f"PEFT cannot place LoRA adapters on this model: {str(exc)[:120]}") from None
     if job.method == "qlora":
