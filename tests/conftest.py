@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -38,3 +41,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """A script of benchmarks/ (not a package) imported by path, as ``gpuwise_<name>``."""
+    spec = importlib.util.spec_from_file_location(f"gpuwise_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[f"gpuwise_{name}"] = module
+    spec.loader.exec_module(module)
+    return module

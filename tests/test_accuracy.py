@@ -6,23 +6,16 @@ published cases fails here. It is not a timing test.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).parents[1] / "benchmarks" / "accuracy.py"
+from conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
-def accuracy():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gpuwise_accuracy", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpuwise_accuracy"] = module
-    spec.loader.exec_module(module)
-    return module
+def accuracy() -> ModuleType:
+    return load_benchmark("accuracy")
 
 
 def test_every_memory_case_runs_and_the_median_error_holds(accuracy) -> None:  # type: ignore[no-untyped-def]
@@ -44,9 +37,6 @@ def test_exact_fidelity_cases_stay_within_30_percent(accuracy) -> None:  # type:
 
 def test_image_timings_stay_within_their_measured_range() -> None:
     """benchmarks/image_accuracy.py against published SDXL/FLUX timings: today 0.53-1.31x, median 0.67x (README)."""
-    spec = importlib.util.spec_from_file_location("gpuwise_image_accuracy", BENCH.with_name("image_accuracy.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("image_accuracy")
     ratios = [r["ratio"] for r in module.evaluate()]
     assert len(ratios) >= 8 and all(r is not None and 0.45 <= r <= 1.5 for r in ratios), ratios

@@ -3,28 +3,21 @@ copies (2 layers) of dense, biased, encoder and MoE architectures, for full fine
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from conftest import load_benchmark
 from gpuwise.workload.job import TrainJob
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-GRID = Path(__file__).parents[1] / "benchmarks" / "trace_grid.py"
 
 
-def _grid():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gpuwise_trace_grid", GRID)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpuwise_trace_grid"] = module
-    spec.loader.exec_module(module)
-    return module
+def _grid() -> ModuleType:
+    return load_benchmark("trace_grid")
 
 
 @pytest.mark.parametrize("preset", ["llama-3.2-1b", "qwen2.5-0.5b", "bert-large-uncased"])
