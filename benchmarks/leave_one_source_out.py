@@ -19,10 +19,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import accuracy  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+import accuracy
+from typer.testing import CliRunner
 
-from gpuwise.estimate import constants as C  # noqa: E402
+from gpuwise.estimate import constants as C
 
 # source group -> (words that name its documents, the constant read from them, an independent value for it)
 SHARED_CONSTANTS = {
