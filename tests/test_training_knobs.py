@@ -189,3 +189,18 @@ def test_torchtune_readme_single_4090_rows(method: str, measured_gib: float, shi
     parts = memory.breakdown_bytes
     allocated = memory.per_gpu_bytes - parts["framework_overhead"] - parts["allocator_reserve"]
     assert allocated / GIB == pytest.approx(measured_gib, rel=0.10)
+
+
+def test_the_issue_s_spellings_of_the_flags_are_accepted() -> None:
+    """--optimizer-in-backward and --activation-offload (the names torchtune's docs and issue 13 use) are the same
+    flags as the shorter spellings the 80-column help shows."""
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.build import canonical_argv
+    from gpuwise.cli.main import app
+
+    args = canonical_argv(["estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--optimizer-in-backward",
+                           "--no-activation-offload", "--precision", "pure-bf16", "--json"])
+    assert "--optim-in-bwd" in args and "--no-cpu-activations" in args
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output

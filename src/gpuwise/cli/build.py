@@ -240,3 +240,22 @@ class GpuwiseGroup(typer.core.TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def alias_spellings() -> dict[str, str]:
+    """Every alias of a job flag (and its --no- form) -> the flag's own spelling."""
+    from gpuwise.workload.job import JOB_MODELS
+
+    table: dict[str, str] = {}
+    for model in JOB_MODELS.values():
+        for name, _info, flag in flag_fields(model):
+            own = flag.spelling(name)
+            for alias in flag.aliases:
+                table[alias], table["--no-" + alias[2:]] = own, "--no-" + own[2:]
+    return table
+
+
+def canonical_argv(argv: list[str]) -> list[str]:
+    """``argv`` with each flag alias written as the flag it stands for (the help lists one spelling per flag)."""
+    table = alias_spellings()
+    return [table.get(arg, arg) for arg in argv]

@@ -70,7 +70,11 @@ def main(
 
 
 def run() -> None:
-    app()
+    import sys
+
+    from gpuwise.cli.build import canonical_argv
+
+    app(args=canonical_argv(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ class Flag:
     metavar: str | None = None
     accepted: tuple[str, ...] | None = None  # the values to list in help when the field's own type is narrower
     negatable: bool = False  # a boolean flag with a --no- form even though its default is not true
+    aliases: tuple[str, ...] = ()  # other spellings the flag answers to (the names an issue or a framework uses)
 
     def spelling(self, field_name: str) -> str:
         return self.name or "--" + field_name.replace("_", "-")

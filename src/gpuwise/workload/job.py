@@ -122,17 +122,21 @@ class TrainJob(_Job):
         default="standard", description="cross-entropy: standard (transformers: fp32 logits), chunked (torchtune "
                                         "CEWithChunkedOutputLoss, 8 chunks upcast one at a time) or fused (Liger / "
                                         "cut-cross-entropy / Unsloth: the full logits never exist)")
-    optimizer_in_backward: Annotated[bool, Flag(_TRAIN, TRAINING, name="--optim-in-bwd", negatable=True)] = Field(
+    optimizer_in_backward: Annotated[bool, Flag(_TRAIN, TRAINING, name="--optim-in-bwd", negatable=True,
+                                                            aliases=("--optimizer-in-backward",))] = Field(
         default=False, description="step each parameter as its gradient arrives and free it (torchtune "
-                                   "optimizer_in_bwd): no full-model gradient buffer; no gradient accumulation")
+                                   "optimizer_in_bwd; also --optimizer-in-backward): no full-model gradient buffer; "
+                                   "no gradient accumulation")
     framework: Annotated[Framework | None, Flag(_TRAIN, TRAINING)] = Field(
         default=None, description="fill the flags you leave out with this framework's defaults (torchtune: bf16, "
                                   "checkpointing, chunked loss; unsloth: offloaded checkpoints, fused loss; "
                                   "torchtitan: selective checkpointing); the estimate lists what it filled")
     framework_filled: tuple[str, ...] = Field(default=(), description="set by --framework: the fields it filled")
-    activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations", negatable=True)] = Field(
+    activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations", negatable=True,
+                                                             aliases=("--activation-offload",))] = Field(
         default=False, description="keep saved activations in host memory between forward and backward "
-                                   "(torchtune enable_activation_offloading): two layers stay on the GPU")
+                                   "(torchtune enable_activation_offloading; also --activation-offload): two layers "
+                                   "stay on the GPU")
 
     packed: Annotated[bool, Flag(_TRAIN, TRAINING, negatable=True)] = Field(
         default=False, description="several documents packed into each --seq sequence (torchtune packed=True, "
