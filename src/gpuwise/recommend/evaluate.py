@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.estimate import estimate, tp_divides
 from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.estimate.perf import TrainPerf
@@ -66,13 +67,14 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     assert isinstance(template, TrainJob)
     job = template.with_gpus(count, max(1, math.ceil(count / GPUS_PER_NODE)))
     result = estimate(arch, job, gpu, catalog, calibration=calibration)
-    notes: tuple[str, ...] = ()
-    if not result.memory.fits and "ckpt" not in template.model_fields_set and job.ckpt != "full":
-        # a knob the user left free: every framework can checkpoint activations (an explicit --ckpt is kept)
-        relaxed = estimate(arch, job.updated(ckpt="full"), gpu, catalog, calibration=calibration)
-        if relaxed.memory.fits:
-            result, notes = relaxed, ("turned on activation checkpointing (--ckpt was left free): the backward "
-                                      "recomputes each layer's forward, about a third more compute",)
+    notes: list[str] = []
+    for changes, note in _free_knobs(arch, template, job, gpu):
+        if result.memory.fits:
+            break
+        # a knob the user left free, turned on cumulatively in the order that costs least (an explicit flag is kept)
+        job = job.updated(**changes)
+        result = estimate(arch, job, gpu, catalog, calibration=calibration)
+        notes.append(note)
     if not result.memory.fits:
         return _too_big(result.memory)
     perf = result.perf
@@ -82,7 +84,33 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
         return Rejection("deadline", f"takes {hours:,.1f} h > deadline {workload.deadline_hours:,.1f} h",
                          hours / workload.deadline_hours)
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, tokens_per_s=perf.tokens_per_s,
-               notes=notes)
+               notes=tuple(notes))
+
+
+def _free_knobs(arch: Architecture, template: TrainJob, job: TrainJob, gpu: GPU) -> list[tuple[dict[str, object], str]]:
+    """The memory knobs ``recommend`` may turn on when the user left them free, cheapest first, each with its cost."""
+    given = template.model_fields_set
+    knobs: list[tuple[dict[str, object], str]] = []
+    if "ckpt" not in given and job.ckpt != "full":
+        knobs.append(({"ckpt": "full"}, "turned on activation checkpointing (--ckpt was left free): the backward "
+                                        "recomputes each layer's forward, about a third more compute"))
+    if "loss" not in given and job.loss == "standard" and arch.lm_head:
+        knobs.append(({"loss": "fused"}, "used a fused cross-entropy (--loss was left free; Liger's "
+                                         "use_liger_kernel, Unsloth): the logits never exist whole, at about the "
+                                         "same speed"))
+    hard = {r for r in unmet(job, gpu) if r.hard}
+    eight_bit = {r for r in unmet(job.updated(optimizer="adamw-8bit"), gpu) if r.hard}
+    if "optimizer" not in given and job.optimizer == "adamw" and eight_bit <= hard:  # bitsandbytes runs here
+        knobs.append(({"optimizer": "adamw-8bit"}, "used 8-bit AdamW states (--optimizer was left free; "
+                                                   "bitsandbytes): a quarter of the state memory, about the same "
+                                                   "speed"))
+    if "batch" not in given and job.batch > 1 and not job.optimizer_in_backward:
+        keep = job.global_batch or job.batch * job.data_parallel
+        for batch in sorted({job.batch // 2, 1}, reverse=True):
+            knobs.append(({"batch": batch, "global_batch": keep}, f"cut the micro-batch to {batch} with gradient "
+                              f"accumulation to keep {keep} sequences per step (--batch was left free): the same "
+                              "samples, in smaller and less efficient steps"))
+    return knobs
 
 
 def _slo_s(workload: Workload) -> float | None:
