@@ -54,8 +54,9 @@ def require_training_knobs(arch: Architecture, job: TrainJob) -> None:
     if job.decoder_seq is not None and arch.kind != "encoder-decoder":
         raise ConfigError(f"--decoder-seq is an encoder-decoder's label length (T5, BART); {arch.name} is not an "
                           "encoder-decoder: leave it out")
-    if arch.kind == "cnn" and (job.activation_offload or job.framework is not None):
-        raise ConfigError("--cpu-activations and --framework model transformer fine-tuning stacks, not a CNN")
+    if arch.kind == "cnn" and (job.activation_offload or job.framework is not None or job.packed or job.compile):
+        raise ConfigError("--cpu-activations, --framework, --packed and --compile model transformer fine-tuning "
+                          "stacks, not a CNN")
     if job.loss != "standard" and not arch.lm_head and "loss" not in job.framework_filled:
         raise ConfigError(f"--loss {job.loss} changes a language-model head's cross-entropy; {arch.name} has none")
 
