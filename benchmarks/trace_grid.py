@@ -5,8 +5,8 @@ Each preset is shrunk to a few layers (``--layers``, every per-layer list cut to
 seconds; widths, heads, experts and vocabulary stay the model's own. Full fine-tuning runs in pure bf16 (transformers'
 MoE experts run torch._grouped_mm, which takes bf16 inputs only on fake CPU tensors), LoRA and QLoRA under bf16
 autocast, as PEFT's recipes do. ``--ckpt selective`` is not in the grid: transformers has no selective
-checkpointing to trace. Run: python benchmarks/trace_grid.py [--layers 2] [--quick] [--jsonl OUT]. Prints one row
-per case and the distribution of the ratio.
+checkpointing to trace. Run: python benchmarks/trace_grid.py [--layers 2] [--quick] [--only PRESET,...]
+[--methods full,...] [--jsonl OUT]. Prints one row per case and the distribution of the ratio.
 """
 
 from __future__ import annotations
@@ -72,18 +72,20 @@ def grid(quick: bool) -> list[dict[str, Any]]:
 def main() -> None:
     layers = int(sys.argv[sys.argv.index("--layers") + 1]) if "--layers" in sys.argv else 2
     out = open(sys.argv[sys.argv.index("--jsonl") + 1], "w") if "--jsonl" in sys.argv else None  # noqa: SIM115
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else list(ARCHITECTURES)
+    methods = sys.argv[sys.argv.index("--methods") + 1].split(",") if "--methods" in sys.argv else list(METHODS)
     ratios = []
-    for preset in ARCHITECTURES:
-        for spec in grid("--quick" in sys.argv):
+    for preset in only:
+        for spec in (s for s in grid("--quick" in sys.argv) if s["method"] in methods):
             if spec["loss"] == "chunked" and presets()[preset].config.get("model_type") == "bert":
                 continue  # a masked LM's loss is its own
             label = (f"{preset:20s} {spec['method']:5s} {spec['ckpt']:4s} {spec['batch']} x {spec['seq']:4d} "
                      f"{spec['loss']:8s}")
             try:
                 closed, traced = case(preset, layers, TrainJob(**spec))
-            except Exception as exc:  # a family transformers cannot build or run on fake CPU tensors
-                print(f"{label} skipped: {str(exc)[:90]}")
-                break
+            except Exception as exc:  # a family transformers cannot build or run on fake CPU tensors, a length
+                print(f"{label} skipped: {str(exc)[:90]}")  # beyond the model's positions
+                continue
             ratios.append(closed / traced)
             print(f"{label} closed {closed / 1e9:7.3f} GB  traced {traced / 1e9:7.3f} GB  ratio {closed / traced:5.2f}",
                   flush=True)

@@ -8,6 +8,8 @@ from gpuwise.estimate.dtypes import activation_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import TrainJob
 
+CHUNKED_LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
+
 
 def layer_activation_bytes(arch: Architecture, *, batch: int, seq: int, element: int, flash: bool, tp: int,
                            keep_scores: bool = True, autocast: bool = False,
@@ -164,10 +166,12 @@ def _merged_expert_bytes(arch: Architecture, job: TrainJob) -> tuple[float, int]
 def _head_copy_bytes(arch: Architecture, job: TrainJob) -> float:
     """Under autocast a linear keeps the bf16 copy of its fp32 weight for backward; the only fp32 linear of a QLoRA
     model is its head (prepare_model_for_kbit_training upcast it): V x h x 2 bytes (a full fine-tune's copies are its
-    ``weights``)."""
+    ``weights``). Autocast caches a cast only for a leaf that requires grad, so the frozen head is cast again, and
+    kept again, for each chunk of a chunked loss."""
     if job.method != "qlora" or job.precision not in ("bf16", "fp16") or not arch.lm_head:
         return 0.0
-    return 2.0 * arch.vocab * arch.hidden / job.tp
+    casts = CHUNKED_LOSS_CHUNKS if job.loss == "chunked" else 1
+    return 2.0 * arch.vocab * arch.hidden / job.tp * casts
 
 
 def compiled_layer_bytes(arch: Architecture, job: TrainJob, seq: int) -> float:

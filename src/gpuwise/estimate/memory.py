@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.activations import activation_moments
+from gpuwise.estimate.activations import CHUNKED_LOSS_CHUNKS, activation_moments
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import TrainJob
@@ -175,7 +175,6 @@ def _label_seq(arch: Architecture, job: TrainJob) -> int:
     return (job.decoder_seq or job.seq) if arch.kind == "encoder-decoder" else job.seq
 
 
-CHUNKED_LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 
 
 def fused_loss_bytes(arch: Architecture, job: TrainJob) -> float:
