@@ -156,11 +156,22 @@ def _merged_expert_bytes(arch: Architecture, job: TrainJob) -> tuple[float, int]
     """(bytes per MoE layer, MoE layers). PEFT's LoRA on fused expert weights (ParamWrapper,
     peft/tuners/lora/layer.py) parametrizes each as W + B A: a merged 16-bit copy of every expert's weight that the
     expert matmul keeps for backward (made again with the layer under checkpointing)."""
-    if not job.trains_adapters or job.lora_targets != "all-linear" or not arch.experts:
+    if not job.trains_adapters or job.lora_targets != "all-linear" or not peft_targets_experts(arch):
         return 0.0, 0
     experts = [x for x in arch.params.linears if x.count > 1]
     per_layer = sum(x.d_in * x.d_out * x.count for x in experts)
     return 2.0 * per_layer / job.tp, max((x.layers for x in experts), default=0)
+
+
+# MoE families whose checkpoints already store the experts fused (3-D): transformers 5 has no weight conversion for
+# them (transformers/conversion_mapping.py _MODEL_TO_CONVERSION_PATTERN, 5.24), so PEFT's all-linear, which targets
+# fused experts through that conversion (peft/utils/transformers_weight_conversion.py), leaves their experts frozen
+NATIVELY_FUSED_EXPERTS = frozenset({"gpt_oss", "llama4", "llama4_text"})
+
+
+def peft_targets_experts(arch: Architecture) -> bool:
+    """Whether PEFT's LoRA with target_modules='all-linear' adapts this model's routed experts."""
+    return bool(arch.experts) and arch.family not in NATIVELY_FUSED_EXPERTS
 
 
 def _head_copy_bytes(arch: Architecture, job: TrainJob) -> float:

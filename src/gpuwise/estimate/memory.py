@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.activations import CHUNKED_LOSS_CHUNKS, activation_moments
+from gpuwise.estimate.activations import CHUNKED_LOSS_CHUNKS, activation_moments, peft_targets_experts
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import TrainJob
@@ -60,8 +60,9 @@ class MemoryEstimate:
 def lora_params(arch: Architecture, job: TrainJob) -> int:
     """Adapter parameters: r x (d_in + d_out) per targeted linear (PEFT's A and B matrices)."""
     groups = ("attn",) if job.lora_targets == "attn" else ("attn", "mlp")
+    experts = peft_targets_experts(arch)
     return sum(job.lora_rank * (x.d_in + x.d_out) * x.count * x.layers
-               for x in arch.params.linears if x.group in groups)
+               for x in arch.params.linears if x.group in groups and (x.count == 1 or experts))
 
 
 def _optimizer_bytes_per_param(job: TrainJob, state_bytes: int) -> float:

@@ -36,6 +36,7 @@ class Trace:
     flops_per_step: float  # torch.utils.flop_counter.FlopCounterMode over one step
     kernels_per_step: int  # aten operators dispatched in one step (each a kernel launch on a GPU, roughly)
     method: str = "one steady-state training step of the model's transformers code on fake CPU tensors (MemTracker)"
+    attention: str = "sdpa"  # the attention implementation the trace ran: sdpa, or eager where the model has no SDPA
 
 
 def _torch() -> tuple[Any, Any]:
@@ -63,11 +64,21 @@ def _check(job: Any, config: Mapping[str, Any]) -> None:
         raise ConfigError(f"--trace builds at most {TRACE_LAYERS_MAX} layers; this config has {layers}")
 
 
-def _hf_config(transformers: Any, config: Mapping[str, Any]) -> Any:
+def _hf_config(transformers: Any, config: Mapping[str, Any], attention: str = "sdpa") -> Any:
     clean = {k: v for k, v in config.items() if not k.startswith("_") and k != "auto_map"}
     hf_config = transformers.AutoConfig.for_model(**clean)
-    hf_config._attn_implementation = "sdpa"
+    hf_config._attn_implementation = attention
     return hf_config
+
+
+def _from_config(auto: Any, transformers: Any, config: Mapping[str, Any], dtype: Any) -> tuple[Any, str]:
+    """The model with SDPA attention, or eager attention when its code has no SDPA path (gpt-oss's sinks)."""
+    try:
+        return auto.from_config(_hf_config(transformers, config), dtype=dtype), "sdpa"
+    except ValueError as exc:
+        if "attention implementation" not in str(exc) and "sdpa" not in str(exc).lower():
+            raise
+        return auto.from_config(_hf_config(transformers, config, "eager"), dtype=dtype), "eager"
 
 
 def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -> tuple[Any, Any, Any]:
@@ -81,7 +92,7 @@ def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -
     meta = _meta_outside_fake(torch) if job.method != "full" else contextlib.nullcontext()
     with meta, warnings.catch_warnings():  # transformers 5 renames gradient_* activation_* (FutureWarning)
         warnings.simplefilter("ignore", FutureWarning)
-        model = auto.from_config(_hf_config(transformers, config), dtype=dtype)
+        model, attention = _from_config(auto, transformers, config, dtype)
         if job.ckpt == "full":
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
@@ -90,6 +101,7 @@ def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -
     if job.method != "full":
         model = _fake_from_meta(model.get_base_model(), model)
     model.train()
+    model.traced_attention = attention
     return model, trace_setup.make_optimizer(torch, model, job), trace_setup.loss_function(torch, model, job, labels)
 
 
@@ -162,7 +174,8 @@ def trace_training(config: Mapping[str, Any], job: Any) -> Trace:
             _step(torch, loss_of, optimizer, tokens, autocast)
         peak = tracker.get_tracker_snapshot("peak")
     total, by_kind = _by_kind(peak)
-    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls)
+    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls,
+                 attention=getattr(model, "traced_attention", "sdpa"))
 
 
 def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
@@ -178,7 +191,8 @@ def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
     dtype = {"fp32": torch.float32, "fp16": torch.float16}.get(job.weights, torch.bfloat16)
     with fake_mode(), torch.no_grad():
         try:
-            model = transformers.AutoModelForCausalLM.from_config(_hf_config(transformers, config), dtype=dtype)
+            model, attention = _from_config(transformers.AutoModelForCausalLM, transformers, config, dtype)
+            model.traced_attention = attention
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"transformers cannot build this config for a trace: {str(exc)[:120]}") from None
         model.eval()
@@ -194,7 +208,8 @@ def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
                 model(input_ids=prompt[:, -1:], past_key_values=cache, use_cache=True)
         peak = tracker.get_tracker_snapshot("peak")
     total, by_kind = _by_kind(peak)
-    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls)
+    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls,
+                 attention=getattr(model, "traced_attention", "sdpa"))
 
 
 class _NoHook:
