@@ -262,6 +262,8 @@ class Interconnect(_Record):
     nominal_note: str = Field(description="how the nominal figure follows from the spec (lanes x rate, Gb/s / 8)")
     achieved_gb_s: float = Field(gt=0, description="typically measured, per direction, GB/s")
     latency_us: float | None = Field(default=None, gt=0, description="typical small-message latency")
+    max_gpus: int | None = Field(default=None, ge=2, description="GPUs one link joins (2 for an NVLink bridge); "
+                                                                  "None: a switch or fabric joining every GPU")
     sources: tuple[Source, ...] = Field(min_length=1)
     as_of: dt.date
     note: str | None = None

@@ -17,30 +17,45 @@ GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
 
 @dataclass(frozen=True)
 class Links:
-    """The link inside a node (GPU to GPU) and between nodes, as catalog records."""
+    """The links a collective can use, as catalog records: the card's scale-up link, its PCIe (or host-memory) path
+    between cards, and the network between nodes."""
 
     intra: Interconnect
     inter: Interconnect | None
+    pcie: Interconnect | None = None  # the path between cards when the scale-up link does not join the whole group
 
     def for_group(self, ranks: int, *, spans_nodes: bool) -> Interconnect:
-        return self.inter if spans_nodes and self.inter is not None else self.intra
+        """The link that bounds a ring over ``ranks`` GPUs: the network when it spans nodes; inside a node the
+        scale-up link, unless it joins fewer GPUs than the ring (an NVLink bridge joins a pair: a ring over four
+        bridged cards crosses PCIe between the pairs, and the slowest hop sets the ring's pace)."""
+        if spans_nodes and self.inter is not None:
+            return self.inter
+        joined = self.intra.max_gpus
+        if joined is not None and ranks > joined and self.pcie is not None:
+            return self.pcie
+        return self.intra
 
 
-def intra_node_link(gpu: GPU, catalog: Catalog) -> Interconnect:
-    """NVLink (or the card's scale-up fabric) when it has one in the catalog, else its PCIe link if it supports
-    peer-to-peer, else host memory (GeForce cards without P2P bounce every transfer through the CPU)."""
-    if gpu.scale_up_link and gpu.scale_up_link in catalog.interconnects:
-        return catalog.interconnects[gpu.scale_up_link]
+def _card_path(gpu: GPU, catalog: Catalog) -> Interconnect:
+    """PCIe peer-to-peer when the card supports it, else host memory (GeForce cards without P2P bounce every
+    transfer through the CPU)."""
     if gpu.p2p and gpu.native_link in catalog.interconnects:
         return catalog.interconnects[gpu.native_link]
     return catalog.interconnects["host-memory"]
+
+
+def intra_node_link(gpu: GPU, catalog: Catalog) -> Interconnect:
+    """NVLink (or the card's scale-up fabric) when it has one in the catalog, else the card's PCIe path."""
+    if gpu.scale_up_link and gpu.scale_up_link in catalog.interconnects:
+        return catalog.interconnects[gpu.scale_up_link]
+    return _card_path(gpu, catalog)
 
 
 def links(gpu: GPU, catalog: Catalog, *, network: str | None, nodes: int) -> Links:
     inter = None
     if nodes > 1:
         inter = catalog.interconnect(network or "ib-ndr")
-    return Links(intra_node_link(gpu, catalog), inter)
+    return Links(intra_node_link(gpu, catalog), inter, _card_path(gpu, catalog))
 
 
 def all_reduce_s(size_bytes: float, ranks: int, link: Interconnect) -> float:

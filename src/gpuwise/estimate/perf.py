@@ -151,7 +151,8 @@ def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog
     if job.tp > 1:
         passes = 3 if job.ckpt == "full" else 2
         size = job.batch * job.seq * arch.hidden * e
-        tp_s = microbatches * passes * 2 * layers * all_reduce_s(size, job.tp, link.intra)
+        tp_s = microbatches * passes * 2 * layers * all_reduce_s(size, job.tp, link.for_group(job.tp,
+                                                                                                spans_nodes=False))
     dp = job.data_parallel
     spans = job.nodes > 1 and dp > 1
     dp_link = link.for_group(dp, spans_nodes=spans)
@@ -272,7 +273,7 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
     sending the top-k copies of its own tokens' hidden states (``tokens`` is the replica's)."""
     if job.replica_gpus <= 1:
         return 0.0
-    link = links(gpu, catalog, network=job.network, nodes=job.nodes).intra
+    link = links(gpu, catalog, network=job.network, nodes=job.nodes).for_group(job.replica_gpus, spans_nodes=False)
     size = tokens * arch.hidden * activation_bytes(job.weights)
     if job.ep > 1:
         moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts)

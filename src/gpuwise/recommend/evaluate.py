@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.bands import band
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.estimate import estimate, tp_divides
 from gpuwise.estimate.memory import MemoryEstimate
@@ -43,6 +44,7 @@ class Fit:
 
     per_gpu_bytes: float
     job_hours: float | None = None  # training: one job (the sum over training workloads)
+    job_hours_high: float | None = None  # the same at the slow end of the speed band (what deadlines are held to)
     tokens_per_s: float | None = None
     qps_capacity: float | None = None
     p99_ms: float | None = None
@@ -80,11 +82,24 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     perf = result.perf
     assert isinstance(perf, TrainPerf)
     hours = workload.tokens / perf.tokens_per_s / 3600
-    if workload.deadline_hours is not None and hours > workload.deadline_hours:
-        return Rejection("deadline", f"takes {hours:,.1f} h > deadline {workload.deadline_hours:,.1f} h",
-                         hours / workload.deadline_hours)
-    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, tokens_per_s=perf.tokens_per_s,
-               notes=tuple(notes))
+    likely = band("train", "tokens_per_s", perf.tokens_per_s)
+    high = workload.tokens / likely[0] / 3600 if likely else hours  # the slow end of what past cases measured
+    if workload.deadline_hours is not None and high > workload.deadline_hours:
+        return Rejection("deadline", f"takes up to {high:,.1f} h (expected {hours:,.1f} h) > deadline "
+                                     f"{workload.deadline_hours:,.1f} h", high / workload.deadline_hours)
+    notes += _fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)
+    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
+               tokens_per_s=perf.tokens_per_s, notes=tuple(notes))
+
+
+FULL_WARNING_SHARE = 0.90  # gpuwise policy: above this share of a card's memory, fragmentation or a longer batch OOMs
+
+
+def _fullness(per_gpu: float, capacity: float) -> list[str]:
+    share = per_gpu / capacity if capacity else 0.0
+    if share <= FULL_WARNING_SHARE:
+        return []
+    return [f"{share:.0%} of the card's memory: little room for the allocator's fragmentation or a longer batch"]
 
 
 def _free_knobs(arch: Architecture, template: TrainJob, job: TrainJob, gpu: GPU) -> list[tuple[dict[str, object], str]]:
@@ -213,7 +228,7 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
 def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workload, ...], gpu: GPU, catalog: Catalog,
              count: int, calibration: Calibration | None = None) -> Fit | Rejection:
     """Every workload on ``count`` x ``gpu``; the first rejection wins, else the combined figures."""
-    hours = 0.0
+    hours, high = 0.0, 0.0
     fits: list[Fit] = []
     for workload in workloads:
         model = archs[workload.model]
@@ -229,11 +244,13 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
             return outcome
         fits.append(outcome)
         hours += outcome.job_hours or 0.0
+        high += outcome.job_hours_high or outcome.job_hours or 0.0
     train = [f for f in fits if f.job_hours is not None]
     # several serving workloads: the figures shown are those of the slowest, the one the machine is sized by
     serve = sorted((f for f in fits if f.qps_capacity is not None), key=lambda f: f.qps_capacity or 0.0)
     return Fit(
         per_gpu_bytes=max(f.per_gpu_bytes for f in fits), job_hours=hours if train else None,
+        job_hours_high=high if train else None,
         tokens_per_s=train[0].tokens_per_s if train else None,
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
         tp=serve[0].tp if serve else 1, seconds_per_image=serve[0].seconds_per_image if serve else None,

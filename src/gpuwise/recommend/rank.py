@@ -55,7 +55,9 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     u = request.usage
     parts = [f"{option.fit.per_gpu_bytes / 2**30:,.1f} of {capacity_gib:,.0f} GiB per GPU"]
     if option.fit.job_hours is not None:
-        parts.append(f"{option.fit.job_hours:,.1f} h per job")
+        high = option.fit.job_hours_high or option.fit.job_hours
+        parts.append(f"{option.fit.job_hours:,.1f} h per job (up to {high:,.1f} h at the slow end of the measured "
+                     "speed band)" if high > option.fit.job_hours * 1.005 else f"{option.fit.job_hours:,.1f} h per job")
     if option.fit.seconds_per_image is not None and option.fit.qps_capacity is not None:
         parts.append(f"{option.fit.seconds_per_image:,.1f} s per image, {option.fit.qps_capacity * 3600:,.0f} "
                      f"images/h on {option.count} pipeline(s)")

@@ -27,7 +27,8 @@ def option_json(o: Option) -> dict[str, Any]:
     return {
         "gpu": o.gpu, "count": o.count, "acquisition": o.acquisition, "fits": True,
         "per_gpu_gb": round(o.fit.per_gpu_gb, 3), "per_gpu_gib": round(o.fit.per_gpu_bytes / 2**30, 3),
-        "job_hours": o.fit.job_hours, "tokens_per_s": o.fit.tokens_per_s,
+        "job_hours": {"expected": o.fit.job_hours, "high": o.fit.job_hours_high} if o.fit.job_hours is not None
+        else None, "tokens_per_s": o.fit.tokens_per_s,
         "qps_capacity": o.fit.qps_capacity, "p99_ms": o.fit.p99_ms, "tp": o.fit.tp,
         "seconds_per_image": o.fit.seconds_per_image,
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),

@@ -51,7 +51,7 @@ const gpuwise = (() => {
         const data = await post("/api/recommend", body);
         const opts = data.options;
         const front = new Set(data.pareto.map((p) => `${p.gpu}|${p.count}|${p.acquisition}`));
-        const all = { type: "scatter", mode: "markers", name: "options", x: opts.map((o) => o.job_hours), y: opts.map((o) => o.tco_usd),
+        const all = { type: "scatter", mode: "markers", name: "options", x: opts.map((o) => (o.job_hours == null ? null : o.job_hours.expected)), y: opts.map((o) => o.tco_usd),
           text: opts.map((o) => `${o.count} x ${o.gpu} (${o.acquisition})`), marker: { size: 9 } };
         const pareto = data.pareto.slice().sort((a, b) => a.time - b.time);
         const line = { type: "scatter", mode: "lines+markers", name: "Pareto front", x: pareto.map((p) => p.time), y: pareto.map((p) => p.tco_usd),
@@ -60,7 +60,7 @@ const gpuwise = (() => {
           yaxis: { title: "TCO USD", type: "log" } }, { displayModeBar: false });
         $("#rec-table tbody").innerHTML = opts.map((o, i) => `<tr><td>${i + 1}</td><td>${o.count} x ${esc(o.gpu)}`
           + `${front.has(`${o.gpu}|${o.count}|${o.acquisition}`) ? " ★" : ""}</td><td>${esc(o.acquisition)}</td><td>${o.per_gpu_gib.toFixed(1)}</td>`
-          + `<td>${o.job_hours == null ? "—" : o.job_hours.toFixed(1)}</td><td>${Math.round(o.tco_usd).toLocaleString()}</td><td>${esc(o.why)}</td></tr>`).join("");
+          + `<td>${o.job_hours == null ? "—" : o.job_hours.expected.toFixed(1) + " (≤ " + o.job_hours.high.toFixed(1) + ")"}</td><td>${Math.round(o.tco_usd).toLocaleString()}</td><td>${esc(o.why)}</td></tr>`).join("");
         const groups = {};
         for (const r of data.rejected) (groups[r.code] ||= []).push(r);
         $("#rec-rejected").innerHTML = Object.entries(groups).map(([code, rs]) =>

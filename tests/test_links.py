@@ -1,0 +1,39 @@
+"""Which link bounds a collective: the system's own wiring (issue 14), not the best link a card can have."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog import Catalog
+from gpuwise.estimate.parallel import links
+
+
+@pytest.mark.parametrize("gpu", ["rtx-3090", "rtx-a6000", "a100-pcie-40gb", "h100-pcie-80gb"])
+def test_an_nvlink_bridge_joins_a_pair_and_a_larger_ring_crosses_pcie(gpu: str, shipped: Catalog) -> None:
+    """One NVLink bridge (or one set of three on A100/H100 PCIe) joins exactly two cards (NVIDIA's product pages:
+    '2-way bridge'); a ring over four or eight such cards has PCIe hops between the pairs, and the slowest hop sets
+    the ring's pace."""
+    card = shipped.gpus[gpu]
+    path = links(card, shipped, network=None, nodes=1)
+    assert path.for_group(2, spans_nodes=False).kind == "nvlink"
+    wider = path.for_group(8, spans_nodes=False)
+    assert wider.kind == "pcie" and wider.id == card.native_link
+
+
+def test_an_nvswitch_board_joins_all_eight(shipped: Catalog) -> None:
+    path = links(shipped.gpus["h100-sxm-80gb"], shipped, network=None, nodes=1)
+    assert path.for_group(8, spans_nodes=False).id == "nvlink4"
+
+
+def test_eight_bridged_3090s_train_slower_than_the_bridge_would_allow(shipped: Catalog) -> None:
+    from gpuwise.estimate.estimate import estimate
+    from gpuwise.workload.job import TrainJob
+    from gpuwise.workload.resolve import resolve_model
+
+    arch = resolve_model("llama-3.1-8b")
+    job = TrainJob(method="lora", ckpt="full", count=8, tp=8, batch=1, seq=2048)
+    bridged = estimate(arch, job, shipped.gpus["rtx-3090"], shipped).perf
+    pair = estimate(arch, job.updated(count=2, tp=2), shipped.gpus["rtx-3090"], shipped).perf
+    assert bridged is not None and pair is not None
+    # eight cards in a PCIe ring do not reach four times the pair's throughput
+    assert bridged.tokens_per_s < 4 * pair.tokens_per_s  # type: ignore[union-attr]
