@@ -247,3 +247,26 @@ def test_a_free_checkpointing_knob_is_turned_on_to_fit_and_an_explicit_one_is_ke
     assert kept.options and kept.options[0].count == 4
     notes = [w for o in kept.options for w in o.warnings]
     assert not any("checkpointing" in w for w in notes) and any("fused cross-entropy" in w for w in notes)
+
+
+def test_own_host_drops_the_host_cost_and_keeps_a_used_3090_within_a_student_budget(shipped: Catalog) -> None:
+    """Issue 14: a desktop owner with 1,500 USD asks for 8B QLoRA; the used RTX 3090 (650 USD, dated used price) is
+    among the answers once the PC they own is not charged again."""
+    base = {"workloads": [{"model": "llama-3.1-8b", "task": "train", "options": {"method": "qlora"}}],
+            "budget_usd": 1500, "top": 10}
+    owned = recommend(parse_request({**base, "constraints": {"own_host": True}}), shipped)
+    assert any(o.gpu == "rtx-3090" and o.acquisition == "buy-used" for o in owned.options)
+    assert all(o.capex_usd is None or o.capex_usd <= 1500 for o in owned.options)
+    plain = recommend(parse_request(base), shipped)
+    used = next(o for o in owned.options if o.acquisition == "buy-used" and o.gpu == "rtx-3090")
+    again = [o for o in plain.options if o.acquisition == "buy-used" and o.gpu == "rtx-3090"]
+    assert not again or (again[0].capex_usd or 0) > (used.capex_usd or 0)
+
+
+def test_deadlines_are_held_to_the_slow_end_of_the_speed_band(shipped: Catalog) -> None:
+    req = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "train", "options": {"method": "lora",
+                                        "ckpt": "full"}, "tokens": 50_000_000, "deadline_hours": 24}],
+                         "gpus": ["rtx-4090", "h100-sxm-80gb"]})
+    rec = recommend(req, shipped)
+    assert rec.options and all(o.fit.job_hours_high is not None and o.fit.job_hours_high <= 24 for o in rec.options)
+    assert all((o.fit.job_hours_high or 0) >= (o.fit.job_hours or 0) for o in rec.options)

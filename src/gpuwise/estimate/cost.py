@@ -88,14 +88,17 @@ def residual_fraction(gpu: GPU, years: float) -> float:
     return float(C.RESIDUAL_CONSUMER.value ** (years / 5.5))
 
 
-def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage) -> BuyCost:
+def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage, *, own_host: bool = False) -> BuyCost:
+    """Buying ``count`` cards at ``unit_price_usd``; ``own_host``: the cards go into a computer the user already has
+    (no host share for PCIe cards; an SXM/OAM board's server is part of buying the board)."""
     gpus = unit_price_usd * count
     kw = wall_kw(gpu, count)
     energy = kw * usage.pue * usage.hours * usage.usd_per_kwh
     rate = C.FAILURE_RATE_DATACENTER.value if gpu.segment == "datacenter" else C.FAILURE_RATE_CONSUMER.value
     repairs = count * rate * usage.years * C.REPAIR_COST.value * unit_price_usd
     residual = gpus * residual_fraction(gpu, usage.years)
-    return BuyCost(gpus, host_cost(gpu, count), energy, repairs, residual, kw)
+    owned = own_host and gpu.form_factor not in ("sxm", "oam", "superchip")
+    return BuyCost(gpus, 0.0 if owned else host_cost(gpu, count), energy, repairs, residual, kw)
 
 
 def rent_usd_per_hour(offer: CloudOffer, count: int) -> float:

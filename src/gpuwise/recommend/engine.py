@@ -165,9 +165,10 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         capex = None
     else:
         assert price is not None
-        buy = tco.buy_cost(gpu, count, price, usage)
+        buy = tco.buy_cost(gpu, count, price, usage, own_host=request.constraints.own_host)
         if request.budget_usd is not None and buy.capex_usd > request.budget_usd:
-            return Rejected(gpu.id, count, label, "budget", f"purchase {buy.capex_usd:,.0f} USD (cards + host) > "
+            what = "cards + host" if buy.host_usd else "cards; your own host"
+            return Rejected(gpu.id, count, label, "budget", f"purchase {buy.capex_usd:,.0f} USD ({what}) > "
                                                             f"budget {request.budget_usd:,.0f}",
                             buy.capex_usd / request.budget_usd)
         total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
