@@ -37,3 +37,14 @@ def test_eight_bridged_3090s_train_slower_than_the_bridge_would_allow(shipped: C
     assert bridged is not None and pair is not None
     # eight cards in a PCIe ring do not reach four times the pair's throughput
     assert bridged.tokens_per_s < 4 * pair.tokens_per_s  # type: ignore[union-attr]
+
+
+def test_consumer_cards_do_not_scale_super_linearly_across_nodes(shipped: Catalog) -> None:
+    """Issue 14: 16 RTX 4090s over two nodes were 3x faster per GPU than 8 in one, because the network (InfiniBand
+    NDR, 50 GB/s per GPU) was faster than the host-memory path the cards use inside a node. A ring across nodes still
+    runs through each node's cards, so its slowest hop bounds it."""
+    from gpuwise.api import scale
+
+    rows = {r.count: r for r in scale("llama-3.1-70b", gpu="rtx-4090", method="lora", grad_ckpt=True)}
+    per_gpu = {n: rows[n].tokens_per_s / n for n in (8, 16, 32)}  # type: ignore[union-attr]
+    assert per_gpu[16] <= per_gpu[8] * 1.05 and per_gpu[32] <= per_gpu[16] * 1.05

@@ -25,15 +25,18 @@ class Links:
     pcie: Interconnect | None = None  # the path between cards when the scale-up link does not join the whole group
 
     def for_group(self, ranks: int, *, spans_nodes: bool) -> Interconnect:
-        """The link that bounds a ring over ``ranks`` GPUs: the network when it spans nodes; inside a node the
-        scale-up link, unless it joins fewer GPUs than the ring (an NVLink bridge joins a pair: a ring over four
-        bridged cards crosses PCIe between the pairs, and the slowest hop sets the ring's pace)."""
-        if spans_nodes and self.inter is not None:
-            return self.inter
+        """The link that bounds a ring over ``ranks`` GPUs, the slowest hop on it: inside a node the scale-up link,
+        unless it joins fewer GPUs than the ring (an NVLink bridge joins a pair: a ring over four bridged cards
+        crosses PCIe between the pairs); across nodes the slower of that and the network."""
+        inside = self.intra
         joined = self.intra.max_gpus
-        if joined is not None and ranks > joined and self.pcie is not None:
-            return self.pcie
-        return self.intra
+        if joined is not None and min(ranks, GPUS_PER_NODE) > joined and self.pcie is not None:
+            inside = self.pcie
+        if spans_nodes and self.inter is not None:
+            # a ring across nodes still runs through each node's GPUs: it moves at its slowest hop, so cards that
+            # reach each other only through host memory do not get faster by adding a network
+            return min(self.inter, inside, key=lambda link: link.achieved_bytes_per_s)
+        return inside
 
 
 def _card_path(gpu: GPU, catalog: Catalog) -> Interconnect:
