@@ -270,3 +270,19 @@ def test_deadlines_are_held_to_the_slow_end_of_the_speed_band(shipped: Catalog) 
     rec = recommend(req, shipped)
     assert rec.options and all(o.fit.job_hours_high is not None and o.fit.job_hours_high <= 24 for o in rec.options)
     assert all((o.fit.job_hours_high or 0) >= (o.fit.job_hours or 0) for o in rec.options)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_the_default_table_reads_at_80_columns_without_cutting_ids(shipped: Catalog, scenario: Path) -> None:
+    from rich.console import Console
+
+    from gpuwise.report.recommend import recommendation_view
+
+    rec = recommend(load_scenario(scenario), shipped)
+    console = Console(width=80, record=True, color_system=None)
+    console.print(recommendation_view(rec))
+    lines = console.export_text().splitlines()
+    table = [line for line in lines if line.strip()[:1].isdigit() and " x " in line]
+    assert table and all(len(line) <= 80 and "…" not in line for line in table)
+    for option in rec.options[: rec.request.top]:
+        assert any(f"{option.count} x {option.gpu}" in line for line in table)

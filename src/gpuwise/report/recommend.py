@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 
@@ -68,18 +69,55 @@ def _groups(rejected: tuple[Rejected, ...]) -> list[tuple[str, int, list[str]]]:
     return out
 
 
+def _way(acquisition: str) -> str:
+    """The acquisition in a few characters for the table ('rent:vast-ai:marketplace:RTX 3090 ...' -> 'rent vast-ai');
+    the full offer is in the reason line, --json and --report."""
+    if acquisition.startswith("rent:"):
+        return "rent " + acquisition.split(":")[1]
+    return {"buy-new": "buy new", "buy-used": "buy used"}.get(acquisition, acquisition)
+
+
+def _table_time(o: Option) -> str:
+    """The time column, short: hours per job as the band's range, images or requests per unit."""
+    if o.fit.job_hours is not None:
+        high = o.fit.job_hours_high or o.fit.job_hours
+        ranged = high > o.fit.job_hours * 1.005
+        return f"{o.fit.job_hours:,.0f}-{high:,.0f} h" if ranged else f"{o.fit.job_hours:,.0f} h"
+    if o.fit.seconds_per_image is not None:
+        return f"{o.fit.seconds_per_image:,.1f} s/img"
+    if o.fit.qps_capacity is not None:
+        p99 = f"{o.fit.p99_ms / 1e3:,.1f}s" if o.fit.p99_ms is not None else "sat."
+        return f"{o.fit.qps_capacity:,.1f}/s p99 {p99}"
+    return "—"
+
+
+def _usd(value: float | None) -> str:
+    """USD in at most 6 characters: 875, 12,340, 482k, 4.92M."""
+    if value is None:
+        return "—"
+    if value >= 1e6:
+        return f"{value / 1e6:,.2f}M"
+    if value >= 1e5:
+        return f"{value / 1e3:,.0f}k"
+    return f"{value:,.0f}"
+
+
 def recommendation_view(rec: Recommendation) -> Group:
+    """The ranked table (80 columns: ids never cut; USD/h, kW and the full offer are in --json and --report)."""
     parts: list[Any] = []
     if rec.options:
-        table = Table(title=f"best ways to run it, by {rec.request.objective}", title_justify="left")
-        for header in ("#", "configuration", "acquisition", "GiB/GPU", "time / capacity", "USD/job", "TCO USD",
-                       "USD/h", "kW"):
-            table.add_column(header, justify="left" if header in ("configuration", "acquisition") else "right")
-        for i, o in enumerate(rec.options[: rec.request.top], 1):
-            table.add_row(str(i), f"{o.count} x {o.gpu}", o.acquisition, f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
-                          _time_text(o),
-                          f"{o.cost_per_job_usd:,.0f}" if o.cost_per_job_usd is not None else "—",
-                          f"{o.tco_usd:,.0f}", f"{o.usd_per_hour:,.2f}", f"{o.wall_kw:,.2f}")
+        table = Table(title=f"best ways to run it, by {rec.request.objective}", title_justify="left",
+                      box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        shown = rec.options[: rec.request.top]
+        rows = [(str(i), f"{o.count} x {o.gpu}", _way(o.acquisition), f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
+                 _table_time(o), _usd(o.cost_per_job_usd), _usd(o.tco_usd)) for i, o in enumerate(shown, 1)]
+        headers = ("#", "configuration", "way", "GiB", "time/job", "$/job", "TCO $")
+        keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
+        for j in keep:
+            widest = max(len(headers[j]), *(len(r[j]) for r in rows))  # no column is cut: each keeps its widest cell
+            table.add_column(headers[j], justify="left" if j in (1, 2) else "right", no_wrap=True, min_width=widest)
+        for row in rows:
+            table.add_row(*(row[j] for j in keep))
         parts.append(table)
         winner = rec.options[0]
         parts.append(f"[bold]why #1:[/bold] {winner.why}")
