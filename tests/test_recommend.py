@@ -286,3 +286,17 @@ def test_the_default_table_reads_at_80_columns_without_cutting_ids(shipped: Cata
     assert table and all(len(line) <= 80 and "…" not in line for line in table)
     for option in rec.options[: rec.request.top]:
         assert any(f"{option.count} x {option.gpu}" in line for line in table)
+
+
+def test_one_user_at_4_bit_gets_a_70b_model_on_two_24_gb_cards(shipped: Catalog) -> None:
+    """Issue 14: 70B at 4-bit for one user is offered on two 24-32 GB cards. Llama-3.1-70B AWQ is about 36 GiB of
+    weights (70e9 x 4.16 bits), so one 24 GB card cannot hold it and two split by tensor parallelism can; a 3090 pair
+    reads 2 x 936 GB/s, far above what 10 tokens/s of one stream needs."""
+    req = parse_request({"workloads": [{"model": "llama-3.1-70b", "task": "infer", "min_tokens_per_s": 10,
+                                        "options": {"quant": "awq-int4"}}],
+                         "constraints": {"own_host": True}, "top": 5})
+    rec = recommend(req, shipped)
+    assert any(o.count == 2 and 24 <= shipped.gpus[o.gpu].memory_gb <= 32 for o in rec.options)
+    assert all(o.fit.tokens_per_s is not None and o.fit.tokens_per_s >= 10 for o in rec.options)
+    with pytest.raises(Exception, match="without --qps"):
+        parse_request({"workloads": [{"model": "llama-3.1-70b", "task": "infer", "min_tokens_per_s": 10, "qps": 2}]})

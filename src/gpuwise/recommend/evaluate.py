@@ -18,7 +18,7 @@ from gpuwise.estimate.bands import band
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.estimate import estimate, tp_divides
 from gpuwise.estimate.memory import MemoryEstimate
-from gpuwise.estimate.perf import TrainPerf
+from gpuwise.estimate.perf import InferPerf, TrainPerf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
 from gpuwise.recommend.request import Workload
@@ -170,6 +170,8 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     first: Rejection | None = None
     template = workload.job
     assert isinstance(template, InferJob)
+    if workload.min_tokens_per_s is not None:
+        return _one_user(arch, workload, template, gpu, catalog, count, calibration)
     for tp in (1, 2, 4, 8):
         if tp > count or count % tp or not tp_divides(arch, tp):
             continue
@@ -192,6 +194,29 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
         return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
                    p99_ms=latency * 1e3 if math.isfinite(latency) else None)
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree")
+
+
+def _one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
+              calibration: Calibration | None) -> Fit | Rejection:
+    """One stream on one copy of the model split over all ``count`` cards (tensor parallel): its decode speed at the
+    job's context against --min-tokens-per-s. More cards than one copy needs serve no single user faster here."""
+    if not tp_divides(arch, count):
+        return Rejection("count", f"{count} GPUs do not split {arch.name}'s {arch.heads} attention heads evenly (a "
+                                  "layer split, llama.cpp's, is not modelled yet)")
+    result = estimate(arch, template.updated(tp=count, count=count, batch=1), gpu, catalog, calibration=calibration)
+    if not result.memory.fits:
+        return _too_big(result.memory, count)
+    perf = result.perf
+    assert isinstance(perf, InferPerf) and perf.tpot_ms
+    speed = 1e3 / perf.tpot_ms
+    likely = band("infer", "tpot_ms", perf.tpot_ms)
+    slow = 1e3 / likely[1] if likely else speed  # the slow end of the band holds the target
+    target = workload.min_tokens_per_s or 0.0
+    if slow < target:
+        return Rejection("slo", f"{speed:,.1f} tokens/s for one user (as low as {slow:,.1f}) < {target:,.1f} needed",
+                         target / max(slow, 1e-9))
+    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, tokens_per_s=speed, tp=count,
+               notes=tuple(_fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)))
 
 
 def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
@@ -251,7 +276,7 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
     return Fit(
         per_gpu_bytes=max(f.per_gpu_bytes for f in fits), job_hours=hours if train else None,
         job_hours_high=high if train else None,
-        tokens_per_s=train[0].tokens_per_s if train else None,
+        tokens_per_s=next((f.tokens_per_s for f in train + fits if f.tokens_per_s is not None), None),
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
         tp=serve[0].tp if serve else 1, seconds_per_image=serve[0].seconds_per_image if serve else None,
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),

@@ -18,6 +18,8 @@ from gpuwise.workload.resolve import resolve_model
 def _time(option: Option) -> float:
     if option.fit.job_hours is not None:
         return option.fit.job_hours
+    if option.fit.qps_capacity is None and option.fit.tokens_per_s:  # one user: milliseconds per token
+        return 1e3 / option.fit.tokens_per_s
     return option.fit.p99_ms or 0.0
 
 
@@ -63,6 +65,8 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
                      f"images/h on {option.count} pipeline(s)")
     elif option.fit.qps_capacity is not None:
         parts.append(f"{option.fit.qps_capacity:,.1f} QPS within the SLO (TP {option.fit.tp})")
+    elif option.fit.tokens_per_s is not None and option.fit.job_hours is None:
+        parts.append(f"{option.fit.tokens_per_s:,.1f} tokens/s for one user (TP {option.fit.tp})")
     horizon = f"{option.tco_usd:,.0f} USD over {u.years:g} y at {u.hours_per_day:g} h/day"
     if rank == 0:
         lead = f"best by {request.objective}: {horizon}"

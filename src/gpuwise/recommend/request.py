@@ -62,6 +62,9 @@ class Workload(_Model):
         default=None, description="serving: P99 latency SLO in ms")
     slo: Annotated[Literal["e2e", "ttft"], Flag(_REC, TARGETS)] = Field(
         default="e2e", description="serving: what the SLO bounds, end-to-end latency or time to first token")
+    min_tokens_per_s: Annotated[float | None, Field(gt=0, le=100_000), Flag(_REC, TARGETS)] = Field(
+        default=None, description="one user: the decode speed (tokens/s) a single stream must reach on one copy of "
+                                  "the model split over the cards (local use; no request rate)")
 
     @model_validator(mode="before")
     @classmethod
@@ -105,6 +108,8 @@ class Workload(_Model):
             raise ValueError("--qps/--p99-ms are serving targets; use --task infer")
         if self.task == "infer" and self.deadline_hours is not None:
             raise ValueError("--deadline-hours is a training target; use --task train")
+        if self.min_tokens_per_s is not None and (self.task != "infer" or self.qps is not None):
+            raise ValueError("--min-tokens-per-s is one user's decode speed: use --task infer without --qps")
         if self.qps is not None and self.options.batch != 1:
             raise ValueError("--batch with --qps: under load the batch is what the arrivals make it; cap it with "
                              "--max-num-seqs")

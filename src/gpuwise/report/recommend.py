@@ -21,6 +21,8 @@ def _time_text(o: Option) -> str:
     if o.fit.qps_capacity is not None:
         p99 = f"{o.fit.p99_ms:,.0f} ms" if o.fit.p99_ms is not None else "— (saturated)"
         return f"{o.fit.qps_capacity:,.1f} QPS, P99 {p99}"
+    if o.fit.tokens_per_s is not None:
+        return f"{o.fit.tokens_per_s:,.1f} tokens/s for one user"
     return "—"
 
 
@@ -88,6 +90,8 @@ def _table_time(o: Option) -> str:
     if o.fit.qps_capacity is not None:
         p99 = f"{o.fit.p99_ms / 1e3:,.1f}s" if o.fit.p99_ms is not None else "sat."
         return f"{o.fit.qps_capacity:,.1f}/s p99 {p99}"
+    if o.fit.tokens_per_s is not None:
+        return f"{o.fit.tokens_per_s:,.0f} tok/s"
     return "—"
 
 
@@ -111,7 +115,8 @@ def recommendation_view(rec: Recommendation) -> Group:
         shown = rec.options[: rec.request.top]
         rows = [(str(i), f"{o.count} x {o.gpu}", _way(o.acquisition), f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
                  _table_time(o), _usd(o.cost_per_job_usd), _usd(o.tco_usd)) for i, o in enumerate(shown, 1)]
-        headers = ("#", "configuration", "way", "GiB", "time/job", "$/job", "TCO $")
+        timed = any(o.fit.job_hours is not None for o in shown)
+        headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "TCO $")
         keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
         for j in keep:
             widest = max(len(headers[j]), *(len(r[j]) for r in rows))  # no column is cut: each keeps its widest cell
