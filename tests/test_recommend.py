@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -300,3 +301,16 @@ def test_one_user_at_4_bit_gets_a_70b_model_on_two_24_gb_cards(shipped: Catalog)
     assert all(o.fit.tokens_per_s is not None and o.fit.tokens_per_s >= 10 for o in rec.options)
     with pytest.raises(Exception, match="without --qps"):
         parse_request({"workloads": [{"model": "llama-3.1-70b", "task": "infer", "min_tokens_per_s": 10, "qps": 2}]})
+
+
+def test_leaving_the_weight_format_free_makes_8b_serving_much_cheaper(shipped: Catalog) -> None:
+    """Issue 14: at 50 QPS within a 5 s P99, letting recommend try FP8 / NVFP4 / AWQ where the card runs them costs far
+    less than forcing bf16; the chosen format is named with its accuracy trade-off."""
+    def best(options: dict[str, object]) -> Any:
+        req = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 50, "p99_ms": 5000,
+                                            "options": options}]})
+        return recommend(req, shipped).options[0]
+
+    free, forced = best({}), best({"quant": "bf16"})
+    assert free.tco_usd < 0.5 * forced.tco_usd
+    assert any("--quant was left free" in w for w in free.warnings)

@@ -9,7 +9,8 @@ with, with the user's calibration where one was measured for this card.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
@@ -132,9 +133,26 @@ def _slo_s(workload: Workload) -> float | None:
     return workload.p99_ms / 1e3 if workload.p99_ms is not None else None
 
 
+REPLICAS: ContextVar[dict[tuple[object, ...], object] | None] = ContextVar("gpuwise_replicas", default=None)
+"""Replicas already planned in this recommendation: every count of a card reuses its TP-1 (TP-2 ...) replica."""
+
+
 def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
              calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
-    """(per-GPU bytes, planned requests/s, P99 function) of one decoder replica, or why not."""
+    """(per-GPU bytes, planned requests/s, P99 function) of one decoder replica, or why not (planned once per
+    recommendation: see REPLICAS)."""
+    cache = REPLICAS.get()
+    key = (gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, workload.slo, id(calibration))
+    if cache is not None and key in cache:
+        return cache[key]  # type: ignore[return-value]
+    outcome = _plan_replica(arch, workload, job, gpu, catalog, calibration)
+    if cache is not None:
+        cache[key] = outcome
+    return outcome
+
+
+def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
+                  calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
     rep = replica(arch, job, gpu, catalog, calibration=calibration)
     if not rep.holds_a_sequence:
         return _too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
@@ -167,11 +185,52 @@ def _batch_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: G
 
 def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
            calibration: Calibration | None) -> Fit | Rejection:
-    first: Rejection | None = None
     template = workload.job
     assert isinstance(template, InferJob)
-    if workload.min_tokens_per_s is not None:
-        return _one_user(arch, workload, template, gpu, catalog, count, calibration)
+    serve = _one_user if workload.min_tokens_per_s is not None else _serve_as
+    formats = _free_formats(arch, template, gpu)
+    first: Fit | Rejection | None = None
+    for fmt, note in formats:
+        job = template if fmt is None else template.updated(quant=fmt)
+        outcome = serve(arch, workload, job, gpu, catalog, count, calibration)
+        if isinstance(outcome, Fit):
+            return outcome if note is None else replace(outcome, notes=(*outcome.notes, note))
+        first = first or outcome
+    assert first is not None
+    return first
+
+
+_FORMAT_NOTES = {
+    "fp8": "served FP8 weights (--quant was left free): half the bytes of bf16, usually within about a point of its "
+           "benchmark scores -- check your task",
+    "nvfp4": "served NVFP4 weights (--quant was left free; native on this card): a quarter of bf16's bytes, a larger "
+             "accuracy loss than FP8 -- check your task",
+    "awq-int4": "served 4-bit AWQ weights (--quant was left free): about a quarter of bf16's bytes, a few points of "
+                "accuracy lost on hard tasks -- check your task",
+}
+
+
+def _free_formats(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str | None, str | None]]:
+    """The weight formats to try when the user left --quant free, from the checkpoint's own to 4-bit, each that the
+    card runs natively (FP8 and NVFP4 tensor cores); an explicit --quant, or a checkpoint shipped quantized, is kept."""
+    if "quant" in job.model_fields_set or arch.checkpoint is not None or not arch.decoder_layers:
+        return [(None, None)]
+    tried: list[tuple[str | None, str | None]] = [(None, None)]
+    for fmt in ("fp8", "nvfp4", "awq-int4"):
+        try:
+            candidate = job.updated(quant=fmt)
+        except ValueError:  # an engine that cannot run the format (llama.cpp runs GGUF only)
+            continue
+        if any(r.feature == fmt for r in unmet(candidate, gpu)):
+            continue  # no native FP8/NVFP4 tensor cores: the saving would be memory only
+        tried.append((fmt, _FORMAT_NOTES[fmt]))
+    return tried
+
+
+def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
+              calibration: Calibration | None) -> Fit | Rejection:
+    """``count`` GPUs serving ``template`` as replicas of the smallest tensor-parallel degree that holds it."""
+    first: Rejection | None = None
     for tp in (1, 2, 4, 8):
         if tp > count or count % tp or not tp_divides(arch, tp):
             continue

@@ -8,6 +8,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate.estimate import require_training_knobs
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
+from gpuwise.recommend.evaluate import REPLICAS
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import find_pipeline
@@ -109,7 +110,11 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
         model = archs[w.model]
         if isinstance(w.job, TrainJob) and isinstance(model, Architecture):
             require_training_knobs(model, w.job)
-    options, rejected = enumerate_options(request, catalog, archs, calibrations)
+    planned = REPLICAS.set({})
+    try:
+        options, rejected = enumerate_options(request, catalog, archs, calibrations)
+    finally:
+        REPLICAS.reset(planned)
     key = ranking_key(request.objective)
     best = sorted(best_per_gpu_and_way(options, key), key=key)
     winner = best[0] if best else None
