@@ -314,3 +314,16 @@ def test_leaving_the_weight_format_free_makes_8b_serving_much_cheaper(shipped: C
     free, forced = best({}), best({"quant": "bf16"})
     assert free.tco_usd < 0.5 * forced.tco_usd
     assert any("--quant was left free" in w for w in free.warnings)
+
+
+def test_sxm_and_oam_modules_are_bought_only_on_whole_baseboards(shipped: Catalog) -> None:
+    """Issue 14: one MI300X or two B200 are not for sale; the modules come on 8-GPU (4 or 8 for HGX H100/H200/A100)
+    baseboards. Renting one from a cloud stays possible."""
+    req = parse_request({"workloads": [{"model": "llama-3.1-70b", "task": "infer", "qps": 1,
+                                        "options": {"quant": "bf16"}}],
+                         "gpus": ["mi300x", "b200-sxm-180gb", "h100-sxm-80gb"], "acquisitions": ["buy-new"]})
+    rec = recommend(req, shipped)
+    for option in rec.options:
+        boards = shipped.gpus[option.gpu].board_gpus or (1,)
+        assert any(option.count % b == 0 for b in boards), (option.gpu, option.count)
+    assert any(r.gpu == "b200-sxm-180gb" and r.count == 2 and "baseboards" in r.reason for r in rec.rejected)

@@ -81,8 +81,10 @@ def test_capacity_at_an_slo_agrees_with_serve_sim(gpu: str, p99_ms: float) -> No
 
 def test_the_recommender_plans_with_the_same_capacity_as_serve_sim(shipped: Catalog) -> None:
     report = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", qps=1, p99_ms=3000, requests=100)
-    rec = api.recommend({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 1, "p99_ms": 3000}],
-                         "gpus": ["h100-sxm-80gb"], "acquisitions": ["buy-new"], "constraints": {"max_gpus": 1}})
+    # one rented H100 (an SXM module is bought only on a 4- or 8-GPU board), bf16 as serve-sim runs it
+    rec = api.recommend({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 1, "p99_ms": 3000,
+                                        "options": {"quant": "bf16"}}],
+                         "gpus": ["h100-sxm-80gb"], "acquisitions": ["rent"], "constraints": {"max_gpus": 1}})
     assert rec.options[0].fit.qps_capacity == pytest.approx(report.planned_qps)
 
 
@@ -94,8 +96,8 @@ def test_calibration_reaches_serve_sim_and_recommend(tmp_path: Path, shipped: Ca
     base = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", qps=1, requests=100)
     slow = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", qps=1, requests=100, calibration=record)
     assert slow.planned_qps < 0.7 * base.planned_qps
-    request = {"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 1}], "gpus": ["h100-sxm-80gb"],
-               "acquisitions": ["buy-new"], "constraints": {"max_gpus": 1}}
+    request = {"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 1, "options": {"quant": "bf16"}}],
+               "gpus": ["h100-sxm-80gb"], "acquisitions": ["rent"], "constraints": {"max_gpus": 1}}
     fast_rec, slow_rec = api.recommend(request), api.recommend(request, calibration=[record])
     assert slow_rec.options[0].fit.qps_capacity < 0.7 * fast_rec.options[0].fit.qps_capacity
     assert json.loads(record.read_text())["gpu"] == "h100-sxm-80gb"

@@ -138,6 +138,9 @@ class GPU(_Record):
 
     tdp_w: float = Field(gt=0)
     form_factor: FormFactor
+    board_gpus: tuple[int, ...] | None = Field(
+        default=None, description="SXM/OAM: the GPU counts of the baseboards the module is sold on (HGX 4 and 8, "
+                                  "AMD's 8-OAM platform); a module is bought only on such a board")
     slot_width: float | None = Field(default=None, gt=0, description="PCIe slots the card occupies")
     cooling: Cooling
     power_connector: str | None = Field(default=None, description="None for modules powered by a baseboard")

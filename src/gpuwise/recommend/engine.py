@@ -114,6 +114,10 @@ def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None
     if gpu.form_factor in ("sxm", "oam", "superchip") and c.chassis in ("desktop", "workstation"):
         board = "an HGX baseboard" if gpu.form_factor == "sxm" else "an OAM/superchip server"
         return Rejection("chassis", f"{gpu.form_factor.upper()} module needs {board} (server chassis)")
+    if gpu.board_gpus and not any(count % board == 0 for board in gpu.board_gpus):
+        sizes = " or ".join(str(b) for b in gpu.board_gpus)
+        return Rejection("count", f"{gpu.form_factor.upper()} modules are sold on {sizes}-GPU baseboards: buy "
+                                  f"{' or '.join(str(b * -(-count // b)) for b in gpu.board_gpus)}, or rent", 2.0)
     if gpu.cooling == "passive" and gpu.form_factor == "pcie" and c.chassis in ("desktop", "workstation"):
         return Rejection("chassis", "passive data-center card needs server airflow")
     if c.chassis is not None:
@@ -246,7 +250,9 @@ def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | 
                 system_rejection(gpu, count, request) if gpu.form_factor == "module" else None)
             if system is not None:
                 rejected.append(Rejected(gpu.id, count, label, system.code, system.reason, system.gap))
-                continue  # more cards only make the system problem worse
+                if system.code == "count" and gpu.board_gpus:
+                    still_open.append((label, price, offer))  # a count that fills whole boards may follow
+                continue  # otherwise more cards only make the system problem worse
             made = _option(gpu, count, label, price, offer, outcome, request)
             if isinstance(made, Rejected):
                 if made.code == "offer":  # this count does not fill whole instances: try the next count
