@@ -83,8 +83,9 @@ def _table_time(o: Option) -> str:
     """The time column, short: hours per job as the band's range, images or requests per unit."""
     if o.fit.job_hours is not None:
         high = o.fit.job_hours_high or o.fit.job_hours
-        ranged = high > o.fit.job_hours * 1.005
-        return f"{o.fit.job_hours:,.0f}-{high:,.0f} h" if ranged else f"{o.fit.job_hours:,.0f} h"
+        digits = 1 if high < 10 else 0  # short jobs keep a decimal, so that a range never reads "2-2 h"
+        low_text, high_text = f"{o.fit.job_hours:,.{digits}f}", f"{high:,.{digits}f}"
+        return f"{low_text}-{high_text} h" if high_text != low_text else f"{low_text} h"
     if o.fit.seconds_per_image is not None:
         return f"{o.fit.seconds_per_image:,.1f} s/img"
     if o.fit.qps_capacity is not None:
