@@ -13,19 +13,6 @@ from gpuwise.estimate.tco_report import TcoReport
 from gpuwise.recommend.engine import Option, Recommendation, Rejected
 
 
-def _time_text(o: Option) -> str:
-    if o.fit.job_hours is not None:
-        return f"{o.fit.job_hours:,.1f} h/job"
-    if o.fit.seconds_per_image is not None and o.fit.qps_capacity is not None:
-        return f"{o.fit.seconds_per_image:,.1f} s/image, {o.fit.qps_capacity * 3600:,.0f} images/h"
-    if o.fit.qps_capacity is not None:
-        p99 = f"{o.fit.p99_ms:,.0f} ms" if o.fit.p99_ms is not None else "— (saturated)"
-        return f"{o.fit.qps_capacity:,.1f} QPS, P99 {p99}"
-    if o.fit.tokens_per_s is not None:
-        return f"{o.fit.tokens_per_s:,.1f} tokens/s for one user"
-    return "—"
-
-
 def option_json(o: Option) -> dict[str, Any]:
     return {
         "gpu": o.gpu, "count": o.count, "acquisition": o.acquisition, "fits": True,
@@ -79,20 +66,26 @@ def _way(acquisition: str) -> str:
     return {"buy-new": "buy new", "buy-used": "buy used"}.get(acquisition, acquisition)
 
 
-def _table_time(o: Option) -> str:
-    """The time column, short: hours per job as the band's range, images or requests per unit."""
+def _time_text(o: Option, *, short: bool = False) -> str:
+    """What an option's speed is: hours per job (the band's range in the table), images or requests per unit, or one
+    user's tokens/s; ``short`` for the 80-column table."""
     if o.fit.job_hours is not None:
+        if not short:
+            return f"{o.fit.job_hours:,.1f} h/job"
         high = o.fit.job_hours_high or o.fit.job_hours
         digits = 1 if high < 10 else 0  # short jobs keep a decimal, so that a range never reads "2-2 h"
         low_text, high_text = f"{o.fit.job_hours:,.{digits}f}", f"{high:,.{digits}f}"
         return f"{low_text}-{high_text} h" if high_text != low_text else f"{low_text} h"
-    if o.fit.seconds_per_image is not None:
-        return f"{o.fit.seconds_per_image:,.1f} s/img"
+    if o.fit.seconds_per_image is not None and o.fit.qps_capacity is not None:
+        per_hour = "" if short else f", {o.fit.qps_capacity * 3600:,.0f} images/h"
+        return f"{o.fit.seconds_per_image:,.1f} s/{'img' if short else 'image'}{per_hour}"
     if o.fit.qps_capacity is not None:
-        p99 = f"{o.fit.p99_ms / 1e3:,.1f}s" if o.fit.p99_ms is not None else "sat."
-        return f"{o.fit.qps_capacity:,.1f}/s p99 {p99}"
+        if short:
+            return f"{o.fit.qps_capacity:,.1f}/s p99 " + (f"{o.fit.p99_ms / 1e3:,.1f}s" if o.fit.p99_ms else "sat.")
+        p99 = f"{o.fit.p99_ms:,.0f} ms" if o.fit.p99_ms is not None else "— (saturated)"
+        return f"{o.fit.qps_capacity:,.1f} QPS, P99 {p99}"
     if o.fit.tokens_per_s is not None:
-        return f"{o.fit.tokens_per_s:,.0f} tok/s"
+        return f"{o.fit.tokens_per_s:,.0f} tok/s" if short else f"{o.fit.tokens_per_s:,.1f} tokens/s for one user"
     return "—"
 
 
@@ -115,7 +108,7 @@ def recommendation_view(rec: Recommendation) -> Group:
                       box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
         shown = rec.options[: rec.request.top]
         rows = [(str(i), f"{o.count} x {o.gpu}", _way(o.acquisition), f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
-                 _table_time(o), _usd(o.cost_per_job_usd), _usd(o.tco_usd)) for i, o in enumerate(shown, 1)]
+                 _time_text(o, short=True), _usd(o.cost_per_job_usd), _usd(o.tco_usd)) for i, o in enumerate(shown, 1)]
         timed = any(o.fit.job_hours is not None for o in shown)
         headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "TCO $")
         keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
