@@ -285,6 +285,8 @@ def test_the_default_table_reads_at_80_columns_without_cutting_ids(shipped: Cata
     lines = console.export_text().splitlines()
     table = [line for line in lines if line.strip()[:1].isdigit() and " x " in line]
     assert table and all(len(line) <= 80 and "…" not in line for line in table)
+    header = next(line for line in lines if "configuration" in line)
+    assert "TCO $" in header  # the last column is shown whole, not cut at the edge
     for option in rec.options[: rec.request.top]:
         assert any(f"{option.count} x {option.gpu}" in line for line in table)
 

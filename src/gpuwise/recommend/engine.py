@@ -47,6 +47,13 @@ class Option:
     def throughput(self) -> float:
         return self.fit.tokens_per_s or self.fit.qps_capacity or 0.0
 
+    @property
+    def usd_per_mtok(self) -> float | None:
+        """Serving: USD per million generated tokens at the planned rate (the hourly cost over the tokens an hour
+        makes); owned hardware's hour is its TCO spread over the hours of use."""
+        tokens = self.fit.output_tokens_per_s
+        return self.usd_per_hour / (tokens * 3600) * 1e6 if tokens else None
+
 
 @dataclass(frozen=True)
 class Rejected:

@@ -52,6 +52,7 @@ class Fit:
     tp: int = 1
     notes: tuple[str, ...] = field(default_factory=tuple)
     seconds_per_image: float | None = None  # an image pipeline (qps_capacity is then images per second)
+    output_tokens_per_s: float | None = None  # serving: generated tokens per second at the planned rate (or one user)
 
     @property
     def per_gpu_gb(self) -> float:
@@ -251,7 +252,8 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
         at = workload.qps / replicas if workload.qps is not None else rate
         latency = p99(at)  # type: ignore[operator]
         return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
-                   p99_ms=latency * 1e3 if math.isfinite(latency) else None)
+                   p99_ms=latency * 1e3 if math.isfinite(latency) else None,
+                   output_tokens_per_s=total * template.output_len if arch.decoder_layers else None)
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree")
 
 
@@ -274,7 +276,7 @@ def _one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: G
     if slow < target:
         return Rejection("slo", f"{speed:,.1f} tokens/s for one user (as low as {slow:,.1f}) < {target:,.1f} needed",
                          target / max(slow, 1e-9))
-    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, tokens_per_s=speed, tp=count,
+    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, tokens_per_s=speed, tp=count, output_tokens_per_s=speed,
                notes=tuple(_fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)))
 
 
@@ -338,5 +340,6 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
         tokens_per_s=next((f.tokens_per_s for f in train + fits if f.tokens_per_s is not None), None),
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
         tp=serve[0].tp if serve else 1, seconds_per_image=serve[0].seconds_per_image if serve else None,
+        output_tokens_per_s=sum(f.output_tokens_per_s for f in fits if f.output_tokens_per_s) or None,
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
     )

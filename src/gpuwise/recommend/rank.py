@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from gpuwise.catalog import Catalog
@@ -35,6 +36,8 @@ def ranking_key(objective: str) -> Callable[[Option], tuple[float, float]]:
             primary = -o.throughput / max(o.tco_usd, 1e-9)
         elif objective == "perf-per-watt":
             primary = -o.throughput / max(o.wall_kw, 1e-9)
+        elif objective == "usd-per-mtok":
+            primary = o.usd_per_mtok if o.usd_per_mtok is not None else math.inf
         else:
             primary = o.tco_usd
         return primary, o.tco_usd

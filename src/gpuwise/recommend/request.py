@@ -23,7 +23,7 @@ from gpuwise.workload.flags import Flag
 from gpuwise.workload.image_job import ImageJob, make_image_job
 from gpuwise.workload.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
 
-Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt"]
+Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt", "usd-per-mtok"]
 Acquisition = Literal["buy-new", "buy-used", "rent"]
 Chassis = Literal["desktop", "workstation", "server"]
 OBJECTIVES: tuple[str, ...] = ("tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt")

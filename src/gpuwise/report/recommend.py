@@ -23,6 +23,7 @@ def option_json(o: Option) -> dict[str, Any]:
         "seconds_per_image": o.fit.seconds_per_image,
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
         "usd_per_hour": round(o.usd_per_hour, 4),
+        "usd_per_mtok": round(o.usd_per_mtok, 4) if o.usd_per_mtok is not None else None,
         "capex_usd": o.capex_usd, "wall_kw": round(o.wall_kw, 3), "why": o.why, "warnings": list(o.warnings),
     }
 
@@ -105,13 +106,17 @@ def recommendation_view(rec: Recommendation) -> Group:
     parts: list[Any] = []
     if rec.options:
         table = Table(title=f"best ways to run it, by {rec.request.objective}", title_justify="left",
-                      box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+                      box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
         shown = rec.options[: rec.request.top]
         rows = [(str(i), f"{o.count} x {o.gpu}", _way(o.acquisition), f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
-                 _time_text(o, short=True), _usd(o.cost_per_job_usd), _usd(o.tco_usd)) for i, o in enumerate(shown, 1)]
+                 _time_text(o, short=True), _usd(o.cost_per_job_usd),
+                 f"{o.usd_per_mtok:,.3f}" if o.usd_per_mtok is not None else "—", _usd(o.tco_usd))
+                for i, o in enumerate(shown, 1)]
         timed = any(o.fit.job_hours is not None for o in shown)
-        headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "TCO $")
+        headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "$/Mtok", "TCO $")
         keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
+        if 5 in keep and 6 in keep:  # training and serving together: one cost column, the one ranked by if either
+            keep.remove(5 if rec.request.objective == "usd-per-mtok" else 6)
         for j in keep:
             widest = max(len(headers[j]), *(len(r[j]) for r in rows))  # no column is cut: each keeps its widest cell
             table.add_column(headers[j], justify="left" if j in (1, 2) else "right", no_wrap=True, min_width=widest)
