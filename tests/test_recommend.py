@@ -329,3 +329,15 @@ def test_sxm_and_oam_modules_are_bought_only_on_whole_baseboards(shipped: Catalo
         boards = shipped.gpus[option.gpu].board_gpus or (1,)
         assert any(option.count % b == 0 for b in boards), (option.gpu, option.count)
     assert any(r.gpu == "b200-sxm-180gb" and r.count == 2 and "baseboards" in r.reason for r in rec.rejected)
+
+
+def test_a_service_is_costed_around_the_clock_and_per_million_tokens(shipped: Catalog) -> None:
+    """Issue 14: serving at 24 h/day by default (a workstation's 8 h/day only when usage says so), and USD per
+    million generated tokens = the hourly cost / (QPS x output tokens x 3,600) x 10^6."""
+    serving = {"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 2, "options": {"output_len": 256}}],
+               "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]}
+    assert parse_request(serving).usage.hours_per_day == 24
+    assert parse_request({**serving, "usage": {"hours_per_day": 8}}).usage.hours_per_day == 8
+    option = recommend(parse_request(serving), shipped).options[0]
+    tokens_per_s = option.fit.qps_capacity * 256  # type: ignore[operator]
+    assert option.usd_per_mtok == pytest.approx(option.usd_per_hour / (tokens_per_s * 3600) * 1e6)

@@ -48,7 +48,8 @@ def _request_from_flags(given: Given) -> Request:
         task = str(options.pop("task", "train"))
         make_job(task, command="recommend", fixed={"count": template_count(task, options)}, **options)  # as flags
     workload: dict[str, Any] = {"model": model, "task": task, "options": options, **given["workload"]}
-    return parse_request({"workloads": [workload], **given["request"], "usage": given["usage"],
+    usage = {"usage": given["usage"]} if given["usage"] else {}  # none given: the request's default (24 h serving)
+    return parse_request({"workloads": [workload], **given["request"], **usage,
                           "constraints": given["constraints"]}, origin="flags")
 
 

@@ -178,6 +178,15 @@ class Request(_Model):
     gpus: tuple[Annotated[str, Field(max_length=100)], ...] | None = Field(
         default=None, max_length=200, description="restrict to these catalog ids")
 
+    @model_validator(mode="after")
+    def _serving_runs_all_day(self) -> Request:
+        """A service runs around the clock: with only serving workloads at a request rate and no usage given, the
+        hardware is costed at 24 h/day (issue 14), not the 8 h/day of a workstation."""
+        serving = all(w.task == "infer" and w.qps is not None for w in self.workloads)
+        if serving and "usage" not in self.model_fields_set:
+            object.__setattr__(self, "usage", self.usage.model_copy(update={"hours_per_day": 24.0}))
+        return self
+
 
 def _one_line(exc: ValidationError, origin: str) -> str:
     err = exc.errors()[0]
