@@ -43,8 +43,10 @@ class TcoReport:
     price_basis: str
     usage: cost.Usage
     buy: cost.BuyCost
-    buy_by_year_usd: tuple[float, ...]
+    buy_by_year_usd: tuple[float, ...]  # cumulative cost net of what the cards would resell for at that year's end
     rent: tuple[RentLine, ...]
+    cash_by_year_usd: tuple[float, ...] = ()  # what has been paid out by then: cards, host, energy, repairs
+    residual_by_year_usd: tuple[float, ...] = ()  # what the cards would resell for then
 
 
 def _unit_price(gpu: GPU, price_usd: float | None, used: bool) -> tuple[float, str]:
@@ -64,8 +66,11 @@ def tco_report(gpu: GPU, catalog: Catalog, purchase: Purchase, usage: cost.Usage
     unit, basis = _unit_price(gpu, purchase.price_usd, purchase.used)
     years = max(1, round(usage.years))
     buy = cost.buy_cost(gpu, count, unit, usage)
-    by_year = tuple(cost.buy_cost(gpu, count, unit, usage.model_copy(update={"years": float(y)})).tco_usd
-                    for y in range(1, years + 1))
+    yearly = [cost.buy_cost(gpu, count, unit, usage.model_copy(update={"years": float(y)}))
+              for y in range(1, years + 1)]
+    by_year = tuple(b.tco_usd for b in yearly)
+    cash = tuple(b.capex_usd + b.energy_usd + b.repairs_usd for b in yearly)
+    residual = tuple(b.residual_usd for b in yearly)
     lines = []
     for offer in catalog.offers_for(gpu.id):
         if count % offer.gpus:
@@ -74,4 +79,4 @@ def tco_report(gpu: GPU, catalog: Catalog, purchase: Purchase, usage: cost.Usage
         lines.append(RentLine(offer, per_hour, tuple(per_hour * usage.hours_per_day * 365 * y
                                                      for y in range(1, years + 1)),
                               cost.break_even_hours_per_month(buy, usage, per_hour)))
-    return TcoReport(gpu, count, unit, basis, usage, buy, by_year, tuple(lines))
+    return TcoReport(gpu, count, unit, basis, usage, buy, by_year, tuple(lines), cash, residual)

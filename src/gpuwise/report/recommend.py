@@ -172,7 +172,9 @@ def tco_json(report: TcoReport) -> dict[str, Any]:
         "gpu": report.gpu.id, "count": report.count, "unit_price_usd": report.unit_price_usd,
         "price_basis": report.price_basis, "usage": report.usage.model_dump(),
         "buy": {**{k: round(v, 2) for k, v in report.buy.__dict__.items()}, "capex_usd": round(report.buy.capex_usd, 2),
-                "tco_usd": round(report.buy.tco_usd, 2), "by_year_usd": [round(v, 2) for v in report.buy_by_year_usd]},
+                "tco_usd": round(report.buy.tco_usd, 2), "by_year_usd": [round(v, 2) for v in report.buy_by_year_usd],
+                "cash_out_by_year_usd": [round(v, 2) for v in report.cash_by_year_usd],
+                "residual_by_year_usd": [round(v, 2) for v in report.residual_by_year_usd]},
         "rent": [{"offer": line.offer.id, "provider": line.offer.provider, "instance": line.offer.instance,
                   "usd_per_hour": round(line.per_hour_usd, 4), "by_year_usd": [round(v, 2) for v in line.by_year_usd],
                   "break_even_hours_per_month": line.break_even_hours_per_month, "as_of": str(line.offer.as_of)}
@@ -188,7 +190,9 @@ def tco_view(report: TcoReport) -> Group:
     for year in range(1, len(report.buy_by_year_usd) + 1):
         table.add_column(f"year {year}", justify="right")
     table.add_column("break-even h/month", justify="right")
-    table.add_row("buy", *[f"{v:,.0f}" for v in report.buy_by_year_usd], "—")
+    table.add_row("buy: cash out", *[f"{v:,.0f}" for v in report.cash_by_year_usd], "—")
+    table.add_row("buy: resale value", *[f"-{v:,.0f}" for v in report.residual_by_year_usd], "—")
+    table.add_row("buy: net of resale", *[f"{v:,.0f}" for v in report.buy_by_year_usd], "—")
     for line in report.rent:
         even = f"{line.break_even_hours_per_month:,.0f}" if line.break_even_hours_per_month else "never"
         table.add_row(f"rent {line.offer.provider} {line.offer.tier} {line.offer.instance} ({line.offer.as_of})",
