@@ -341,3 +341,17 @@ def test_a_service_is_costed_around_the_clock_and_per_million_tokens(shipped: Ca
     option = recommend(parse_request(serving), shipped).options[0]
     tokens_per_s = option.fit.qps_capacity * 256  # type: ignore[operator]
     assert option.usd_per_mtok == pytest.approx(option.usd_per_hour / (tokens_per_s * 3600) * 1e6)
+
+
+def test_every_option_says_what_recommend_chose() -> None:
+    """Issue 14: JSON `settings` per workload -- the knobs turned on and the weight format picked, as evaluated."""
+    result = runner.invoke(app, ["recommend", "llama-3.1-8b", "--method", "qlora", "--top", "5", "--json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0 and all(o["settings"] and o["settings"][0]["method"] == "qlora"
+                                         for o in doc["options"])
+    for option in doc["options"]:
+        fused = any("fused cross-entropy" in w for w in option["warnings"])
+        assert (option["settings"][0]["loss"] == "fused") == fused
+    served = json.loads(runner.invoke(app, ["recommend", "llama-3.1-8b", "--task", "infer", "--qps", "50", "--p99-ms",
+                                            "5000", "--top", "3", "--json"]).stdout)
+    assert all({"quant", "engine", "tp"} <= set(o["settings"][0]) for o in served["options"])

@@ -9,6 +9,7 @@ with, with the user's calibration where one was measured for this card.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
@@ -53,6 +54,7 @@ class Fit:
     notes: tuple[str, ...] = field(default_factory=tuple)
     seconds_per_image: float | None = None  # an image pipeline (qps_capacity is then images per second)
     output_tokens_per_s: float | None = None  # serving: generated tokens per second at the planned rate (or one user)
+    settings: tuple[Mapping[str, object], ...] = ()  # per workload: what recommend chose (format, engine, TP, knobs)
 
     @property
     def per_gpu_gb(self) -> float:
@@ -91,7 +93,7 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
                                      f"{workload.deadline_hours:,.1f} h", high / workload.deadline_hours)
     notes += _fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
-               tokens_per_s=perf.tokens_per_s, notes=tuple(notes))
+               tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job),))
 
 
 FULL_WARNING_SHARE = 0.90  # gpuwise policy: above this share of a card's memory, fragmentation or a longer batch OOMs
@@ -102,6 +104,16 @@ def _fullness(per_gpu: float, capacity: float) -> list[str]:
     if share <= FULL_WARNING_SHARE:
         return []
     return [f"{share:.0%} of the card's memory: little room for the allocator's fragmentation or a longer batch"]
+
+
+def _train_settings(job: TrainJob) -> Mapping[str, object]:
+    """The training job as it was evaluated, knobs recommend turned on included."""
+    chosen: dict[str, object] = {"method": job.method, "precision": job.precision, "optimizer": job.optimizer,
+                                 "ckpt": job.ckpt, "loss": job.loss, "batch": job.batch, "zero": job.zero_stage,
+                                 "tp": job.tp, "pp": job.pp}
+    if job.global_batch is not None:
+        chosen["global_batch"] = job.global_batch
+    return chosen
 
 
 def _free_knobs(arch: Architecture, template: TrainJob, job: TrainJob, gpu: GPU) -> list[tuple[dict[str, object], str]]:
@@ -195,7 +207,10 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
         job = template if fmt is None else template.updated(quant=fmt)
         outcome = serve(arch, workload, job, gpu, catalog, count, calibration)
         if isinstance(outcome, Fit):
-            return outcome if note is None else replace(outcome, notes=(*outcome.notes, note))
+            chosen = {"quant": job.for_checkpoint(arch.checkpoint).weights, "engine": job.engine, "tp": outcome.tp,
+                      "kv_dtype": job.kv_dtype}
+            notes = outcome.notes if note is None else (*outcome.notes, note)
+            return replace(outcome, notes=notes, settings=(chosen,))
         first = first or outcome
     assert first is not None
     return first
@@ -342,4 +357,5 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
         tp=serve[0].tp if serve else 1, seconds_per_image=serve[0].seconds_per_image if serve else None,
         output_tokens_per_s=sum(f.output_tokens_per_s for f in fits if f.output_tokens_per_s) or None,
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
+        settings=tuple(setting for f in fits for setting in f.settings),
     )

@@ -24,6 +24,7 @@ def option_json(o: Option) -> dict[str, Any]:
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
         "usd_per_hour": round(o.usd_per_hour, 4),
         "usd_per_mtok": round(o.usd_per_mtok, 4) if o.usd_per_mtok is not None else None,
+        "settings": [dict(s) for s in o.fit.settings],
         "capex_usd": o.capex_usd, "wall_kw": round(o.wall_kw, 3), "why": o.why, "warnings": list(o.warnings),
     }
 
