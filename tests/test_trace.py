@@ -123,3 +123,11 @@ def test_an_encoder_trains_through_its_own_masked_lm_head() -> None:
             "type_vocab_size": 2}
     traced = trace_training(bert, TrainJob(batch=2, seq=64, precision="fp32"))
     assert traced.breakdown_bytes["parameters"] > 4 * 1000 * 128 and traced.flops_per_step > 0
+
+
+def test_an_inference_trace_says_what_it_ran() -> None:
+    from gpuwise.workload.job import InferJob
+    from gpuwise.workload.trace import trace_inference
+
+    traced = trace_inference(TINY, InferJob(batch=1, input_len=32, output_len=1, engine="hf"))
+    assert "decode step" in traced.method and traced.attention == "sdpa"

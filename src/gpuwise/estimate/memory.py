@@ -222,9 +222,8 @@ def gradients_persist(job: TrainJob) -> bool:
     (the HF Trainer's model.zero_grad() and torchtune's optimizer.zero_grad(set_to_none=True)); accumulation keeps
     them across micro-batches, and DDP's buckets, ZeRO's gradient partitions and Megatron's main_grad buffer are
     allocated for good."""
-    accumulates = job.global_batch is not None and job.global_batch > job.batch * job.data_parallel
     kept = job.framework == "megatron"  # its DDP accumulates into a persistent fp32 main_grad buffer
-    return accumulates or kept or (job.count > 1 and not job.optimizer_in_backward)
+    return job.accumulates or kept or (job.count > 1 and not job.optimizer_in_backward)
 
 
 def peak_moment(arch: Architecture, job: TrainJob, states: Mapping[str, float]) -> tuple[str, dict[str, float]]:

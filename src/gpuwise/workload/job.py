@@ -173,8 +173,7 @@ class TrainJob(_Job):
             raise ValueError(f"--offload {self.offload} needs --zero 1, 2 or 3 (ZeRO-Offload / FSDP CPU offload)")
         if self.offload == "optimizer+params" and self.zero_stage != 3:
             raise ValueError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
-        if self.optimizer_in_backward and self.global_batch is not None and self.global_batch > self.batch * (
-                self.count // (self.tp * self.pp)):
+        if self.optimizer_in_backward and self.accumulates:
             raise ValueError("--optim-in-bwd steps at every backward: it cannot accumulate gradients over "
                              "--global-batch (torchtune refuses gradient_accumulation_steps > 1 with it)")
         return self
@@ -182,6 +181,11 @@ class TrainJob(_Job):
     @property
     def data_parallel(self) -> int:
         return self.count // (self.tp * self.pp)
+
+    @property
+    def accumulates(self) -> bool:
+        """Whether --global-batch needs gradient accumulation over several micro-batches per step."""
+        return self.global_batch is not None and self.global_batch > self.batch * self.data_parallel
 
     @property
     def zero_stage(self) -> int:

@@ -81,9 +81,10 @@ def _from_config(auto: Any, transformers: Any, config: Mapping[str, Any], dtype:
         return auto.from_config(_hf_config(transformers, config, "eager"), dtype=dtype), "eager"
 
 
-def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -> tuple[Any, Any, Any]:
-    """The model as the job trains it, its optimizer and its loss (tokens -> loss). Adapters are placed on the meta
-    device and the model then made fake (fake parameters cannot be converted in place, as PEFT does)."""
+def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -> tuple[Any, Any, Any, str]:
+    """The model as the job trains it, its optimizer, its loss (tokens -> loss) and the attention it runs. Adapters are
+    placed on the meta device and the model then made fake (fake parameters cannot be converted in place, as PEFT
+    does)."""
     from gpuwise.workload import trace_setup
 
     auto, labels = trace_setup.model_class(transformers, config)
@@ -101,8 +102,8 @@ def _build(torch: Any, transformers: Any, config: Mapping[str, Any], job: Any) -
     if job.method != "full":
         model = _fake_from_meta(model.get_base_model(), model)
     model.train()
-    model.traced_attention = attention
-    return model, trace_setup.make_optimizer(torch, model, job), trace_setup.loss_function(torch, model, job, labels)
+    optimizer = trace_setup.make_optimizer(torch, model, job)
+    return model, optimizer, trace_setup.loss_function(torch, model, job, labels), attention
 
 
 @contextlib.contextmanager
@@ -135,11 +136,17 @@ def _step(torch: Any, loss_of: Any, optimizer: Any, tokens: Any, autocast: bool)
     optimizer.zero_grad(set_to_none=True)
 
 
+@contextlib.contextmanager
+def _quiet_tracker() -> Iterator[None]:
+    """MemTracker warns when a module is gone by the time autograd reaches its output (PEFT wrappers, the loss), and
+    when the optimizer in backward freed a gradient before its own hook reads it: expected here, not shown."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
+        warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper", category=UserWarning)
+        yield
+
+
 def _fake_modes() -> tuple[Any, Any, Any]:
-    # MemTracker warns when a module is gone by the time autograd reaches its output (PEFT wrappers, the loss)
-    warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
-    # ... and when a gradient was freed by the optimizer in backward before its own hook reads it
-    warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper", category=UserWarning)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.utils.flop_counter import FlopCounterMode
@@ -152,9 +159,9 @@ def trace_training(config: Mapping[str, Any], job: Any) -> Trace:
     torch, transformers = _torch()
     _check(job, config)
     fake_mode, mem_tracker, flop_counter = _fake_modes()
-    with fake_mode(allow_non_fake_inputs=True):
+    with _quiet_tracker(), fake_mode(allow_non_fake_inputs=True):
         try:
-            model, optimizer, loss_of = _build(torch, transformers, config, job)
+            model, optimizer, loss_of, attention = _build(torch, transformers, config, job)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"transformers cannot build this config for a trace: {str(exc)[:120]}") from None
         vocab = int(getattr(model.config, "vocab_size", 0) or 2)
@@ -174,8 +181,7 @@ def trace_training(config: Mapping[str, Any], job: Any) -> Trace:
             _step(torch, loss_of, optimizer, tokens, autocast)
         peak = tracker.get_tracker_snapshot("peak")
     total, by_kind = _by_kind(peak)
-    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls,
-                 attention=getattr(model, "traced_attention", "sdpa"))
+    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls, attention=attention)
 
 
 def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
@@ -189,10 +195,9 @@ def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
         raise ConfigError("--trace runs one GPU's step (--count 1)")
     fake_mode, mem_tracker, flop_counter = _fake_modes()
     dtype = {"fp32": torch.float32, "fp16": torch.float16}.get(job.weights, torch.bfloat16)
-    with fake_mode(), torch.no_grad():
+    with _quiet_tracker(), fake_mode(), torch.no_grad():
         try:
             model, attention = _from_config(transformers.AutoModelForCausalLM, transformers, config, dtype)
-            model.traced_attention = attention
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"transformers cannot build this config for a trace: {str(exc)[:120]}") from None
         model.eval()
@@ -209,7 +214,8 @@ def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
         peak = tracker.get_tracker_snapshot("peak")
     total, by_kind = _by_kind(peak)
     return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls,
-                 attention=getattr(model, "traced_attention", "sdpa"))
+                 "a prefill into transformers' DynamicCache and one decode step on fake CPU tensors (MemTracker); "
+                 "FLOPs and kernels are the decode step's", attention)
 
 
 class _NoHook:
