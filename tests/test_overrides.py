@@ -80,7 +80,7 @@ def test_the_user_config_folder_is_read(_isolated_config: Path) -> None:
         ("gpus:\n  - id: rtx-4090\n    memory_gb: -24\n", "field 'memory_gb': Input should be greater than 0"),
         ("gpus:\n  - id: brand-new\n    name: New\n", "record 'brand-new': field 'vendor': Field required"),
         ("gpus: [\n", "is not valid YAML"),
-        ("cards: []\n", "unknown section 'cards'; use gpus, offers or interconnects"),
+        ("cards: []\n", "unknown section 'cards'; use gpus, offers, interconnects or systems"),
         ("gpus:\n  - name: no id\n", "every override record needs an 'id'"),
         ("gpus:\n  - id: rtx-4090\n    bf16_dense_tflops: 999\n    bf16_sparse_tflops: 10\n",
          "bf16_dense_tflops 999.0 exceeds bf16_sparse_tflops 10.0"),

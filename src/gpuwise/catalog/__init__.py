@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuwise.catalog.catalog import FEATURES, SEGMENTS, SORT_FIELDS, VENDORS, Catalog, load_catalog, price_usd
 from gpuwise.catalog.compare import Comparison, Row, compare
-from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect, Price, Software, Source
+from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect, Price, Software, Source, System
 
 __all__ = [
     "FEATURES",
@@ -20,6 +20,7 @@ __all__ = [
     "Row",
     "Software",
     "Source",
+    "System",
     "compare",
     "load_catalog",
     "price_usd",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpuwise.catalog.loading import build_records, discover_override_files
 from gpuwise.catalog.lookup import NameIndex, compact_key
-from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect, Segment, Vendor
+from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect, Segment, System, Vendor
 from gpuwise.errors import CatalogError, ConfigError
 from gpuwise.safe_io import excerpt
 
@@ -70,6 +70,7 @@ class Catalog:
     gpus: Mapping[str, GPU]
     offers: Mapping[str, CloudOffer]
     interconnects: Mapping[str, Interconnect]
+    systems: Mapping[str, System] = field(default_factory=dict)
     override_files: tuple[str, ...] = ()
     _index: NameIndex = field(init=False, repr=False, compare=False)
     _offers_by_gpu: Mapping[str, tuple[CloudOffer, ...]] = field(init=False, repr=False, compare=False)
@@ -146,18 +147,26 @@ def _check_references(catalog: Catalog) -> None:
     for offer in catalog.offers.values():
         if offer.gpu not in catalog.gpus:
             raise CatalogError(f"offer {offer.id!r} names unknown GPU {offer.gpu!r}")
-        if offer.interconnect is not None and offer.interconnect not in catalog.interconnects:
-            raise CatalogError(f"offer {offer.id!r} names unknown interconnect {offer.interconnect!r}")
+        for link in (offer.interconnect, offer.network):
+            if link is not None and link not in catalog.interconnects:
+                raise CatalogError(f"offer {offer.id!r} names unknown interconnect {link!r}")
+    for system in catalog.systems.values():
+        if system.network is not None and system.network not in catalog.interconnects:
+            raise CatalogError(f"system {system.id!r} names unknown interconnect {system.network!r}")
+        unknown = [g for g in system.gpus or () if g not in catalog.gpus]
+        if unknown:
+            raise CatalogError(f"system {system.id!r} names unknown GPU {unknown[0]!r}")
 
 
 @functools.lru_cache(maxsize=8)
 def _load(files: tuple[Path, ...], stamps: tuple[float, ...]) -> Catalog:
     del stamps  # part of the cache key only: an edited override file is read again
-    gpus, offers, links, origins = build_records(files)
+    gpus, offers, links, systems, origins = build_records(files)
     catalog = Catalog(
         gpus={g.id: g for g in gpus},
         offers={o.id: o for o in offers},
         interconnects={i.id: i for i in links},
+        systems={s.id: s for s in systems},
         override_files=origins,
     )
     _check_references(catalog)

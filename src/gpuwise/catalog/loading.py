@@ -22,14 +22,15 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect
+from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect, System
 from gpuwise.errors import CatalogError, ConfigError
 from gpuwise.safe_io import excerpt, parse_yaml, read_text
 
 R = TypeVar("R", bound=BaseModel)
 MAX_OVERRIDE_BYTES = 5_000_000
 Raw = dict[str, Any]
-SECTIONS: Mapping[str, type[BaseModel]] = {"gpus": GPU, "offers": CloudOffer, "interconnects": Interconnect}
+SECTIONS: Mapping[str, type[BaseModel]] = {"gpus": GPU, "offers": CloudOffer, "interconnects": Interconnect,
+                                           "systems": System}
 
 # the C loader (a SafeLoader: no arbitrary objects) parses the shipped files several times faster
 _Loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -81,10 +82,12 @@ def shipped_raw() -> Mapping[str, tuple[tuple[str, Raw], ...]]:
         if p.name.endswith(".yaml"):
             offers += [(f"offers/{p.name}", r) for r in _parse_yaml(p.read_text("utf-8"), p.name) or []]
     links = _parse_yaml((root / "interconnects.yaml").read_text("utf-8"), "interconnects.yaml") or []
+    systems = _parse_yaml((root / "systems.yaml").read_text("utf-8"), "systems.yaml") or []
     return {
         "gpus": tuple(gpus),
         "offers": tuple(offers),
         "interconnects": tuple(("interconnects.yaml", r) for r in links),
+        "systems": tuple(("systems.yaml", r) for r in systems),
     }
 
 
@@ -99,10 +102,10 @@ def override_sections(path: Path) -> dict[str, list[Raw]]:
     if isinstance(data, list):
         return {"gpus": data}
     if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected sections gpus/offers/interconnects, got {type(data).__name__}")
+        raise CatalogError(f"{path}: expected sections gpus/offers/interconnects/systems, got {type(data).__name__}")
     unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
-        raise CatalogError(f"{path}: unknown section {unknown[0]!r}; use gpus, offers or interconnects")
+        raise CatalogError(f"{path}: unknown section {unknown[0]!r}; use gpus, offers, interconnects or systems")
     sections: dict[str, list[Raw]] = {}
     for name, records in data.items():
         if not isinstance(records, list):
@@ -142,7 +145,7 @@ def merge_records(
 
 def build_records(
     override_files: Sequence[Path],
-) -> tuple[list[GPU], list[CloudOffer], list[Interconnect], tuple[str, ...]]:
+) -> tuple[list[GPU], list[CloudOffer], list[Interconnect], list[System], tuple[str, ...]]:
     """Validated records of every section and the list of files they came from."""
     shipped = shipped_raw()
     extra: dict[str, list[tuple[str, Raw]]] = {name: [] for name in SECTIONS}
@@ -153,7 +156,7 @@ def build_records(
     for name, model in SECTIONS.items():
         merged = merge_records(shipped[name], extra[name])
         out[name] = [_validate(model, raw, origin) for origin, raw in merged]
-    return out["gpus"], out["offers"], out["interconnects"], tuple(str(p) for p in override_files)
+    return out["gpus"], out["offers"], out["interconnects"], out["systems"], tuple(str(p) for p in override_files)
 
 
 def discover_override_files(explicit: Sequence[Path | str] = (), *, use_user_dir: bool = True) -> list[Path]:

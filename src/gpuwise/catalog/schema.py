@@ -241,13 +241,72 @@ class CloudOffer(_Record):
     tier: Literal["on-demand", "community", "secure", "marketplace"] = "on-demand"
     region: str
     interconnect: str | None = Field(default=None, description="catalog id of the GPU-to-GPU link")
+    network: str | None = Field(default=None, description="catalog id of the cluster network between instances, per "
+                                                          "GPU (EFA, InfiniBand, RoCE); None: a single machine, so "
+                                                          "no job spans two of them")
+    network_source: str | None = Field(default=None, min_length=3, description="where the network is documented")
     as_of: dt.date
     source: str = Field(min_length=3)
     note: str | None = None
 
+    @model_validator(mode="after")
+    def _network_sourced(self) -> CloudOffer:
+        if self.network is not None and self.network_source is None:
+            raise ValueError("an offer's network needs network_source: the page that documents it")
+        return self
+
     @property
     def usd_per_gpu_hour(self) -> float:
         return self.usd_per_hour / self.gpus
+
+
+SystemKind = Literal["desktop", "workstation", "pcie-server", "board-server"]
+
+
+class System(_Record):
+    """A machine bought cards go into: what it takes, how its slots are wired, what it costs besides the cards and
+    the cluster network it ships with (None: one machine; joining several needs a network the buyer names).
+
+    A ``board-server`` holds one SXM/OAM baseboard; its GPU count is the card's ``board_gpus``."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    kind: SystemKind
+    form_factors: tuple[FormFactor, ...] = Field(min_length=1, description="GPU packages it takes")
+    segments: tuple[Segment, ...] = Field(min_length=1, description="card segments it is built for")
+    gpus: tuple[str, ...] | None = Field(default=None, description="board servers: the GPU ids of its baseboards")
+    gpu_slots: int = Field(ge=1, le=16, description="GPUs one machine holds (a board server: its largest board)")
+    slot_lanes: tuple[int, ...] = Field(min_length=1, description="PCIe lanes each card gets with 1, 2, ... cards "
+                                                                 "installed (a consumer CPU splits x16 into x8/x8)")
+    pcie_gen: int = Field(ge=3, le=6, description="the platform's PCIe generation")
+    host_usd: float | None = Field(default=None, gt=0, description="one machine without its GPUs")
+    host_usd_per_gpu: float | None = Field(default=None, gt=0, description="board servers: the server around the "
+                                                                           "board, per GPU on it")
+    network: str | None = Field(default=None, description="catalog id of the cluster network it ships with, per GPU")
+    sources: tuple[Source, ...] = Field(min_length=1)
+    as_of: dt.date
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _lanes_per_slot(self) -> System:
+        if len(self.slot_lanes) != self.gpu_slots and self.kind != "board-server":
+            raise ValueError(f"slot_lanes lists {len(self.slot_lanes)} widths for {self.gpu_slots} GPU slots: give "
+                             "one per number of cards installed")
+        if any(lanes not in (1, 4, 8, 16) for lanes in self.slot_lanes):
+            raise ValueError("slot_lanes are PCIe widths: 1, 4, 8 or 16")
+        if (self.kind == "board-server") != (self.gpus is not None):
+            raise ValueError("gpus (the baseboard's modules) is given for a board-server, and only for it")
+        if (self.host_usd is None) == (self.host_usd_per_gpu is None):
+            raise ValueError("give host_usd (per machine) or host_usd_per_gpu (a board server), one of them")
+        return self
+
+    def host_cost_usd(self, gpus_in_machine: int) -> float:
+        """What one machine holding ``gpus_in_machine`` GPUs costs without them."""
+        return self.host_usd if self.host_usd is not None else (self.host_usd_per_gpu or 0.0) * gpus_in_machine
+
+    def lanes_with(self, cards: int) -> int:
+        """PCIe lanes each card gets with ``cards`` installed in one machine."""
+        return self.slot_lanes[min(cards, len(self.slot_lanes)) - 1]
 
 
 class Interconnect(_Record):

@@ -200,15 +200,6 @@ HOST_POWER_DESKTOP = Constant(200.0, "W per host", "Tim Dettmers / decision note
                               "and platform to the GPUs' draw (" + DECISION + ")")
 SERVER_POWER_OVERHEAD = Constant(0.30, "fraction of GPU TDP", "aiinframap: server wall power = GPU TDP x 1.3; an "
                                  "8x H100 node draws 10.2 kW (" + DECISION + ")")
-HOST_COST_DESKTOP = Constant(1000.0, "USD per host (up to 2 GPUs)", "decision notes worked example: RTX 4090 home box "
-                             "'$1,000 system share' (" + DECISION + ")")
-HOST_COST_WORKSTATION = Constant(4000.0, "USD per host (up to 4 GPUs)", "gpuwise assumption: a 4-slot workstation "
-                                 "(TRX/Xeon W board, 1,600 W PSU, 128 GB RAM) at about four desktop shares")
-HOST_COST_SERVER_PCIE = Constant(15000.0, "USD per 8-GPU PCIe server", "gpuwise assumption: dual-socket 4U GPU "
-                                 "server without accelerators, 2026 list prices of OEM barebones")
-HOST_COST_HGX_PER_GPU = Constant(350000 / 8 - 30000, "USD per SXM/OAM GPU", "technolynx 2026-05-07: an 8x H100 SXM "
-                                 "node costs 300,000-400,000 USD (midpoint 350,000) vs 30,000 per GPU (aiinframap): "
-                                 "the baseboard, NVSwitch, CPUs and NICs add 13,750 per GPU")
 RESIDUAL_DATACENTER = Constant(0.30, "of purchase price after 3 years", "v2-pseo via decision notes: H100 nodes "
                                "resell at 25-35% after 36 months; gpuwise decays it geometrically: 0.3^(years/3)")
 RESIDUAL_CONSUMER = Constant(0.50, "of purchase price after 5.5 years", "decision notes sec. 5: used RTX 3090s sell "

@@ -9,12 +9,14 @@ Every constant is in ``constants.py`` with its source. Worked check (decision no
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuwise.catalog import GPU, CloudOffer
+from gpuwise.catalog import GPU, CloudOffer, System
+from gpuwise.catalog.systems import SystemChoice, choose
 from gpuwise.estimate import constants as C
 from gpuwise.workload.flags import Flag
 
@@ -60,17 +62,17 @@ class BuyCost:
         return self.capex_usd + self.energy_usd + self.repairs_usd - self.residual_usd
 
 
-def host_cost(gpu: GPU, count: int) -> float:
-    """Host share for ``count`` cards: desktops hold 2, workstations 4, servers 8 (HGX/OAM boards per GPU)."""
-    if gpu.form_factor in ("sxm", "oam", "superchip"):
-        return C.HOST_COST_HGX_PER_GPU.value * count
-    if gpu.form_factor == "module":
-        return 0.0  # Jetson: the module is the computer
-    if gpu.segment == "consumer" and count <= 2:
-        return C.HOST_COST_DESKTOP.value
-    if count <= 4 and gpu.segment in ("consumer", "workstation"):
-        return C.HOST_COST_WORKSTATION.value
-    return C.HOST_COST_SERVER_PCIE.value * -(-count // 8)
+def host_cost(gpu: GPU, count: int, systems: Iterable[System]) -> float:
+    """The machines ``count`` cards go into, without the cards (catalog/systems.py picks them: a desktop holds 2,
+    a workstation 4, a server 8, an HGX/OAM node its board); 0 for a computer that is its own GPU (Jetson, Mac,
+    DGX Spark) or a card no system takes."""
+    chosen = choose(systems, gpu, count)
+    if isinstance(chosen, SystemChoice):
+        return chosen.host_usd
+    if chosen is None:
+        return 0.0
+    machines = -(-count // chosen.gpu_slots)  # a count that fills no whole board: the boards it needs
+    return chosen.host_cost_usd(chosen.gpu_slots) * machines
 
 
 def wall_kw(gpu: GPU, count: int) -> float:
@@ -88,17 +90,16 @@ def residual_fraction(gpu: GPU, years: float) -> float:
     return float(C.RESIDUAL_CONSUMER.value ** (years / 5.5))
 
 
-def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage, *, own_host: bool = False) -> BuyCost:
-    """Buying ``count`` cards at ``unit_price_usd``; ``own_host``: the cards go into a computer the user already has
-    (no host share for PCIe cards; an SXM/OAM board's server is part of buying the board)."""
+def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage, *, host_usd: float) -> BuyCost:
+    """Buying ``count`` cards at ``unit_price_usd`` into machines costing ``host_usd`` without them (0 for a
+    computer the user already owns; :func:`host_cost` for the catalog's systems)."""
     gpus = unit_price_usd * count
     kw = wall_kw(gpu, count)
     energy = kw * usage.pue * usage.hours * usage.usd_per_kwh
     rate = C.FAILURE_RATE_DATACENTER.value if gpu.segment == "datacenter" else C.FAILURE_RATE_CONSUMER.value
     repairs = count * rate * usage.years * C.REPAIR_COST.value * unit_price_usd
     residual = gpus * residual_fraction(gpu, usage.years)
-    owned = own_host and gpu.form_factor not in ("sxm", "oam", "superchip")
-    return BuyCost(gpus, 0.0 if owned else host_cost(gpu, count), energy, repairs, residual, kw)
+    return BuyCost(gpus, host_usd, energy, repairs, residual, kw)
 
 
 def rent_usd_per_hour(offer: CloudOffer, count: int) -> float:

@@ -126,7 +126,8 @@ def costs(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, catalog: Catal
         basis = f"rent {best.provider} {best.instance} ({best.as_of}, {best.tier}), the cheapest offer"
     elif gpu.price is not None and (gpu.price.street_usd or gpu.price.msrp_usd):
         usage = tco.Usage()
-        buy = tco.buy_cost(gpu, job.count, gpu.price.street_usd or gpu.price.msrp_usd or 0.0, usage)
+        buy = tco.buy_cost(gpu, job.count, gpu.price.street_usd or gpu.price.msrp_usd or 0.0, usage,
+                           host_usd=tco.host_cost(gpu, job.count, catalog.systems.values()))
         per_hour = tco.owned_usd_per_hour(buy, usage)
         basis = "owned: 3-year TCO spread over 8 h/day"
     else:

@@ -39,26 +39,32 @@ class Links:
         return inside
 
 
-def _card_path(gpu: GPU, catalog: Catalog) -> Interconnect:
+def _card_path(gpu: GPU, catalog: Catalog, slot_link: str | None = None) -> Interconnect:
     """PCIe peer-to-peer when the card supports it, else host memory (GeForce cards without P2P bounce every
-    transfer through the CPU)."""
+    transfer through the CPU); never faster than the slot's own link when the slot is narrower than the card."""
+    path = catalog.interconnects["host-memory"]
     if gpu.p2p and gpu.native_link in catalog.interconnects:
-        return catalog.interconnects[gpu.native_link]
-    return catalog.interconnects["host-memory"]
+        path = catalog.interconnects[gpu.native_link]
+    if slot_link is None:
+        return path
+    return min(path, catalog.interconnect(slot_link), key=lambda link: link.achieved_bytes_per_s)
 
 
-def intra_node_link(gpu: GPU, catalog: Catalog) -> Interconnect:
+def intra_node_link(gpu: GPU, catalog: Catalog, slot_link: str | None = None) -> Interconnect:
     """NVLink (or the card's scale-up fabric) when it has one in the catalog, else the card's PCIe path."""
     if gpu.scale_up_link and gpu.scale_up_link in catalog.interconnects:
         return catalog.interconnects[gpu.scale_up_link]
-    return _card_path(gpu, catalog)
+    return _card_path(gpu, catalog, slot_link)
 
 
-def links(gpu: GPU, catalog: Catalog, *, network: str | None, nodes: int) -> Links:
+DEFAULT_NETWORK = "ib-ndr"  # estimate and scale over several nodes when --network is not given (stated in output)
+
+
+def links(gpu: GPU, catalog: Catalog, *, network: str | None, nodes: int, slot_link: str | None = None) -> Links:
     inter = None
     if nodes > 1:
-        inter = catalog.interconnect(network or "ib-ndr")
-    return Links(intra_node_link(gpu, catalog), inter, _card_path(gpu, catalog))
+        inter = catalog.interconnect(network or DEFAULT_NETWORK)
+    return Links(intra_node_link(gpu, catalog, slot_link), inter, _card_path(gpu, catalog, slot_link))
 
 
 def all_reduce_s(size_bytes: float, ranks: int, link: Interconnect) -> float:

@@ -144,7 +144,7 @@ def _steps_per_update(job: TrainJob) -> int:
 def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, microbatches: int,
                    window_s: float) -> tuple[float, float]:
     """(exposed communication seconds, overlap slowdown seconds) of one optimizer step."""
-    link = links(gpu, catalog, network=job.network, nodes=job.nodes)
+    link = links(gpu, catalog, network=job.network, nodes=job.nodes, slot_link=job.slot_link)
     e = activation_bytes(job.precision)
     layers = arch.layers / job.pp
     tp_s = 0.0
@@ -273,7 +273,8 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
     sending the top-k copies of its own tokens' hidden states (``tokens`` is the replica's)."""
     if job.replica_gpus <= 1:
         return 0.0
-    link = links(gpu, catalog, network=job.network, nodes=job.nodes).for_group(job.replica_gpus, spans_nodes=False)
+    link = links(gpu, catalog, network=job.network, nodes=job.nodes, slot_link=job.slot_link).for_group(
+        job.replica_gpus, spans_nodes=False)
     size = tokens * arch.hidden * activation_bytes(job.weights)
     if job.ep > 1:
         moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts)

@@ -65,8 +65,9 @@ def tco_report(gpu: GPU, catalog: Catalog, purchase: Purchase, usage: cost.Usage
     count = purchase.count
     unit, basis = _unit_price(gpu, purchase.price_usd, purchase.used)
     years = max(1, round(usage.years))
-    buy = cost.buy_cost(gpu, count, unit, usage)
-    yearly = [cost.buy_cost(gpu, count, unit, usage.model_copy(update={"years": float(y)}))
+    host = cost.host_cost(gpu, count, catalog.systems.values())
+    buy = cost.buy_cost(gpu, count, unit, usage, host_usd=host)
+    yearly = [cost.buy_cost(gpu, count, unit, usage.model_copy(update={"years": float(y)}), host_usd=host)
               for y in range(1, years + 1)]
     by_year = tuple(b.tco_usd for b in yearly)
     cash = tuple(b.capex_usd + b.energy_usd + b.repairs_usd for b in yearly)

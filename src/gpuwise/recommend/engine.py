@@ -14,19 +14,18 @@ from dataclasses import dataclass, field
 
 from gpuwise import budget
 from gpuwise.catalog import FEATURES, GPU, Catalog, CloudOffer
-from gpuwise.estimate import constants as C
 from gpuwise.estimate import cost as tco
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.roofline import Calibration
-from gpuwise.recommend.evaluate import Fit, Rejection, evaluate
+from gpuwise.recommend.evaluate import Fit, Machines, Rejection, evaluate
+from gpuwise.recommend.placement import Placement, bought, rented
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import Pipeline
 from gpuwise.workload.image_job import ImageJob
-from gpuwise.workload.job import TrainJob
+from gpuwise.workload.job import InferJob, TrainJob
 
 COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
-SLOTS = {"desktop": 2, "workstation": 4, "server": 8}
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,7 @@ class Option:
     wall_kw: float
     why: str = ""
     warnings: tuple[str, ...] = ()
+    placement: Placement | None = None
 
     @property
     def throughput(self) -> float:
@@ -104,7 +104,8 @@ def card_rejection(gpu: GPU, request: Request) -> Rejection | None:
 
 
 def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None:
-    """Checks that apply when the cards are bought and installed: chassis, airflow, slots, power."""
+    """Cards that are not cards: a Jetson module or a unified-memory machine is a whole computer, one GPU; and an
+    SXM/OAM module needs a server. (Slots, boards, networks and power: recommend/placement.py.)"""
     c = request.constraints
     if gpu.form_factor == "module" and count > 1:
         return Rejection("count", "Jetson modules do not pool into one multi-GPU system", count)
@@ -113,32 +114,15 @@ def system_rejection(gpu: GPU, count: int, request: Request) -> Rejection | None
             gpu.vendor, "llama.cpp RPC over Ethernet")
         return Rejection("count", f"a unified-memory machine is one GPU; clustering several ({way}) is not modelled",
                          count)
-    if gpu.form_factor == "soc" and c.chassis is not None:
-        return Rejection("chassis", f"{gpu.id} is a whole computer, not a card for a {c.chassis}")
-    if gpu.form_factor == "module" and c.chassis is not None:
-        return Rejection("chassis", "a Jetson module is a standalone embedded computer, not a card for a "
-                                    f"{c.chassis}")
+    if gpu.form_factor in ("soc", "module") and c.chassis is not None:
+        what = "a Jetson module is a standalone embedded computer" if gpu.form_factor == "module" else (
+            f"{gpu.id} is a whole computer")
+        return Rejection("chassis", f"{what}, not a card for a {c.chassis}")
     if gpu.form_factor in ("sxm", "oam", "superchip") and c.chassis in ("desktop", "workstation"):
         board = "an HGX baseboard" if gpu.form_factor == "sxm" else "an OAM/superchip server"
         return Rejection("chassis", f"{gpu.form_factor.upper()} module needs {board} (server chassis)")
-    if gpu.board_gpus and not any(count % board == 0 for board in gpu.board_gpus):
-        sizes = " or ".join(str(b) for b in gpu.board_gpus)
-        return Rejection("count", f"{gpu.form_factor.upper()} modules are sold on {sizes}-GPU baseboards: buy "
-                                  f"{' or '.join(str(b * -(-count // b)) for b in gpu.board_gpus)}, or rent", 2.0)
     if gpu.cooling == "passive" and gpu.form_factor == "pcie" and c.chassis in ("desktop", "workstation"):
         return Rejection("chassis", "passive data-center card needs server airflow")
-    if c.chassis is not None:
-        nodes = -(-count // SLOTS[c.chassis])
-        if c.chassis != "server" and nodes > 1:
-            return Rejection("chassis", f"{count} cards exceed the {SLOTS[c.chassis]} slots of a {c.chassis}",
-                             count / SLOTS[c.chassis])
-        if c.max_nodes is not None and nodes > c.max_nodes:
-            return Rejection("count", f"needs {nodes} nodes > {c.max_nodes}", nodes / c.max_nodes)
-    if c.psu_watts is not None:
-        draw = (count * gpu.tdp_w + C.HOST_POWER_DESKTOP.value) * C.PSU_HEADROOM.value
-        if draw > c.psu_watts:
-            return Rejection("power", f"{count} x {gpu.tdp_w:,.0f} W + host, with {C.PSU_HEADROOM.value - 1:.0%} "
-                                      f"transient headroom, exceeds the {c.psu_watts:,.0f} W PSU", draw / c.psu_watts)
     return None
 
 
@@ -159,12 +143,9 @@ def _acquisitions(gpu: GPU, catalog: Catalog, request: Request) -> list[tuple[st
 
 
 def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudOffer | None, fit: Fit,
-            request: Request) -> Option | Rejected:
+            request: Request, place: Placement) -> Option | Rejected:
     usage = request.usage
     if offer is not None:
-        if count % offer.gpus:
-            return Rejected(gpu.id, count, label, "offer", f"the instance has {offer.gpus} GPUs; {count} is not a "
-                                                           "multiple")
         per_hour = tco.rent_usd_per_hour(offer, count)
         total = tco.rent_cost(offer, count, usage)
         kw = tco.wall_kw(gpu, count)
@@ -176,7 +157,7 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         capex = None
     else:
         assert price is not None
-        buy = tco.buy_cost(gpu, count, price, usage, own_host=request.constraints.own_host)
+        buy = tco.buy_cost(gpu, count, price, usage, host_usd=place.host_usd)
         if request.budget_usd is not None and buy.capex_usd > request.budget_usd:
             what = "cards + host" if buy.host_usd else "cards; your own host"
             return Rejected(gpu.id, count, label, "budget", f"purchase {buy.capex_usd:,.0f} USD ({what}) > "
@@ -185,7 +166,7 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
     return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
-                  warnings=_warnings(gpu, count, label) + fit.notes)
+                  warnings=_warnings(gpu, count, label) + fit.notes, placement=place)
 
 
 def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:
@@ -237,41 +218,66 @@ def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Archi
     return options, rejected
 
 
+_MORE_CANNOT_HELP = frozenset({"network", "chassis", "power"})  # more cards only make these worse
+
+
 def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | None]], request: Request,
                      catalog: Catalog, archs: dict[str, Architecture | Pipeline], *, stop_at_first: bool,
                      calibration: Calibration | None = None) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []
     open_ways = list(ways)
+    evaluated: dict[tuple[int, Machines], Fit | Rejection] = {}
     for count in candidate_counts(request):
         if not open_ways:
             break
-        outcome = evaluate(archs, request.workloads, gpu, catalog, count, calibration)
         still_open = []
         for label, price, offer in open_ways:
+            outcome = _place_and_evaluate(gpu, count, offer, request, catalog, archs, calibration, evaluated)
             if isinstance(outcome, Rejection):
                 rejected.append(Rejected(gpu.id, count, label, outcome.code, outcome.reason, outcome.gap))
-                still_open.append((label, price, offer))
-                continue
-            system = system_rejection(gpu, count, request) if offer is None else (
-                system_rejection(gpu, count, request) if gpu.form_factor == "module" else None)
-            if system is not None:
-                rejected.append(Rejected(gpu.id, count, label, system.code, system.reason, system.gap))
-                if system.code == "count" and gpu.board_gpus:
-                    still_open.append((label, price, offer))  # a count that fills whole boards may follow
-                continue  # otherwise more cards only make the system problem worse
-            made = _option(gpu, count, label, price, offer, outcome, request)
-            if isinstance(made, Rejected):
-                if made.code == "offer":  # this count does not fill whole instances: try the next count
+                if outcome.code not in _MORE_CANNOT_HELP:
                     still_open.append((label, price, offer))
-                else:
-                    rejected.append(made)
+                continue
+            fit, place = outcome
+            made = _option(gpu, count, label, price, offer, fit, request, place)
+            if isinstance(made, Rejected):
+                rejected.append(made)
                 continue
             options.append(made)
             if not stop_at_first and count < 8:
                 still_open.append((label, price, offer))
         open_ways = still_open
     return options, rejected
+
+
+def _place_and_evaluate(gpu: GPU, count: int, offer: CloudOffer | None, request: Request, catalog: Catalog,
+                        archs: dict[str, Architecture | Pipeline], calibration: Calibration | None,
+                        evaluated: dict[tuple[int, Machines], Fit | Rejection]) -> tuple[Fit, Placement] | Rejection:
+    """Where ``count`` cards sit for this way of getting them, then every workload on them (each distinct set of
+    machines evaluated once per card)."""
+    problem = system_rejection(gpu, count, request)
+    if problem is not None:
+        return problem
+    talks = any(w.task == "train" for w in request.workloads)
+    if offer is not None:
+        place = rented(gpu, offer, count, catalog, talks=talks)
+    else:
+        place = bought(gpu, count, request, catalog, network=named_network(request), talks=talks)
+    if isinstance(place, Rejection):
+        return place
+    machines = Machines(place.machines, place.gpus_per_machine, place.network, place.slot_link)
+    key = (count, machines)
+    if key not in evaluated:
+        evaluated[key] = evaluate(archs, request.workloads, gpu, catalog, count, calibration, machines)
+    fit = evaluated[key]
+    return fit if isinstance(fit, Rejection) else (fit, place)
+
+
+def named_network(request: Request) -> str | None:
+    """The cluster network the user named for a workload (--network), used between bought machines."""
+    return next((w.job.network for w in request.workloads if isinstance(w.job, (TrainJob, InferJob))
+                 and w.job.network), None)
 
 
 def best_per_gpu_and_way(options: Iterable[Option], key: object) -> list[Option]:

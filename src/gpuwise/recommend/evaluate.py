@@ -67,11 +67,33 @@ def _too_big(memory: MemoryEstimate, tp: int | None = None) -> Rejection:
                                f"{memory.capacity_bytes / GIB:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
 
 
+@dataclass(frozen=True)
+class Machines:
+    """How the GPUs of an option sit, as far as the estimate needs it (recommend/placement.py decides)."""
+
+    nodes: int = 1
+    gpus_per_node: int = GPUS_PER_NODE
+    network: str | None = None
+    slot_link: str | None = None
+
+    def place(self, job: TrainJob | InferJob) -> TrainJob | InferJob:
+        """The job's links set to these machines' (an explicit --network of the user's is kept when none is known)."""
+        changes: dict[str, object] = {"slot_link": self.slot_link}
+        if self.network is not None:
+            changes["network"] = self.network
+        return job.updated(**changes) if any(v is not None for v in changes.values()) else job
+
+
+def _default_machines(count: int) -> Machines:
+    return Machines(nodes=max(1, math.ceil(count / GPUS_PER_NODE)))
+
+
 def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
-           calibration: Calibration | None) -> Fit | Rejection:
+           calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
     template = workload.job
     assert isinstance(template, TrainJob)
-    job = template.with_gpus(count, max(1, math.ceil(count / GPUS_PER_NODE)))
+    job = machines.place(template.with_gpus(count, machines.nodes))
+    assert isinstance(job, TrainJob)
     result = estimate(arch, job, gpu, catalog, calibration=calibration)
     notes: list[str] = []
     for changes, note in _free_knobs(arch, template, job, gpu):
@@ -197,15 +219,16 @@ def _batch_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: G
 
 
 def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
-           calibration: Calibration | None) -> Fit | Rejection:
+           calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
     template = workload.job
     assert isinstance(template, InferJob)
     serve = _one_user if workload.min_tokens_per_s is not None else _serve_as
     formats = _free_formats(arch, template, gpu)
     first: Fit | Rejection | None = None
     for fmt, note in formats:
-        job = template if fmt is None else template.updated(quant=fmt)
-        outcome = serve(arch, workload, job, gpu, catalog, count, calibration)
+        job = machines.place(template if fmt is None else template.updated(quant=fmt))
+        assert isinstance(job, InferJob)
+        outcome = serve(arch, workload, job, gpu, catalog, count, calibration, machines.gpus_per_node)
         if isinstance(outcome, Fit):
             chosen = {"quant": job.for_checkpoint(arch.checkpoint).weights, "engine": job.engine, "tp": outcome.tp,
                       "kv_dtype": job.kv_dtype}
@@ -244,11 +267,12 @@ def _free_formats(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str
 
 
 def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
-              calibration: Calibration | None) -> Fit | Rejection:
-    """``count`` GPUs serving ``template`` as replicas of the smallest tensor-parallel degree that holds it."""
+              calibration: Calibration | None, per_machine: int) -> Fit | Rejection:
+    """``count`` GPUs serving ``template`` as replicas of the smallest tensor-parallel degree that holds it, each
+    replica inside one machine of ``per_machine`` GPUs."""
     first: Rejection | None = None
     for tp in (1, 2, 4, 8):
-        if tp > count or count % tp or not tp_divides(arch, tp):
+        if tp > min(count, per_machine) or count % tp or not tp_divides(arch, tp):
             continue
         job = template.updated(tp=tp, count=tp)
         serve_one = _replica if arch.decoder_layers else _batch_replica
@@ -269,11 +293,12 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
         return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
                    p99_ms=latency * 1e3 if math.isfinite(latency) else None,
                    output_tokens_per_s=total * template.output_len if arch.decoder_layers else None)
-    return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree")
+    inside = f" inside one machine of {per_machine}" if per_machine < count else ""
+    return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree{inside}")
 
 
 def _one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
-              calibration: Calibration | None) -> Fit | Rejection:
+              calibration: Calibration | None, per_machine: int) -> Fit | Rejection:
     """One stream on one copy of the model split over all ``count`` cards (tensor parallel): its decode speed at the
     job's context against --min-tokens-per-s. More cards than one copy needs serve no single user faster here."""
     if not tp_divides(arch, count):
@@ -327,8 +352,10 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
 
 
 def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workload, ...], gpu: GPU, catalog: Catalog,
-             count: int, calibration: Calibration | None = None) -> Fit | Rejection:
-    """Every workload on ``count`` x ``gpu``; the first rejection wins, else the combined figures."""
+             count: int, calibration: Calibration | None = None, machines: Machines | None = None) -> Fit | Rejection:
+    """Every workload on ``count`` x ``gpu`` in ``machines`` (default: nodes of 8 over InfiniBand); the first
+    rejection wins, else the combined figures."""
+    machines = machines or _default_machines(count)
     hours, high = 0.0, 0.0
     fits: list[Fit] = []
     for workload in workloads:
@@ -338,7 +365,7 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
                 outcome = _images(model, workload, gpu, catalog, count)
             else:
                 run = _train if workload.task == "train" else _serve
-                outcome = run(model, workload, gpu, catalog, count, calibration)
+                outcome = run(model, workload, gpu, catalog, count, calibration, machines)
         except GpuwiseError as exc:  # e.g. a count that does not divide into the requested TP x PP
             return Rejection("count", str(exc))
         if isinstance(outcome, Rejection):

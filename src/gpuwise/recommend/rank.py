@@ -60,6 +60,8 @@ def pareto_front(options: list[Option]) -> list[Option]:
 def _why(option: Option, rank: int, best: Option | None, request: Request, capacity_gib: float) -> str:
     u = request.usage
     parts = [f"{option.fit.per_gpu_bytes / 2**30:,.1f} of {capacity_gib:,.0f} GiB per GPU"]
+    if option.placement is not None:
+        parts.append(_machines_text(option))
     if option.fit.job_hours is not None:
         high = option.fit.job_hours_high or option.fit.job_hours
         parts.append(f"{option.fit.job_hours:,.1f} h per job (up to {high:,.1f} h at the slow end of the measured "
@@ -81,6 +83,20 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     return "; ".join([lead, *parts])
 
 
+def _machines_text(option: Option) -> str:
+    """'2 HGX nodes of 8 (nvlink4 inside, ib-ndr between)', '1 desktop (pcie4-x8 per card)'."""
+    p = option.placement
+    assert p is not None
+    where = f"{p.machines} x {p.name}" if p.name.startswith("rent ") else p.label
+    links = [f"{p.interconnect} inside"] if option.count > 1 else []
+    if p.network:
+        links.append(f"{p.network} between")
+    if p.slot_link:
+        links.append(f"{p.slot_link} per card")
+    per = f" of {p.gpus_per_machine}" if p.machines > 1 else ""
+    return f"{where}{per}" + (f" ({', '.join(links)})" if links else "")
+
+
 def _nearest(rejected: list[Rejected]) -> tuple[Rejected, ...]:
     """When nothing qualifies: the rejections closest to acceptable, one per GPU type."""
     best: dict[str, Rejected] = {}
@@ -94,8 +110,11 @@ def _assumptions(request: Request) -> tuple[str, ...]:
     u = request.usage
     jobs = [f"{w.tokens:,.0f} tokens of {w.model}" for w in request.workloads if w.task == "train"]
     return (
-        "training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero) over nodes of 8; serving uses "
-        "the smallest TP that fits, then replicas, each planned at its P99 SLO or, with none, at 80% of saturation",
+        "training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero); bought cards go into the "
+        "catalog's systems (desktop 2 cards, workstation 4, server 8, HGX/OAM nodes their board), several machines "
+        "only over a cluster network the system ships with, the offer documents or --network names; serving uses "
+        "the smallest TP that fits inside one machine, then replicas, each planned at its P99 SLO or, with none, at "
+        "80% of saturation",
         *([f"one training job is {', '.join(jobs)} (--tokens)"] if jobs else []),
         "buying: cards + host share + energy (GPUs at 70% of TDP + host) x PUE + expected repairs - residual value; "
         "renting: the offer's hourly list price (storage and egress not included)",

@@ -24,9 +24,19 @@ def option_json(o: Option) -> dict[str, Any]:
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
         "usd_per_hour": round(o.usd_per_hour, 4),
         "usd_per_mtok": round(o.usd_per_mtok, 4) if o.usd_per_mtok is not None else None,
-        "settings": [dict(s) for s in o.fit.settings],
+        "settings": [dict(s) for s in o.fit.settings], **_placement_json(o),
         "capex_usd": o.capex_usd, "wall_kw": round(o.wall_kw, 3), "why": o.why, "warnings": list(o.warnings),
     }
+
+
+def _placement_json(o: Option) -> dict[str, Any]:
+    """Where the GPUs sit: the system (catalog id, or the cloud instance), how many machines, the links."""
+    p = o.placement
+    if p is None:
+        return {"system": None, "instances": None, "gpus_per_node": None, "interconnect": None, "network": None}
+    return {"system": p.system, "instances": p.machines, "gpus_per_node": p.gpus_per_machine,
+            "interconnect": p.interconnect, "network": p.network, "slot_link": p.slot_link,
+            "host_usd": round(p.host_usd, 2)}
 
 
 def rejected_json(r: Rejected) -> dict[str, Any]:
@@ -60,12 +70,14 @@ def _groups(rejected: tuple[Rejected, ...]) -> list[tuple[str, int, list[str]]]:
     return out
 
 
-def _way(acquisition: str) -> str:
-    """The acquisition in a few characters for the table ('rent:vast-ai:marketplace:RTX 3090 ...' -> 'rent vast-ai');
-    the full offer is in the reason line, --json and --report."""
-    if acquisition.startswith("rent:"):
-        return "rent " + acquisition.split(":")[1]
-    return {"buy-new": "buy new", "buy-used": "buy used"}.get(acquisition, acquisition)
+def _way(o: Option, *, machines: bool = True) -> str:
+    """The acquisition and the machines in a few characters for the table ('buy new, 2 HGX nodes', 'rent aws x2':
+    two instances); ``machines`` False leaves them to the reason line. The full offer is in --json and --report."""
+    count = o.placement.machines if o.placement else 1
+    if o.acquisition.startswith("rent:"):
+        return "rent " + o.acquisition.split(":")[1] + (f" x{count}" if count > 1 and machines else "")
+    way = {"buy-new": "buy new", "buy-used": "buy used"}.get(o.acquisition, o.acquisition)
+    return f"{way}, {o.placement.label}" if o.placement and machines else way
 
 
 def _time_text(o: Option, *, short: bool = False) -> str:
@@ -102,28 +114,44 @@ def _usd(value: float | None) -> str:
     return f"{value:,.0f}"
 
 
+TABLE_COLUMNS = 80  # the table fits a default terminal; what does not fit is in the reason line and --json
+
+
+def _rows(shown: tuple[Option, ...] | list[Option], *, machines: bool) -> list[tuple[str, ...]]:
+    return [(str(i), f"{o.count} x {o.gpu}", _way(o, machines=machines), f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
+             _time_text(o, short=True), _usd(o.cost_per_job_usd),
+             f"{o.usd_per_mtok:,.3f}" if o.usd_per_mtok is not None else "—", _usd(o.tco_usd))
+            for i, o in enumerate(shown, 1)]
+
+
+def _options_table(rec: Recommendation, table: Table) -> Table:
+    """The ranked options: every column as wide as its widest cell (ids are never cut); the machines each option
+    needs are in the way column while the table still fits 80 columns, else only in the reason line."""
+    shown = rec.options[: rec.request.top]
+    timed = any(o.fit.job_hours is not None for o in shown)
+    headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "$/Mtok", "TCO $")
+    for machines in (True, False):
+        rows = _rows(shown, machines=machines)
+        keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
+        if 5 in keep and 6 in keep:  # training and serving together: one cost column, the one ranked by if either
+            keep.remove(5 if rec.request.objective == "usd-per-mtok" else 6)
+        widths = [max(len(headers[j]), *(len(r[j]) for r in rows)) for j in keep]
+        if sum(widths) + len(widths) + 1 <= TABLE_COLUMNS:
+            break
+    for j, widest in zip(keep, widths, strict=True):
+        table.add_column(headers[j], justify="left" if j in (1, 2) else "right", no_wrap=True, min_width=widest)
+    for row in rows:
+        table.add_row(*(row[j] for j in keep))
+    return table
+
+
 def recommendation_view(rec: Recommendation) -> Group:
     """The ranked table (80 columns: ids never cut; USD/h, kW and the full offer are in --json and --report)."""
     parts: list[Any] = []
     if rec.options:
         table = Table(title=f"best ways to run it, by {rec.request.objective}", title_justify="left",
                       box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
-        shown = rec.options[: rec.request.top]
-        rows = [(str(i), f"{o.count} x {o.gpu}", _way(o.acquisition), f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
-                 _time_text(o, short=True), _usd(o.cost_per_job_usd),
-                 f"{o.usd_per_mtok:,.3f}" if o.usd_per_mtok is not None else "—", _usd(o.tco_usd))
-                for i, o in enumerate(shown, 1)]
-        timed = any(o.fit.job_hours is not None for o in shown)
-        headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "$/Mtok", "TCO $")
-        keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
-        if 5 in keep and 6 in keep:  # training and serving together: one cost column, the one ranked by if either
-            keep.remove(5 if rec.request.objective == "usd-per-mtok" else 6)
-        for j in keep:
-            widest = max(len(headers[j]), *(len(r[j]) for r in rows))  # no column is cut: each keeps its widest cell
-            table.add_column(headers[j], justify="left" if j in (1, 2) else "right", no_wrap=True, min_width=widest)
-        for row in rows:
-            table.add_row(*(row[j] for j in keep))
-        parts.append(table)
+        parts.append(_options_table(rec, table))
         winner = rec.options[0]
         parts.append(f"[bold]why #1:[/bold] {winner.why}")
         for note in winner.warnings:

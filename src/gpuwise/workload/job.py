@@ -63,6 +63,10 @@ class _Job(BaseModel):
     network: Annotated[str | None, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9.-]*$"),
                        Flag(_ALL, HARDWARE, refused=_NO_NODES)] = (
         Field(default=None, description="catalog id of the link between nodes: ib-ndr, ib-hdr, eth-400g ..."))
+    slot_link: Annotated[str | None, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9.-]*$"),
+                         Flag(_ALL, HARDWARE, refused=_NO_NODES)] = Field(
+        default=None, description="catalog id of the PCIe link each card's slot gives it, when narrower than the "
+                                  "card's own: pcie4-x8 for two cards on one consumer CPU's 16 lanes")
     tp: Annotated[int, Field(ge=1, le=1024), Flag(_ALL, HARDWARE, refused={("recommend", "infer"): TP_CHOSEN})] = (
         Field(default=1, description="tensor-parallel degree"))
     batch: Annotated[int, Field(ge=1, le=1_000_000), Flag(_ALL, HARDWARE, refused={("serve-sim", "infer"): (

@@ -1,0 +1,129 @@
+"""Where an option's GPUs sit: the machines of a catalog system (bought) or cloud instances (rented), the link
+between the GPUs in one machine and the network between machines.
+
+Bought cards go into the smallest system in the catalog (``systems.yaml``) that takes the card and holds them all,
+else into several of the largest; SXM/OAM modules go only on their own baseboards (``GPU.board_gpus``). Several
+machines need a cluster network: the one the system ships with, the one the user names for the workload
+(``--network``), or for rented instances the one the offer documents. Without one an option stays one machine
+when its workloads talk across GPUs; serving replicas are independent and need none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog import GPU, Catalog, CloudOffer, System
+from gpuwise.catalog.systems import ALL_KINDS, SystemChoice, choose
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.parallel import intra_node_link
+from gpuwise.recommend.evaluate import Rejection
+from gpuwise.recommend.request import Request
+
+_CHASSIS_KINDS = {"desktop": ("desktop",), "workstation": ("workstation",), "server": ("pcie-server", "board-server")}
+_SHORT = {"desktop": "desktop", "workstation": "workstation", "pcie-server": "server", "board-server": "node"}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """``machines`` x ``gpus_per_machine`` GPUs in one system type or cloud instance type."""
+
+    system: str  # catalog system id, "computer" for a machine that is its own GPU, or the cloud instance name
+    name: str
+    machines: int
+    gpus_per_machine: int
+    interconnect: str  # catalog id of the link between GPUs in one machine
+    network: str | None  # catalog id of the network between machines; None: one machine
+    slot_link: str | None = None  # the PCIe link each card's slot gives it, when narrower than the card's own
+    host_usd: float = 0.0  # the machines without their GPUs (0 for rent, a whole computer or your own host)
+
+    @property
+    def label(self) -> str:
+        """Short, for the table: "1 HGX node", "2 desktops", "2 x p5.48xlarge"."""
+        if self.system == "computer":
+            return "1 computer"
+        if self.name.startswith("rent "):
+            return f"{self.machines} x {self.name.removeprefix('rent ')}"
+        noun = self.name
+        return f"{self.machines} {noun}{'s' if self.machines > 1 else ''}"
+
+
+def _short_name(system: System) -> str:
+    if system.kind == "board-server":
+        return "OAM node" if "oam" in system.form_factors else "HGX node"
+    return _SHORT[system.kind]
+
+
+def _slot_link(system: System, gpu: GPU, per_machine: int, catalog: Catalog) -> str | None:
+    if gpu.pcie_gen is None or gpu.pcie_lanes is None:
+        return None
+    gen, lanes = min(gpu.pcie_gen, system.pcie_gen), min(gpu.pcie_lanes, system.lanes_with(per_machine))
+    link = f"pcie{gen}-x{lanes}"
+    return link if link != gpu.native_link and link in catalog.interconnects else None
+
+
+def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network: str | None,
+           talks: bool) -> Placement | Rejection:
+    """The machines ``count`` bought ``gpu`` need; ``network`` the user named, ``talks`` whether the workloads
+    communicate across GPUs (training, a serving replica larger than one machine)."""
+    c = request.constraints
+    if gpu.form_factor in ("soc", "module"):
+        return Placement("computer", gpu.name, 1, 1, intra_node_link(gpu, catalog).id, None)
+    kinds = _CHASSIS_KINDS.get(c.chassis or "", ALL_KINDS)
+    chosen = choose(catalog.systems.values(), gpu, count, kinds)
+    if chosen is None:
+        where = f" as a {c.chassis}" if c.chassis else ""
+        return Rejection("chassis", f"no system in the catalog takes {gpu.form_factor.upper()} {gpu.id}{where}"
+                                    + ("; rent it" if gpu.form_factor == "superchip" else ""))
+    if not isinstance(chosen, SystemChoice):
+        return _uneven(chosen, gpu, count)
+    system, machines, per_machine = chosen.system, chosen.machines, chosen.gpus_per_machine
+    if c.own_host and machines > 1:
+        return Rejection("chassis", f"{count} cards need {machines} machines; your own {_short_name(system)} "
+                                    f"holds {system.gpu_slots}", machines)
+    link = system.network or network
+    if machines > 1 and link is None and talks:
+        return Rejection("network", f"{count} GPUs need {machines} {_short_name(system)}s and the catalog knows no "
+                                    "cluster network between them: name one with --network (eth-100g, ib-ndr ...)",
+                         machines)
+    if c.max_nodes is not None and machines > c.max_nodes:
+        return Rejection("count", f"needs {machines} machines > {c.max_nodes}", machines / c.max_nodes)
+    power = _psu_rejection(gpu, per_machine, request)
+    if power is not None:
+        return power
+    slot = _slot_link(system, gpu, per_machine, catalog)
+    host = 0.0 if c.own_host and system.kind != "board-server" else chosen.host_usd
+    return Placement(system.id, _short_name(system), machines, per_machine,
+                     intra_node_link(gpu, catalog, slot).id, link if machines > 1 else None, slot, host)
+
+
+def _uneven(system: System, gpu: GPU, count: int) -> Rejection:
+    boards = gpu.board_gpus or (system.gpu_slots,)
+    sizes = " or ".join(str(b) for b in boards)
+    more = " or ".join(str(b * -(-count // b)) for b in boards)
+    return Rejection("count", f"{gpu.form_factor.upper()} modules are sold on {sizes}-GPU baseboards: buy {more}, "
+                              "or rent", 2.0)
+
+
+def _psu_rejection(gpu: GPU, per_machine: int, request: Request) -> Rejection | None:
+    psu = request.constraints.psu_watts
+    if psu is None:
+        return None
+    draw = (per_machine * gpu.tdp_w + C.HOST_POWER_DESKTOP.value) * C.PSU_HEADROOM.value
+    if draw <= psu:
+        return None
+    return Rejection("power", f"{per_machine} x {gpu.tdp_w:,.0f} W + host, with {C.PSU_HEADROOM.value - 1:.0%} "
+                              f"transient headroom, exceeds the {psu:,.0f} W PSU", draw / psu)
+
+
+def rented(gpu: GPU, offer: CloudOffer, count: int, catalog: Catalog, *, talks: bool) -> Placement | Rejection:
+    """``count`` GPUs as whole instances of ``offer``; several only over the offer's documented network."""
+    if count % offer.gpus:
+        return Rejection("offer", f"the instance has {offer.gpus} GPUs; {count} is not a multiple")
+    instances = count // offer.gpus
+    if instances > 1 and offer.network is None and talks:
+        return Rejection("network", f"{offer.instance} is one machine of {offer.gpus} GPU(s) with no documented "
+                                    f"cluster network: a job over {instances} of them has no fabric to run on",
+                         instances)
+    link = offer.interconnect or intra_node_link(gpu, catalog).id
+    return Placement(offer.instance, f"rent {offer.instance}", instances, offer.gpus, link,
+                     offer.network if instances > 1 else None)

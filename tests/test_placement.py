@@ -1,0 +1,113 @@
+"""Options are systems that exist (issue 14): bought cards sit in the catalog's machines, rented ones in whole
+instances, and several machines talk only over a network the system, the offer or the user names."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog import Catalog
+from gpuwise.recommend.engine import Option
+from gpuwise.recommend.placement import Placement, bought
+from gpuwise.recommend.rank import recommend
+from gpuwise.recommend.request import parse_request
+from gpuwise.report.recommend import option_json
+
+
+def _options(catalog: Catalog, **request: object) -> list[Option]:
+    return list(recommend(parse_request({"top": 200, **request}), catalog).options)
+
+
+def _train(model: str = "llama-3.1-8b", **options: object) -> dict[str, object]:
+    return {"model": model, "task": "train", "options": {"method": "lora", "ckpt": "full", **options}}
+
+
+def test_every_system_is_sourced_and_names_known_links(shipped: Catalog) -> None:
+    assert {"desktop", "workstation", "pcie-server", "hgx-ndr"} <= set(shipped.systems)
+    for system in shipped.systems.values():
+        assert system.sources and system.as_of
+        assert system.network is None or system.network in shipped.interconnects
+
+
+def test_a_consumer_board_splits_its_16_graphics_lanes_over_two_cards(shipped: Catalog) -> None:
+    """AM5's I/O die gives graphics 16 PCIe 5.0 lanes; with both x16 slots in use each runs x8 (the sources of the
+    desktop record). An RTX 4090 is a PCIe 4.0 x16 card, so two of them get pcie4-x8 each."""
+    desktop = shipped.systems["desktop"]
+    assert desktop.lanes_with(1) == 16 and desktop.lanes_with(2) == 8
+    request = parse_request({"workloads": [_train()]})
+    two = bought(shipped.gpus["rtx-4090"], 2, request, shipped, network=None, talks=True)
+    assert isinstance(two, Placement)
+    assert two.system == "desktop" and two.slot_link == "pcie4-x8" and two.host_usd == 1000
+    one = bought(shipped.gpus["rtx-4090"], 1, request, shipped, network=None, talks=True)
+    assert isinstance(one, Placement) and one.slot_link is None  # one card keeps its x16
+
+
+def test_a_narrower_slot_slows_data_parallel_training(shipped: Catalog) -> None:
+    """An RTX 6000 Ada has PCIe P2P and no NVLink: its gradient all-reduce runs at the PCIe link, so x8 (13 GB/s
+    achieved) is slower than x16 (24 GB/s) for the same job."""
+    from gpuwise.estimate.estimate import estimate
+    from gpuwise.workload.job import TrainJob
+    from gpuwise.workload.resolve import resolve_model
+
+    arch, card = resolve_model("qwen2.5-1.5b"), shipped.gpus["rtx-6000-ada"]
+    job = TrainJob(method="full", count=2, zero=0, batch=1, seq=1024)
+    wide, narrow = (estimate(arch, job.updated(slot_link=link), card, shipped).perf for link in (None, "pcie4-x8"))
+    assert wide is not None and narrow is not None
+    assert narrow.tokens_per_s < wide.tokens_per_s  # type: ignore[union-attr]
+
+
+def test_bought_cards_span_machines_only_over_a_named_network(shipped: Catalog) -> None:
+    """Eight 4090s fill one 8-GPU server; a 70B LoRA needs 16 (18.8 GiB per card), two servers, and the catalog's
+    PCIe servers ship with no cluster network: without one the option is refused, with one named it runs at the
+    pace of the slowest hop, never faster per GPU than one machine."""
+    job = _train("llama-3.1-70b")
+    plain = recommend(parse_request({"workloads": [job], "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]}),
+                      shipped)
+    assert not plain.options
+    assert any(r.code == "network" and r.count == 16 for r in plain.rejected)
+    named = _options(shipped, workloads=[{**job, "options": {**job["options"], "network": "eth-100g"}}],  # type: ignore[dict-item]
+                     gpus=["rtx-4090"], acquisitions=["buy-new"])
+    assert named and named[0].placement is not None
+    assert named[0].placement.machines >= 2 and named[0].placement.network == "eth-100g"
+
+
+def test_hgx_nodes_ship_with_their_infiniband(shipped: Catalog) -> None:
+    """DGX/HGX H100 nodes: eight single-port ConnectX-7 at 400 Gb/s for eight GPUs (DGX BasePOD reference), i.e.
+    InfiniBand NDR per GPU, 400 / 8 = 50 GB/s per direction."""
+    assert shipped.interconnects["ib-ndr"].nominal_gb_s == 400 / 8
+    options = _options(shipped, workloads=[{**_train("llama-3.1-70b", method="full"), "tokens": 1e9}],
+                       gpus=["h100-sxm-80gb"], acquisitions=["buy-new"])
+    multi = [o for o in options if o.count > 8]
+    assert multi
+    for option in multi:
+        fields = option_json(option)
+        assert fields["system"] == "hgx-ndr" and fields["network"] == "ib-ndr"
+        assert fields["gpus_per_node"] == 8 and fields["instances"] == option.count // 8
+        assert fields["interconnect"] == "nvlink4"
+
+
+def test_one_gpu_rentals_do_not_make_a_training_cluster(shipped: Catalog) -> None:
+    """A marketplace pod is one machine; several have no fabric between them, so a 70B full fine-tune (more than
+    one 8-GPU machine holds) is refused there, while 8-GPU instances with a documented network (EFA, InfiniBand)
+    run it."""
+    rec = recommend(parse_request({"workloads": [_train("llama-3.1-70b", method="full")], "gpus": ["h100-sxm-80gb"],
+                                   "acquisitions": ["rent"], "top": 50}), shipped)
+    assert all(o.count == 1 or o.placement is None or o.placement.machines == 1 or o.placement.network
+               for o in rec.options)
+    single = [r for r in rec.rejected if r.code == "network"]
+    assert single and all(r.acquisition.split(":")[1] in ("runpod", "vast-ai", "lambda", "nebius", "azure", "gcp")
+                          for r in single)
+    assert any(o.placement is not None and o.placement.network for o in rec.options)
+
+
+def test_serving_replicas_need_no_network(shipped: Catalog) -> None:
+    """Replicas behind a load balancer are independent servers: many 1-GPU pods can serve one model."""
+    options = _options(shipped, workloads=[{"model": "llama-3.1-8b", "task": "infer", "qps": 40}],
+                       gpus=["rtx-4090"], acquisitions=["rent"])
+    assert any(o.count > 1 and o.placement is not None and o.placement.gpus_per_machine == 1 for o in options)
+
+
+@pytest.mark.parametrize(("offer", "per_gpu_gbit"), [("aws-p5-48xlarge", 400), ("aws-p4d-24xlarge", 50)])
+def test_efa_per_gpu_is_the_instance_bandwidth_over_its_gpus(shipped: Catalog, offer: str, per_gpu_gbit: int) -> None:
+    """AWS: P5 has 3,200 Gb/s of EFA for 8 GPUs, P4d 400 Gb/s for 8 (the instance pages)."""
+    network = shipped.interconnects[shipped.offers[offer].network or ""]
+    assert network.nominal_gb_s == pytest.approx(per_gpu_gbit / 8)
