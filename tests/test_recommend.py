@@ -172,7 +172,7 @@ def test_buy_cost_of_a_4090_desktop_by_hand(shipped: Catalog) -> None:
     assert buy.wall_kw == pytest.approx(kw)
     assert buy.energy_usd == pytest.approx(kw * 8 * 365 * 3 * 0.16)  # 722 USD
     assert buy.host_usd == 1000
-    assert buy.residual_usd == pytest.approx(2500 * 0.5 ** (3 / 5.5))
+    assert buy.residual_usd == pytest.approx(2500 * 0.5 ** (3 / 5.5) * (1 - 0.1325))  # less the eBay selling fee
     assert buy.repairs_usd == pytest.approx(1 * 0.05 * 3 * 0.5 * 2500)
     assert buy.tco_usd == pytest.approx(2500 + 1000 + buy.energy_usd + buy.repairs_usd - buy.residual_usd)
 
@@ -355,3 +355,36 @@ def test_every_option_says_what_recommend_chose() -> None:
     served = json.loads(runner.invoke(app, ["recommend", "llama-3.1-8b", "--task", "infer", "--qps", "50", "--p99-ms",
                                             "5000", "--top", "3", "--json"]).stdout)
     assert all({"quant", "engine", "tp"} <= set(o["settings"][0]) for o in served["options"])
+
+
+# ---- one-off jobs (--usage one-off) -----------------------------------------------------------------------------
+def test_a_card_bought_new_resells_at_most_at_its_used_price_less_the_fee(shipped: Catalog) -> None:
+    """A 3090 bought at its 1,499 USD MSRP sells as used the next day: 650 USD (its dated used price), less eBay's
+    13.25% fee, whatever the decay curve says for a month."""
+    gpu = shipped.gpus["rtx-3090"]
+    assert cost.residual_fraction(gpu, 1 / 12, 1499) == pytest.approx(650 / 1499 * (1 - 0.1325))
+    assert cost.residual_fraction(gpu, 1 / 12, 650) == pytest.approx(0.5 ** (1 / 12 / 5.5) * (1 - 0.1325))
+
+
+def test_rent_wins_a_one_off_month_of_pretraining(shipped: Catalog) -> None:
+    """Issue 14: a one-off job on 48+ H100s bought and sold again loses the host (not resold), the resale haircut
+    and the fee; renting bills only the job's hours. Both are checked by hand from the option's own figures."""
+    job = {"model": "llama-3.1-70b", "task": "train", "tokens": 5e9, "deadline_hours": 720,
+           "options": {"method": "full", "ckpt": "full", "tp": 8}}
+    rec = recommend(parse_request({"workloads": [job], "gpus": ["h100-sxm-80gb"], "usage": {"pattern": "one-off"},
+                                   "top": 50}), shipped)
+    best = rec.options[0]
+    assert best.acquisition.startswith("rent")
+    hours = best.fit.job_hours
+    assert hours is not None and best.tco_usd == pytest.approx(best.usd_per_hour * hours)
+    bought = next(o for o in rec.options if o.acquisition == "buy-new")
+    gpus, host = bought.count * 30000, bought.count * 13750
+    resale = gpus * 0.3 ** (hours / 8760 / 3) * (1 - 0.1325)
+    assert bought.tco_usd > gpus + host - resale  # plus the job's energy and repairs
+    assert bought.tco_usd > 5 * best.tco_usd
+
+
+def test_one_off_without_a_training_job_is_refused() -> None:
+    with pytest.raises(ConfigError, match="one-off costs one training job"):
+        parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 5}],
+                       "usage": {"pattern": "one-off"}})

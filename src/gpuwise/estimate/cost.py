@@ -1,7 +1,8 @@
 """Total cost of ownership: buy (new or used) against rent, over a horizon, and the break-even usage.
 
 Buy:  GPUs + host share + energy (GPUs at 70 % of TDP + host) x PUE x hours x price + expected repairs
-      - residual value at the horizon.
+      - residual value at the horizon (the segment's decay curve, capped at the dated used price, less the
+      selling fee; the host is not resold). One job (--usage one-off) is the same over the job's hours.
 Rent: hourly price x hours (storage and egress are not included; they are stated as an assumption).
 Every constant is in ``constants.py`` with its source. Worked check (decision notes, sec. 6.3): an RTX 4090
 (2,500 USD) in a 1,000 USD desktop share, 0.515 kW at the wall x 8 h x 365 x 0.16 USD = 241 USD of energy a year.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +24,7 @@ from gpuwise.workload.flags import Flag
 HOURS_PER_YEAR = 365.0
 _USAGE = frozenset({"tco", "recommend"})
 USAGE = "Usage and energy"
+Pattern = Literal["ongoing", "one-off"]
 
 
 class Usage(BaseModel):
@@ -38,10 +40,19 @@ class Usage(BaseModel):
         default=0.16, description="electricity price (EIA US residential average 15.45 c/kWh, Jan 2024)")
     pue: Annotated[float, Field(ge=1.0, le=3.0), Flag(_USAGE, USAGE)] = Field(
         default=1.0, description="power usage effectiveness: 1.0 at home; data centers 1.1-1.6 (Uptime Institute)")
+    pattern: Annotated[Pattern, Flag(frozenset({"recommend"}), USAGE, name="--usage")] = Field(
+        default="ongoing", description="ongoing: the hardware's cost over --years of use; one-off: one training "
+                                       "job, rent billed for its hours, a purchase sold again at its end")
 
     @property
     def hours(self) -> float:
         return self.hours_per_day * HOURS_PER_YEAR * self.years
+
+    def for_one_job(self, job_hours: float) -> Usage:
+        """The usage of one job of ``job_hours`` run around the clock (--usage one-off): bought hardware is sold
+        again when it ends."""
+        years = min(max(job_hours, 1.0) / 24 / HOURS_PER_YEAR, 10.0)
+        return self.model_copy(update={"hours_per_day": 24.0, "years": years})
 
 
 @dataclass(frozen=True)
@@ -84,10 +95,16 @@ def wall_kw(gpu: GPU, count: int) -> float:
     return (gpus + host) / 1000.0
 
 
-def residual_fraction(gpu: GPU, years: float) -> float:
-    if gpu.segment == "datacenter":
-        return float(C.RESIDUAL_DATACENTER.value ** (years / 3.0))
-    return float(C.RESIDUAL_CONSUMER.value ** (years / 5.5))
+def residual_fraction(gpu: GPU, years: float, unit_price_usd: float | None = None) -> float:
+    """What a card bought at ``unit_price_usd`` fetches after ``years``, as a share of that price: the segment's
+    decay curve, never above the card's dated used price (a card bought new sells as used the day after), less the
+    selling fee."""
+    curve = float(C.RESIDUAL_DATACENTER.value ** (years / 3.0) if gpu.segment == "datacenter"
+                  else C.RESIDUAL_CONSUMER.value ** (years / 5.5))
+    used = gpu.price.used_usd if gpu.price else None
+    if used is not None and unit_price_usd:
+        curve = min(curve, used / unit_price_usd)
+    return curve * (1 - C.SELLING_FEE.value)
 
 
 def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage, *, host_usd: float) -> BuyCost:
@@ -98,7 +115,7 @@ def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage, *, host_
     energy = kw * usage.pue * usage.hours * usage.usd_per_kwh
     rate = C.FAILURE_RATE_DATACENTER.value if gpu.segment == "datacenter" else C.FAILURE_RATE_CONSUMER.value
     repairs = count * rate * usage.years * C.REPAIR_COST.value * unit_price_usd
-    residual = gpus * residual_fraction(gpu, usage.years)
+    residual = gpus * residual_fraction(gpu, usage.years, unit_price_usd)
     return BuyCost(gpus, host_usd, energy, repairs, residual, kw)
 
 

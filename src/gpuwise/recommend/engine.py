@@ -145,11 +145,13 @@ def _acquisitions(gpu: GPU, catalog: Catalog, request: Request) -> list[tuple[st
 def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudOffer | None, fit: Fit,
             request: Request, place: Placement) -> Option | Rejected:
     usage = request.usage
+    if usage.pattern == "one-off" and fit.job_hours is not None:
+        usage = usage.for_one_job(fit.job_hours)  # the job's hours, then sold again (Request checks a job exists)
     if offer is not None:
         per_hour = tco.rent_usd_per_hour(offer, count)
         total = tco.rent_cost(offer, count, usage)
         kw = tco.wall_kw(gpu, count)
-        monthly = per_hour * request.usage.hours_per_day * 365 / 12
+        monthly = per_hour * usage.hours_per_day * 365 / 12 if usage.years >= 1 / 12 else per_hour * usage.hours
         if request.monthly_budget_usd is not None and monthly > request.monthly_budget_usd:
             return Rejected(gpu.id, count, label, "budget", f"{monthly:,.0f} USD a month > the monthly budget "
                                                             f"{request.monthly_budget_usd:,.0f}",

@@ -74,6 +74,10 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     elif option.fit.tokens_per_s is not None and option.fit.job_hours is None:
         parts.append(f"{option.fit.tokens_per_s:,.1f} tokens/s for one user (TP {option.fit.tp})")
     horizon = f"{option.tco_usd:,.0f} USD over {u.years:g} y at {u.hours_per_day:g} h/day"
+    if u.pattern == "one-off" and option.fit.job_hours is not None:
+        horizon = f"{option.tco_usd:,.0f} USD for the one job " + (
+            "(rent billed for its hours)" if option.acquisition.startswith("rent") else
+            f"(bought, {option.capex_usd or 0:,.0f} USD, and sold again at its end)")
     if rank == 0:
         lead = f"best by {request.objective}: {horizon}"
     elif best is not None:
@@ -87,13 +91,14 @@ def _machines_text(option: Option) -> str:
     """'2 HGX nodes of 8 (nvlink4 inside, ib-ndr between)', '1 desktop (pcie4-x8 per card)'."""
     p = option.placement
     assert p is not None
-    where = f"{p.machines} x {p.name}" if p.name.startswith("rent ") else p.label
+    rented = p.name.startswith("rent ")
+    where = f"{p.machines} x {p.name.removeprefix('rent ')}" if rented else p.label
     links = [f"{p.interconnect} inside"] if option.count > 1 else []
     if p.network:
         links.append(f"{p.network} between")
     if p.slot_link:
         links.append(f"{p.slot_link} per card")
-    per = f" of {p.gpus_per_machine}" if p.machines > 1 else ""
+    per = f" of {p.gpus_per_machine}" if p.machines > 1 and not rented else ""
     return f"{where}{per}" + (f" ({', '.join(links)})" if links else "")
 
 
@@ -119,7 +124,10 @@ def _assumptions(request: Request) -> tuple[str, ...]:
         "buying: cards + host share + energy (GPUs at 70% of TDP + host) x PUE + expected repairs - residual value; "
         "renting: the offer's hourly list price (storage and egress not included)",
         f"prices as of their catalog dates; {u.hours_per_day:g} h/day for {u.years:g} years at {u.usd_per_kwh:g} "
-        f"USD/kWh, PUE {u.pue:g}",
+        f"USD/kWh, PUE {u.pue:g}" if u.pattern == "ongoing" else
+        f"one-off: each option costs one job, run around the clock at {u.usd_per_kwh:g} USD/kWh, PUE {u.pue:g}; a "
+        "purchase is sold again when the job ends (its used price or the segment's decay curve, less a 13.25% "
+        "selling fee; the host is not resold)",
     )
 
 

@@ -179,6 +179,13 @@ class Request(_Model):
         default=None, max_length=200, description="restrict to these catalog ids")
 
     @model_validator(mode="after")
+    def _one_off_is_a_job(self) -> Request:
+        if self.usage.pattern == "one-off" and not any(w.task == "train" for w in self.workloads):
+            raise ValueError("--usage one-off costs one training job over its hours; serving and inference run "
+                             "ongoing: leave --usage out")
+        return self
+
+    @model_validator(mode="after")
     def _serving_runs_all_day(self) -> Request:
         """A service runs around the clock: with only serving workloads at a request rate and no usage given, the
         hardware is costed at 24 h/day (issue 14), not the 8 h/day of a workstation."""

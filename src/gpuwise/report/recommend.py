@@ -135,6 +135,8 @@ def _options_table(rec: Recommendation, table: Table) -> Table:
         keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
         if 5 in keep and 6 in keep:  # training and serving together: one cost column, the one ranked by if either
             keep.remove(5 if rec.request.objective == "usd-per-mtok" else 6)
+        if rec.request.usage.pattern == "one-off" and 5 in keep:
+            keep.remove(7)  # one job: its cost is the whole cost
         widths = [max(len(headers[j]), *(len(r[j]) for r in rows)) for j in keep]
         if sum(widths) + len(widths) + 1 <= TABLE_COLUMNS:
             break
