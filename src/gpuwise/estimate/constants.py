@@ -206,8 +206,8 @@ RESIDUAL_CONSUMER = Constant(0.50, "of purchase price after 5.5 years", "decisio
                              "at 35-65% of the 1,499 USD MSRP 5-6 years on; 0.5^(years/5.5)")
 SELLING_FEE = Constant(0.1325, "of the sale price", "eBay 2023 winter seller update, fees and financials "
                        "(https://export.ebay.com/en/seller-updates/releases-archive/2023-winter-seller-update/"
-                       "fees-financials/): most categories 12.9% + the up-to-0.35% rise of 2023-02-15; applied to every "
-                       "resale, data-center hardware included (brokers publish no fee)")
+                       "fees-financials/): most categories 12.9% + the up-to-0.35% rise of 2023-02-15; applied to "
+                       "every resale, data-center hardware included (brokers publish no fee)")
 FAILURE_RATE_DATACENTER = Constant(0.10, "of GPUs per year", "Meta Llama 3 paper via DatacenterDynamics: 148 GPU + "
                                    "72 HBM3 failures on 16,384 H100s in 54 days, ~9-11% of GPUs per year")
 FAILURE_RATE_CONSUMER = Constant(0.05, "of GPUs per year", "gpuwise assumption: no published fleet rate for GeForce "
