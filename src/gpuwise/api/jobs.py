@@ -19,6 +19,8 @@ from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
 from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.fit import fit as _fit
+from gpuwise.estimate.layer_split import LayerSplit
+from gpuwise.estimate.layer_split import layer_split as _layer_split
 from gpuwise.estimate.load import serving_report
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.scaling import ScaleRow, scaling
@@ -141,6 +143,21 @@ def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | 
     card = cat.gpu(gpu)
     measured = calibration_for(calibration, card, cat) if calibration is not None else None
     return _estimate(model(model_name), _job(task, job, options), card, cat, calibration=measured)
+
+
+def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | None = None,
+                catalog_files: CatalogFiles = (), **options: object) -> LayerSplit:
+    """One copy of an inference job split by layers over 2-4 cards, equal or not (llama.cpp's default): the layers,
+    memory and capacity of each card and one user's speed.
+
+    ``gpuwise.layer_split("llama-3.1-70b", gpus=["rtx-3090", "rtx-3060-12gb"], engine="llamacpp",
+    quant="gguf-q4_k_m")``
+    """
+    cat = load_catalog(catalog_files=catalog_files)
+    shaped = _job("infer", job, options)
+    assert isinstance(shaped, InferJob)
+    arch = model(model_name)
+    return _layer_split(arch, shaped.for_checkpoint(arch.checkpoint), [cat.gpu(g) for g in gpus], cat)
 
 
 def fit(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,

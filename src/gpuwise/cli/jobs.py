@@ -18,7 +18,8 @@ from gpuwise.workload.job import HARDWARE, InferJob, LoadTest, TrainJob, job_fla
 
 MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path. "
                      "`gpuwise models` lists the presets.")
-GPU = Opt("gpu", "--gpu", "Catalog id or loose name of the GPU: rtx-4090, 'H100 SXM' (required).", str, HARDWARE,
+GPU = Opt("gpu", "--gpu", "Catalog id or loose name of the GPU: rtx-4090, 'H100 SXM' (required); estimating "
+          "inference, 2-4 cards as a,b split one copy by layers (llama.cpp).", str, HARDWARE,
           "GPU")
 CALIBRATION = Opt("calibration", "--calibration", "Measured rates from `gpuwise bench --save FILE` for this card.",
                   Path, OUTPUT, "FILE")
@@ -90,6 +91,21 @@ def _image(given: Given, command: str) -> None:
         stdout().print(view.image_table(result), view.image_lines(result))
 
 
+def _split(given: Given, model: str, job: TrainJob | InferJob) -> None:
+    """``--gpu a,b[,c,d]``: one inference copy split by layers over those cards (llama.cpp's default)."""
+    from gpuwise.report.split import split_json, split_view
+
+    if not isinstance(job, InferJob):
+        raise ConfigError("--gpu with several cards (a,b) splits one inference copy by layers; use --task infer, or "
+                          "one --gpu with --count for training")
+    names = [name.strip() for name in _gpu(given).split(",")]
+    result = api.layer_split(model, gpus=names, job=job, catalog_files=_files(given))
+    if given.shell.get("as_json"):
+        print_json(split_json(result))
+    else:
+        stdout().print(split_view(result, model))
+
+
 def _estimate(given: Given) -> None:
     from gpuwise.report import estimate as view
     from gpuwise.report.perf import perf_lines
@@ -98,6 +114,9 @@ def _estimate(given: Given) -> None:
         _image(given, "estimate")
         return
     model, job = given.args["model"], typed_job(given, "estimate")
+    if "," in _gpu(given):
+        _split(given, model, job)
+        return
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
                           catalog_files=_files(given))
     exact = api.exact_params(model) if given.shell.get("exact") else None

@@ -17,7 +17,8 @@ from gpuwise.catalog import FEATURES, GPU, Catalog, CloudOffer
 from gpuwise.estimate import cost as tco
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.roofline import Calibration
-from gpuwise.recommend.evaluate import Fit, Machines, Rejection, evaluate
+from gpuwise.recommend.evaluate import Machines, evaluate
+from gpuwise.recommend.fit import Fit, Rejection
 from gpuwise.recommend.placement import Placement, bought, rented
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
@@ -19,10 +19,11 @@ from gpuwise.estimate import constants as C
 from gpuwise.estimate.bands import band
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.estimate import estimate, tp_divides
-from gpuwise.estimate.memory import MemoryEstimate
-from gpuwise.estimate.perf import InferPerf, TrainPerf
+from gpuwise.estimate.perf import TrainPerf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
+from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
+from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import Pipeline
@@ -30,41 +31,6 @@ from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import InferJob, TrainJob
 
 GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
-GIB = 2**30
-
-
-@dataclass(frozen=True)
-class Rejection:
-    code: str  # memory, feature, stack, power, chassis, budget, slo, deadline, count, vendor, os, offer
-    reason: str
-    gap: float = 1.0  # how far from acceptable (needed / allowed); the nearest options have the smallest
-
-
-@dataclass(frozen=True)
-class Fit:
-    """A GPU type and count that can run every workload, with the figures the ranking needs."""
-
-    per_gpu_bytes: float
-    job_hours: float | None = None  # training: one job (the sum over training workloads)
-    job_hours_high: float | None = None  # the same at the slow end of the speed band (what deadlines are held to)
-    tokens_per_s: float | None = None
-    qps_capacity: float | None = None
-    p99_ms: float | None = None
-    tp: int = 1
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    seconds_per_image: float | None = None  # an image pipeline (qps_capacity is then images per second)
-    output_tokens_per_s: float | None = None  # serving: generated tokens per second at the planned rate (or one user)
-    settings: tuple[Mapping[str, object], ...] = ()  # per workload: what recommend chose (format, engine, TP, knobs)
-
-    @property
-    def per_gpu_gb(self) -> float:
-        return self.per_gpu_bytes / 1e9
-
-
-def _too_big(memory: MemoryEstimate, tp: int | None = None) -> Rejection:
-    at = f" at TP {tp}" if tp else ""
-    return Rejection("memory", f"needs {memory.per_gpu_bytes / GIB:,.1f} GiB per GPU{at}, has "
-                               f"{memory.capacity_bytes / GIB:,.1f}", memory.per_gpu_bytes / memory.capacity_bytes)
 
 
 @dataclass(frozen=True)
@@ -104,7 +70,7 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
         result = estimate(arch, job, gpu, catalog, calibration=calibration)
         notes.append(note)
     if not result.memory.fits:
-        return _too_big(result.memory)
+        return too_big(result.memory)
     perf = result.perf
     assert isinstance(perf, TrainPerf)
     hours = workload.tokens / perf.tokens_per_s / 3600
@@ -113,19 +79,9 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     if workload.deadline_hours is not None and high > workload.deadline_hours:
         return Rejection("deadline", f"takes up to {high:,.1f} h (expected {hours:,.1f} h) > deadline "
                                      f"{workload.deadline_hours:,.1f} h", high / workload.deadline_hours)
-    notes += _fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)
+    notes += fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
                tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job),))
-
-
-FULL_WARNING_SHARE = 0.90  # gpuwise policy: above this share of a card's memory, fragmentation or a longer batch OOMs
-
-
-def _fullness(per_gpu: float, capacity: float) -> list[str]:
-    share = per_gpu / capacity if capacity else 0.0
-    if share <= FULL_WARNING_SHARE:
-        return []
-    return [f"{share:.0%} of the card's memory: little room for the allocator's fragmentation or a longer batch"]
 
 
 def _train_settings(job: TrainJob) -> Mapping[str, object]:
@@ -190,7 +146,7 @@ def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GP
                   calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
     rep = replica(arch, job, gpu, catalog, calibration=calibration)
     if not rep.holds_a_sequence:
-        return _too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
+        return too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
             "memory", f"no KV-cache room for one {job.input_len}+{job.output_len}-token sequence at TP {job.tp}")
     planned = capacity(rep, slo_s=_slo_s(workload), slo=workload.slo)
     if planned.rate_qps <= 0 and planned.slo_s is not None:
@@ -205,7 +161,7 @@ def _batch_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: G
     """A model that does not generate tokens (encoder, CNN, ViT): a replica serves batches of --batch samples."""
     result = estimate(arch, job, gpu, catalog, calibration=calibration)
     if not result.memory.fits:
-        return _too_big(result.memory, job.tp)
+        return too_big(result.memory, job.tp)
     samples = getattr(result.perf, "samples_per_s", None)
     if not samples:
         return Rejection("stack", f"no throughput model for serving {arch.name}")
@@ -222,7 +178,7 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
            calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
     template = workload.job
     assert isinstance(template, InferJob)
-    serve = _one_user if workload.min_tokens_per_s is not None else _serve_as
+    serve = one_user if workload.min_tokens_per_s is not None else _serve_as
     formats = _free_formats(arch, template, gpu)
     first: Fit | Rejection | None = None
     for fmt, note in formats:
@@ -233,7 +189,7 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
             chosen = {"quant": job.for_checkpoint(arch.checkpoint).weights, "engine": job.engine, "tp": outcome.tp,
                       "kv_dtype": job.kv_dtype}
             notes = outcome.notes if note is None else (*outcome.notes, note)
-            return replace(outcome, notes=notes, settings=(chosen,))
+            return replace(outcome, notes=notes, settings=({**chosen, **(outcome.settings or ({},))[0]},))
         first = first or outcome
     assert first is not None
     return first
@@ -297,29 +253,6 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree{inside}")
 
 
-def _one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
-              calibration: Calibration | None, per_machine: int) -> Fit | Rejection:
-    """One stream on one copy of the model split over all ``count`` cards (tensor parallel): its decode speed at the
-    job's context against --min-tokens-per-s. More cards than one copy needs serve no single user faster here."""
-    if not tp_divides(arch, count):
-        return Rejection("count", f"{count} GPUs do not split {arch.name}'s {arch.heads} attention heads evenly (a "
-                                  "layer split, llama.cpp's, is not modelled yet)")
-    result = estimate(arch, template.updated(tp=count, count=count, batch=1), gpu, catalog, calibration=calibration)
-    if not result.memory.fits:
-        return _too_big(result.memory, count)
-    perf = result.perf
-    assert isinstance(perf, InferPerf) and perf.tpot_ms
-    speed = 1e3 / perf.tpot_ms
-    likely = band("infer", "tpot_ms", perf.tpot_ms)
-    slow = 1e3 / likely[1] if likely else speed  # the slow end of the band holds the target
-    target = workload.min_tokens_per_s or 0.0
-    if slow < target:
-        return Rejection("slo", f"{speed:,.1f} tokens/s for one user (as low as {slow:,.1f}) < {target:,.1f} needed",
-                         target / max(slow, 1e-9))
-    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, tokens_per_s=speed, tp=count, output_tokens_per_s=speed,
-               notes=tuple(_fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)))
-
-
 def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
     """A diffusers pipeline runs on one GPU; ``count`` GPUs are that many independent pipelines sharing the load."""
     from gpuwise.estimate.image import image_estimate
@@ -328,12 +261,12 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
     assert isinstance(job, ImageJob)
     result = image_estimate(pipeline, job, gpu, catalog)
     if not result.memory.fits:
-        too_big = _too_big(result.memory)
+        too_large = too_big(result.memory)
         untried = [f for f, used in (("--offload model-cpu", job.offload != "none"),
                                      ("--offload sequential", job.offload == "sequential"),
                                      ("--quant nf4", job.quant == "nf4")) if not used]
         hint = f"; {' or '.join(untried)} needs less" if untried else ""
-        return Rejection("memory", too_big.reason + hint, too_big.gap)
+        return Rejection("memory", too_large.reason + hint, too_large.gap)
     assert result.seconds_per_call is not None
     slo_s = _slo_s(workload)
     rate, p99 = batch_capacity(seconds_per_batch=result.seconds_per_call, batch=job.batch, slo_s=slo_s)
@@ -381,7 +314,8 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
         job_hours_high=high if train else None,
         tokens_per_s=next((f.tokens_per_s for f in train + fits if f.tokens_per_s is not None), None),
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
-        tp=serve[0].tp if serve else 1, seconds_per_image=serve[0].seconds_per_image if serve else None,
+        tp=serve[0].tp if serve else max((f.tp for f in fits), default=1),
+        seconds_per_image=serve[0].seconds_per_image if serve else None,
         output_tokens_per_s=sum(f.output_tokens_per_s for f in fits if f.output_tokens_per_s) or None,
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
         settings=tuple(setting for f in fits for setting in f.settings),

@@ -16,7 +16,7 @@ from gpuwise.catalog import GPU, Catalog, CloudOffer, System
 from gpuwise.catalog.systems import ALL_KINDS, SystemChoice, choose
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.parallel import intra_node_link
-from gpuwise.recommend.evaluate import Rejection
+from gpuwise.recommend.fit import Rejection
 from gpuwise.recommend.request import Request
 
 _CHASSIS_KINDS = {"desktop": ("desktop",), "workstation": ("workstation",), "server": ("pcie-server", "board-server")}
@@ -68,18 +68,20 @@ def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network:
     c = request.constraints
     if gpu.form_factor in ("soc", "module"):
         return Placement("computer", gpu.name, 1, 1, intra_node_link(gpu, catalog).id, None)
-    kinds = _CHASSIS_KINDS.get(c.chassis or "", ALL_KINDS)
+    chassis = c.chassis or ("desktop" if c.own_host and gpu.form_factor == "pcie" else None)  # most people's PC
+    kinds = _CHASSIS_KINDS.get(chassis or "", ALL_KINDS)
     chosen = choose(catalog.systems.values(), gpu, count, kinds)
     if chosen is None:
-        where = f" as a {c.chassis}" if c.chassis else ""
+        where = f" as a {chassis}" if chassis else ""
         return Rejection("chassis", f"no system in the catalog takes {gpu.form_factor.upper()} {gpu.id}{where}"
                                     + ("; rent it" if gpu.form_factor == "superchip" else ""))
     if not isinstance(chosen, SystemChoice):
         return _uneven(chosen, gpu, count)
     system, machines, per_machine = chosen.system, chosen.machines, chosen.gpus_per_machine
     if c.own_host and machines > 1:
+        more = "" if c.chassis else " (--chassis workstation or server if yours holds more)"
         return Rejection("chassis", f"{count} cards need {machines} machines; your own {_short_name(system)} "
-                                    f"holds {system.gpu_slots}", machines)
+                                    f"holds {system.gpu_slots}{more}", machines)
     link = system.network or network
     if machines > 1 and link is None and talks:
         return Rejection("network", f"{count} GPUs need {machines} {_short_name(system)}s and the catalog knows no "

@@ -136,8 +136,8 @@ class Constraints(_Model):
     max_nodes: Annotated[int | None, Field(ge=1, le=512), Flag(_REC, SYSTEM)] = Field(
         default=None, description="most machines to consider")
     own_host: Annotated[bool, Flag(_REC, SYSTEM)] = Field(
-        default=False, description="the cards go into a computer you already own: no host cost (its --psu-watts, "
-                                   "slots and --chassis still constrain)")
+        default=False, description="the cards go into a computer you already own, a desktop unless --chassis says: "
+                                   "no host cost; its slots and --psu-watts still constrain")
     exclude_vendors: Annotated[tuple[Vendor, ...], Field(max_length=8), Flag(_REC, SYSTEM, name="--exclude-vendor")] = (
         Field(default=(), description="vendors to leave out (repeatable)"))
     needs: Annotated[tuple[str, ...], Field(max_length=len(FEATURES)), Flag(_REC, SYSTEM, name="--need",
