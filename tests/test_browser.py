@@ -64,7 +64,35 @@ def test_recommend_gives_a_table_and_a_pareto_scatter(server: str, page: object)
     assert tab.locator("#rec-table tbody tr").count() >= 5  # type: ignore[attr-defined]
     assert tab.locator("#rec-chart .scatterlayer .point").count() >= 5  # type: ignore[attr-defined]
     assert "memory" in tab.inner_text("#rec-rejected") or tab.locator("#rec-rejected li").count() > 0  # type: ignore[attr-defined]
+    axes = tab.inner_text("#rec-chart")  # type: ignore[attr-defined]
+    assert "hours per job" in axes and "total cost of ownership" in axes and "Pareto front" in axes
+    assert "★" in tab.inner_text("#rec-legend")  # type: ignore[attr-defined]
+    assert "x desktop" in tab.inner_text("#rec-table") or "x workstation" in tab.inner_text("#rec-table")  # type: ignore[attr-defined]
     tab.screenshot(path=str(ARTIFACTS / "recommend.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_recommend_serves_one_user_on_your_own_desktop_with_used_cards(server: str, page: object) -> None:
+    """The page's serving, usage, own-host, chassis and acquisition inputs reach the request: one user on a
+    desktop the user owns, bought used only, so every answer is a used card in one desktop with no host cost."""
+    tab = page
+    tab.goto(server + "/recommend")  # type: ignore[attr-defined]
+    tab.select_option("select[name=model]", "llama-3.1-8b")  # type: ignore[attr-defined]
+    tab.select_option("select[name=task]", "one-user")  # type: ignore[attr-defined]
+    assert tab.locator("input[name=tokens]").is_hidden()  # type: ignore[attr-defined]
+    tab.fill("input[name=min_tps]", "30")  # type: ignore[attr-defined]
+    tab.uncheck("input[name=buy-new]")  # type: ignore[attr-defined]
+    tab.uncheck("input[name=rent]")  # type: ignore[attr-defined]
+    tab.check("input[name=own_host]")  # type: ignore[attr-defined]
+    tab.select_option("select[name=chassis]", "desktop")  # type: ignore[attr-defined]
+    tab.click("#rec-go")  # type: ignore[attr-defined]
+    tab.wait_for_selector("#rec-table tbody tr", timeout=20000)  # type: ignore[attr-defined]
+    rows = tab.locator("#rec-table tbody tr")  # type: ignore[attr-defined]
+    assert rows.count() >= 1
+    for i in range(rows.count()):
+        text = rows.nth(i).inner_text()
+        assert "buy-used" in text and "desktop" in text and "tok/s" in text
+    assert "USD per million generated tokens" in tab.inner_text("#rec-chart")  # type: ignore[attr-defined]
+    tab.screenshot(path=str(ARTIFACTS / "recommend-one-user.png"), full_page=True)  # type: ignore[attr-defined]
 
 
 def test_compare_and_tco_charts(server: str, page: object) -> None:

@@ -28,7 +28,7 @@ const gpuwise = (() => {
         const parts = Object.entries(mem.breakdown_gib).filter(([, v]) => v > 0);
         const traces = parts.map(([k, v]) => ({ type: "bar", name: k, x: ["per GPU"], y: [v] }));
         Plotly.newPlot("fit-chart", traces, {
-          barmode: "stack", title: `${data.estimate.workload.model} on ${data.estimate.hardware.gpu}`, yaxis: { title: "GiB" },
+          barmode: "stack", title: { text: `${data.estimate.workload.model} on ${data.estimate.hardware.gpu}` }, yaxis: { title: { text: "GiB" } },
           shapes: [{ type: "line", x0: -0.5, x1: 0.5, y0: mem.capacity_gib, y1: mem.capacity_gib, line: { color: "red", dash: "dash" } }],
         }, { displayModeBar: false });
         $("#fit-changes tbody").innerHTML = data.changes.slice(0, 10).map((c) =>
@@ -38,29 +38,94 @@ const gpuwise = (() => {
     });
   }
 
+  function recommendBody(f) {
+    const workload = { model: f.model };
+    const options = {};
+    if (f.task === "train") {
+      Object.assign(workload, { task: "train", tokens: +f.tokens });
+      Object.assign(options, { method: f.method, seq: +f.seq });
+      if (f.deadline) workload.deadline_hours = +f.deadline;
+    } else {
+      workload.task = "infer";
+      if (f.task === "serve") { workload.qps = +f.qps; if (f.p99) workload.p99_ms = +f.p99; }
+      else workload.min_tokens_per_s = +f.min_tps;
+      if (f.quant) options.quant = f.quant;
+    }
+    workload.options = options;
+    const body = { workloads: [workload], objective: f.objective, top: 15,
+      acquisitions: ["buy-new", "buy-used", "rent"].filter((w) => f[w] === "on") };
+    const usage = { years: +f.years, pattern: f.pattern };
+    if (f.hours) usage.hours_per_day = +f.hours;
+    if (f.hours || f.pattern !== "ongoing" || +f.years !== 3) body.usage = usage;
+    const constraints = { own_host: f.own_host === "on" };
+    if (f.chassis) constraints.chassis = f.chassis;
+    if (f.psu) constraints.psu_watts = +f.psu;
+    body.constraints = constraints;
+    if (f.budget) body.budget_usd = +f.budget;
+    return body;
+  }
+
+  function speedOf(o) {
+    if (o.job_hours != null) return o.job_hours.expected.toFixed(1) + " (≤ " + o.job_hours.high.toFixed(1) + ")";
+    if (o.qps_capacity != null) return o.qps_capacity.toFixed(1) + " req/s" + (o.p99_ms ? ", P99 " + Math.round(o.p99_ms) + " ms" : "");
+    if (o.tokens_per_s != null) return o.tokens_per_s.toFixed(1) + " tok/s";
+    return "—";
+  }
+
+  function machinesOf(o) {
+    if (o.instances == null) return "—";
+    const net = o.network ? ` over ${o.network}` : "";
+    const inside = o.gpus_per_node > 1 ? `${o.gpus_per_node} GPUs, ${o.interconnect}` : "1 GPU";
+    return `${o.instances} x ${o.system} (${inside})${net}`;
+  }
+
+  function recommendChart(data, training) {
+    const opts = data.options;
+    const x = (o) => (training ? (o.job_hours == null ? null : o.job_hours.expected) : (o.usd_per_mtok ?? null));
+    const y = (o) => (training ? o.tco_usd : (o.qps_capacity ?? o.tokens_per_s));
+    const all = { type: "scatter", mode: "markers", name: "options", x: opts.map(x), y: opts.map(y),
+      text: opts.map((o) => `${o.count} x ${o.gpu} (${o.acquisition})`), marker: { size: 9 } };
+    const traces = [all];
+    if (training) {
+      const pareto = data.pareto.slice().sort((a, b) => a.time - b.time);
+      traces.push({ type: "scatter", mode: "lines+markers", name: "★ Pareto front (none cheaper and faster)",
+        x: pareto.map((p) => p.time), y: pareto.map((p) => p.tco_usd), text: pareto.map((p) => `${p.count} x ${p.gpu}`),
+        line: { color: "red" } });
+    }
+    const layout = training
+      ? { title: { text: "total cost vs time per job" }, xaxis: { title: { text: "hours per job (log scale)" }, type: "log" },
+          yaxis: { title: { text: "total cost of ownership, USD (log scale)" }, type: "log" } }
+      : { title: { text: "cost per token vs capacity" }, xaxis: { title: { text: "USD per million generated tokens (log scale)" }, type: "log" },
+          yaxis: { title: { text: "requests/s within the SLO, or tokens/s for one user (log scale)" }, type: "log" } };
+    Plotly.newPlot("rec-chart", traces, { ...layout, showlegend: true, legend: { orientation: "h" } }, { displayModeBar: false });
+  }
+
   function recommendPage() {
+    const show = () => {
+      const task = $("#rec-form [name=task]").value;
+      document.querySelectorAll("#rec-form .train, #rec-form .serve, #rec-form .one-user").forEach((el) => {
+        el.hidden = !el.classList.contains(task);
+      });
+    };
+    $("#rec-form [name=task]").addEventListener("change", show);
+    show();
     $("#rec-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const f = form(ev.target);
-      const body = {
-        workloads: [{ model: f.model, task: "train", tokens: +f.tokens, options: { method: f.method, seq: +f.seq, ckpt: "full" } }],
-        objective: f.objective, usage: { hours_per_day: +f.hours }, top: 15,
-      };
-      if (f.budget) body.budget_usd = +f.budget;
+      const training = f.task === "train";
       try {
-        const data = await post("/api/recommend", body);
+        const data = await post("/api/recommend", recommendBody(f));
         const opts = data.options;
         const front = new Set(data.pareto.map((p) => `${p.gpu}|${p.count}|${p.acquisition}`));
-        const all = { type: "scatter", mode: "markers", name: "options", x: opts.map((o) => (o.job_hours == null ? null : o.job_hours.expected)), y: opts.map((o) => o.tco_usd),
-          text: opts.map((o) => `${o.count} x ${o.gpu} (${o.acquisition})`), marker: { size: 9 } };
-        const pareto = data.pareto.slice().sort((a, b) => a.time - b.time);
-        const line = { type: "scatter", mode: "lines+markers", name: "Pareto front", x: pareto.map((p) => p.time), y: pareto.map((p) => p.tco_usd),
-          text: pareto.map((p) => `${p.count} x ${p.gpu}`), line: { color: "red" } };
-        Plotly.newPlot("rec-chart", [all, line], { title: "total cost vs time per job", xaxis: { title: "hours per job", type: "log" },
-          yaxis: { title: "TCO USD", type: "log" } }, { displayModeBar: false });
+        recommendChart(data, training);
+        $("#rec-speed").textContent = training ? "hours/job" : "speed";
+        $("#rec-unit").textContent = training ? "USD/job" : "USD/Mtok";
+        const unit = (o) => (training ? o.cost_per_job_usd : o.usd_per_mtok);
         $("#rec-table tbody").innerHTML = opts.map((o, i) => `<tr><td>${i + 1}</td><td>${o.count} x ${esc(o.gpu)}`
-          + `${front.has(`${o.gpu}|${o.count}|${o.acquisition}`) ? " ★" : ""}</td><td>${esc(o.acquisition)}</td><td>${o.per_gpu_gib.toFixed(1)}</td>`
-          + `<td>${o.job_hours == null ? "—" : o.job_hours.expected.toFixed(1) + " (≤ " + o.job_hours.high.toFixed(1) + ")"}</td><td>${Math.round(o.tco_usd).toLocaleString()}</td><td>${esc(o.why)}</td></tr>`).join("");
+          + `${front.has(`${o.gpu}|${o.count}|${o.acquisition}`) ? " ★" : ""}</td><td>${esc(o.acquisition)}</td>`
+          + `<td>${esc(machinesOf(o))}</td><td>${o.per_gpu_gib.toFixed(1)}</td><td>${esc(speedOf(o))}</td>`
+          + `<td>${unit(o) == null ? "—" : unit(o).toLocaleString(undefined, { maximumFractionDigits: training ? 0 : 3 })}</td>`
+          + `<td>${Math.round(o.tco_usd).toLocaleString()}</td><td>${esc(o.why)}</td></tr>`).join("");
         const groups = {};
         for (const r of data.rejected) (groups[r.code] ||= []).push(r);
         $("#rec-rejected").innerHTML = Object.entries(groups).map(([code, rs]) =>
@@ -79,7 +144,7 @@ const gpuwise = (() => {
       if (!r.ok) { $("#cmp-chart").innerHTML = `<p class="error">${esc(data.detail)}</p>`; return; }
       const rows = data.rows.filter((row) => !row.derived || row.key.includes("per"));
       const traces = data.gpus.map((g) => ({ type: "bar", name: g, x: rows.map((row) => row.label), y: rows.map((row) => row.ratios[g]) }));
-      Plotly.newPlot("cmp-chart", traces, { barmode: "group", title: `ratio to ${data.baseline}`, yaxis: { title: "x" } }, { displayModeBar: false });
+      Plotly.newPlot("cmp-chart", traces, { barmode: "group", title: { text: `ratio to ${data.baseline}` }, yaxis: { title: { text: "x" } } }, { displayModeBar: false });
     });
   }
 
@@ -92,8 +157,8 @@ const gpuwise = (() => {
         const years = data.buy.by_year_usd.map((_, i) => i + 1);
         const traces = [{ type: "scatter", mode: "lines+markers", name: "buy", x: years, y: data.buy.by_year_usd, line: { width: 4 } }]
           .concat(data.rent.map((r) => ({ type: "scatter", mode: "lines", name: `rent ${r.provider} ${r.instance}`, x: years, y: r.by_year_usd })));
-        Plotly.newPlot("tco-chart", traces, { title: `${data.count} x ${data.gpu}: cumulative cost`, xaxis: { title: "year", dtick: 1 },
-          yaxis: { title: "USD" } }, { displayModeBar: false });
+        Plotly.newPlot("tco-chart", traces, { title: { text: `${data.count} x ${data.gpu}: cumulative cost` }, xaxis: { title: { text: "year" }, dtick: 1 },
+          yaxis: { title: { text: "USD" } } }, { displayModeBar: false });
         $("#tco-detail").textContent = `buy: ${Math.round(data.buy.gpus_usd)} cards + ${Math.round(data.buy.host_usd)} host + `
           + `${Math.round(data.buy.energy_usd)} energy + ${Math.round(data.buy.repairs_usd)} repairs - ${Math.round(data.buy.residual_usd)} residual (${data.price_basis})`;
       } catch (err) { $("#tco-detail").innerHTML = `<span class="error">${esc(err.message)}</span>`; }
