@@ -61,6 +61,9 @@ class Source(_Record):
     table: str | None = Field(default=None, description="table, section or page the figures come from")
 
 
+STREET_MAX_AGE_DAYS = 365  # gpuwise policy (issue 14): "buy new" only at a street price observed within a year
+
+
 class Price(_Record):
     """Purchase prices of one card in USD, true on ``as_of``; each figure is optional."""
 
@@ -70,6 +73,13 @@ class Price(_Record):
     as_of: dt.date
     source: str = Field(min_length=3, description="URL or document the prices come from")
     note: str | None = None
+
+    def street_on(self, today: dt.date) -> float | None:
+        """The new price to buy at on ``today``: a street price dated within STREET_MAX_AGE_DAYS (a launch MSRP or
+        an old street price says nothing of what a card costs new now, or whether it is still sold)."""
+        if self.street_usd is None or (today - self.as_of).days > STREET_MAX_AGE_DAYS:
+            return None
+        return self.street_usd
 
     @model_validator(mode="after")
     def _has_a_price(self) -> Price:

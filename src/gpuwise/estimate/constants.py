@@ -113,6 +113,10 @@ ENGINE_RESERVE_FRACTION = {
 
 
 # ---- achievable fractions of peak (performance model) ---------------------------------------------------
+MAMF_2026 = ("stas00/ml-engineering compute/accelerator/README.md, MAMF comparison table at commit 744d01e "
+             "(2026-08-22): mean of 100 matmuls after 50 warm-ups, best shape, BF16/FP8 inputs")
+TORCH_PERF_7900XTX = ("github.com/zzc0721/torch-performance-test-data issue #58 (2025-10-08), RX 7900 XTX, torch "
+                      "2.7.1 + ROCm 6.3, square matmuls")
 MAMF = ("stas00/ml-engineering, compute/accelerator/benchmarks/mamf-finder.py results table (maximum achievable "
         "matmul FLOPS, brute-force shape search); copied in benchmarks/data/public-measurements.yaml D-mamf-*")
 GEMM_EFFICIENCY_BY_GPU = {
@@ -129,6 +133,28 @@ GEMM_EFFICIENCY_BY_GPU = {
     ("rtx-5060-ti-16gb", "bf16"): Constant(
         0.95, "fraction", "github.com/QuantumDrizzy/BLACKWALL GEMM sweep on an RTX 5060 Ti (sm_120): BF16 with FP32 "
                           "accumulate 47.0 TFLOPS of the 47.4 derived peak (0.99); capped at 0.95 as the RTX 4090"),
+    # other vendors, each in the framework that runs it (issue 14: measured rates, not paper TFLOPS)
+    ("mi300x", "bf16"): Constant(668.4 / 1307.4, "fraction", MAMF_2026 + ": MI300X bf16 668.4 TFLOPS (torch 2.5.1, "
+                                 "ROCm 6.3, TunableOp)"),
+    ("mi325x", "bf16"): Constant(784.9 / 1307.4, "fraction", MAMF_2026 + ": MI325X bf16 784.9 TFLOPS (ROCm 6.2.4)"),
+    ("mi355x", "bf16"): Constant(1565.0 / 2516.6, "fraction", MAMF_2026 + ": MI355X bf16 1565 TFLOPS (ROCm 7.0.2)"),
+    ("gaudi2", "bf16"): Constant(418.7 / 432, "fraction", MAMF_2026 + ": Gaudi 2 bf16 418.7 TFLOPS (SynapseAI 1.21)"),
+    ("gaudi2", "fp8"): Constant(826.5 / 865, "fraction", MAMF_2026 + ": Gaudi 2 fp8 826.5 TFLOPS (SynapseAI 1.21)"),
+    ("gaudi3", "bf16"): Constant(1243.0 / 1835, "fraction", MAMF_2026 + ": Gaudi 3 bf16 1243 TFLOPS (SynapseAI 1.21)"),
+    ("gaudi3", "fp8"): Constant(1289.5 / 1835, "fraction", MAMF_2026 + ": Gaudi 3 fp8 1289.5 TFLOPS"),
+    ("rx-7900-xtx", "bf16"): Constant(99.37 / 122.8, "fraction", TORCH_PERF_7900XTX + ": bf16 99.37 TFLOPS at 4096^3"),
+    ("rx-7900-xtx", "fp16"): Constant(105.43 / 122.8, "fraction", TORCH_PERF_7900XTX + ": fp16 105.43 TFLOPS"),
+    ("ryzen-ai-max-395-128gb", "bf16"): Constant(
+        21.6 / 59.4, "fraction", "github.com/lhl/strix-halo-testing torch-therock/run-mamf-finder.sh (2025-08-30): "
+                                 "Radeon 8060S bf16 mean 21.6 TFLOPS at 19200x4096x4096 (a quick m-sweep)"),
+    ("apple-m4-max-128gb", "bf16"): Constant(
+        13.18 / 17.2, "fraction", "github.com/zzc0721/torch-performance-test-data database.md, 'Apple M4 Max "
+                                  "16CPU+40GPU 64GB' (PyTorch 2.8 MPS): bf16 13.18 TFLOPS, of the 17.2 fp32 rate Apple "
+                                  "quotes"),
+    ("apple-m4-max-128gb", "fp16"): Constant(14.82 / 17.2, "fraction", "the same row: fp16 14.82 TFLOPS"),
+    ("arc-a770-16gb", "fp16"): Constant(
+        58.74 / 137.6, "fraction", "github.com/ollama/ollama/pull/2458 (2024-02-13): oneMKL DPC++ half-precision GEMM "
+                                   "4096^3 'Average performance: 58.7353TF' on an Arc A770 (oneMKL, not PyTorch XPU)"),
 }
 GEMM_EFFICIENCY_BY_ARCH = {
     # (architecture, segment) -> fraction of dense peak when the card itself was not measured; a measurement
@@ -153,6 +179,25 @@ GEMM_HALF_EFFICIENCY_FLOP = Constant(
     "Calculon (calculon-ai/calculon, systems/h100_80g_nvl8.json) matrix efficiency 0.6 at >= 1 GFLOP, 0.9 at >= 16, "
     "0.95 at >= 128: a GEMM of f FLOP reaches max * f / (f + 2 GFLOP) of peak (0.33, 0.89, 0.98 there)",
 )
+LLAMACPP_DECODE_REFERENCE = {
+    # stack -> (the card it was measured on, llama-bench tg128 tokens/s of llama 7B Q4_0): one published single-user
+    # decode measurement of llama.cpp on a backend other than CUDA. Its ratio to the model's own figure for that run
+    # scales llama.cpp decode on the stack's consumer and workstation cards (estimate/backends.py); CUDA's decode is
+    # modelled from the kernels and held to its measurements in benchmarks/
+    "rocm": ("rx-7900-xtx", Constant(136.5, "tokens/s", "github.com/ggml-org/llama.cpp/issues/20934 (2026-03-24): "
+                                                         "RX 7900 XTX, LLaMA 7B Q4_0, ROCm tg128 129-144 tokens/s "
+                                                         "(midpoint); Vulkan on the same card 167-177")),
+    "oneapi": ("arc-a770-16gb", Constant(55.0, "tokens/s", "github.com/ggml-org/llama.cpp docs/backend/SYCL.md "
+                                                            "(news, 2025.2): Arc A770, llama-2-7b.Q4_0, 55 tokens/s")),
+}
+UNMEASURED_STACK_DISCOUNT = Constant(
+    0.70, "x the modelled speed",
+    "gpuwise policy (issue 14): a stack with no published end-to-end PyTorch measurement (training, diffusers) on "
+    "consumer or workstation cards (ROCm on RDNA, oneAPI on Arc, Metal) runs slower kernels or falls back where CUDA "
+    "has fused ones (attention backward, fused optimizers, bitsandbytes); its modelled speed is cut by 30% and the "
+    "output says so",
+)
+UNMEASURED_STACKS = frozenset({"rocm", "oneapi", "metal"})  # on consumer, workstation and soc cards only
 MEMORY_EFFICIENCY = Constant(
     0.88, "fraction of datasheet bandwidth",
     "device copy/stream measurements in benchmarks/data/public-measurements.yaml: A100 40GB memcopy 1355 of 1555 "

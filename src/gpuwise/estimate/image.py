@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.backends import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.estimate.dtypes import activation_bytes
 from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.estimate.roofline import Op, machine, phase_time
@@ -177,8 +178,10 @@ def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
                         machine(gpu, vae_dtype, eager=True))
     text = sum(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
                               weights[t.name], 1)], m).seconds for t in pipeline.text_encoders)
-    return {"text encoders": text, "denoising": job.steps * step.seconds, "VAE decode": decode.seconds,
-            "host copies (offload)": _transfer_s(pipeline, job, weights, gpu, catalog)}
+    slower = 1 / unmeasured_stack_factor(gpu)  # a stack no published diffusers timing checks (estimate/backends.py)
+    return {"text encoders": text * slower, "denoising": job.steps * step.seconds * slower,
+            "VAE decode": decode.seconds * slower, "host copies (offload)": _transfer_s(pipeline, job, weights, gpu,
+                                                                                        catalog)}
 
 
 def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog | None = None) -> ImageEstimate:
@@ -194,8 +197,9 @@ def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog
                         "every component counts")
     if gpu.software.stack != "cuda":
         backend = {"rocm": "ROCm", "oneapi": "XPU", "metal": "MPS", "synapseai": "HPU"}[gpu.software.stack]
-        warnings.append(f"diffusers runs here through PyTorch's {backend} backend: the speed assumes the datasheet "
-                        "rates at gpuwise's default efficiency, and no published diffusers timing checks it")
+        cut = unmeasured_stack_note(gpu, None, "diffusers")
+        warnings.append(f"diffusers runs here through PyTorch's {backend} backend and no published diffusers timing "
+                        "checks it" + (f"; {cut[0]}" if cut else ""))
     return ImageEstimate(pipeline, gpu, job, memory, weights, sum(phases.values()) if phases else None, phases,
                          tuple(warnings), memory.assumptions)
 

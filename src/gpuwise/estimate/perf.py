@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.backends import decode_factor, unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_weight_bytes
 from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
@@ -192,7 +193,7 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
         job.pp, microbatches)) if job.pp > 1 else 0.0
     window = microbatches * (t_bwd.seconds + (t_fwd.seconds if job.zero_stage == 3 else 0.0))
     comm, slowdown = _communication(arch, job, gpu, catalog, microbatches, window)
-    compute = microbatches * per_micro + update.seconds
+    compute = (microbatches * per_micro + update.seconds) / unmeasured_stack_factor(gpu, calibration)
     step = compute + bubble + comm + slowdown
     seq = 1 if arch.kind == "cnn" else job.seq  # a CNN "token" is an image
     tokens_per_step = job.data_parallel * microbatches * job.batch * seq
@@ -216,7 +217,7 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
         samples_per_s=tokens_per_s / seq, mfu=mfu,
         epoch_time_s=job.tokens / tokens_per_s if job.tokens else None, bound=bound, compute_s=compute,
         communication_s=comm + slowdown, bubble_s=bubble, top_ops=_top(by_op, step),
-        assumptions=_train_assumptions(m, job, microbatches) + (
+        assumptions=_train_assumptions(m, job, microbatches) + unmeasured_stack_note(gpu, calibration, "training") + (
             ("MFU counts the full s x s attention matrix (PaLM appendix B, as llm-foundry and torchtitan report "
              "it); a causal kernel computes half of it, so at this sequence length MFU overstates the hardware's "
              "utilisation and can pass 100%",) if mfu > 0.9 * m.gemm_efficiency else ()),
@@ -284,7 +285,7 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
 
 
 def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
-               calibration: Calibration | None = None) -> InferPerf:
+               calibration: Calibration | None = None, backend_scaled: bool = True) -> InferPerf:
     m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
     if arch.kind == "cnn":
         from gpuwise.estimate.cnn import conv_ops
@@ -301,13 +302,16 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
     average_context = job.input_len + job.output_len / 2  # a sliding-window layer reads at most its window
     decode = phase_time(forward_ops(arch, _infer_pass(arch, job, query=1, context=average_context)), m)
-    tpot = decode.seconds + _tp_comm_s(arch, job, job.batch, gpu, catalog)
+    factor = decode_factor(gpu, job.engine, catalog) if backend_scaled and calibration is None else 1.0
+    tpot = decode.seconds / factor + _tp_comm_s(arch, job, job.batch, gpu, catalog)
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
+    scaled = (f"llama.cpp decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement against "
+              "the model (estimate/backends.py)",) if factor != 1.0 else ()
     return InferPerf(
         bound=decode.bound, top_ops=_top(decode.by_op, decode.seconds), ttft_ms=prefill_s * 1e3,
         tpot_ms=tpot * 1e3, decode_tokens_per_s=job.batch / tpot,
         output_tokens_per_s=job.batch * job.output_len / e2e if job.output_len else None,
-        e2e_latency_ms=e2e * 1e3, assumptions=_infer_assumptions(m),
+        e2e_latency_ms=e2e * 1e3, assumptions=_infer_assumptions(m) + scaled,
     )
 
 

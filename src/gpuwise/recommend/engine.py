@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 from gpuwise import budget
 from gpuwise.catalog import FEATURES, GPU, Catalog, CloudOffer
+from gpuwise.catalog.schema import STREET_MAX_AGE_DAYS
 from gpuwise.estimate import cost as tco
+from gpuwise.estimate.backends import unmeasured_stack_note
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.evaluate import Machines, evaluate
@@ -131,8 +133,9 @@ def _acquisitions(gpu: GPU, catalog: Catalog, request: Request) -> list[tuple[st
     """(label, unit purchase price or None, offer or None) for each way to get this GPU."""
     out: list[tuple[str, float | None, CloudOffer | None]] = []
     price = gpu.price
-    if "buy-new" in request.acquisitions and price and (price.street_usd or price.msrp_usd):
-        out.append(("buy-new", price.street_usd or price.msrp_usd, None))
+    street = price.street_on(request.prices_on) if price else None
+    if "buy-new" in request.acquisitions and street is not None:
+        out.append(("buy-new", street, None))
     if "buy-used" in request.acquisitions and price and price.used_usd:
         out.append(("buy-used", price.used_usd, None))
     if "rent" in request.acquisitions:
@@ -141,6 +144,19 @@ def _acquisitions(gpu: GPU, catalog: Catalog, request: Request) -> list[tuple[st
                 tier = "" if offer.tier == "on-demand" else f"{offer.tier}:"
                 out.append((f"rent:{offer.provider}:{tier}{offer.instance}", None, offer))
     return out
+
+
+def _unpriced(gpu: GPU, request: Request) -> str:
+    """Why a card has no way to be bought, for the rejection line."""
+    add = ": add yours with --catalog FILE (README, 'Your own records and prices')"
+    p = gpu.price
+    if p is None:
+        return "; the catalog has no dated price for it" + add
+    if "buy-new" in request.acquisitions and p.street_on(request.prices_on) is None:
+        had = f"street {p.street_usd:,.0f} USD" if p.street_usd else f"launch MSRP {p.msrp_usd or 0:,.0f} USD"
+        return (f"; buying new needs a street price from the last {STREET_MAX_AGE_DAYS} days and the catalog's is "
+                f"{had} of {p.as_of}" + add)
+    return ""
 
 
 def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudOffer | None, fit: Fit,
@@ -169,7 +185,13 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
     return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
-                  warnings=_warnings(gpu, count, label) + fit.notes, placement=place)
+                  warnings=_warnings(gpu, count, label) + _maturity(gpu, request) + fit.notes, placement=place)
+
+
+def _maturity(gpu: GPU, request: Request) -> tuple[str, ...]:
+    """The stated discount on a stack nothing end-to-end was measured on, when a workload is PyTorch work."""
+    pytorch = any(w.task == "train" or isinstance(w.job, ImageJob) for w in request.workloads)
+    return unmeasured_stack_note(gpu, None, "training or diffusers") if pytorch else ()
 
 
 def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:
@@ -205,10 +227,8 @@ def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Archi
         budget.checkpoint()
         ways = _acquisitions(gpu, catalog, request)
         if not ways:
-            unpriced = "" if gpu.price else ("; the catalog has no dated price for it: add yours with --catalog FILE "
-                                             "(README, 'Your own records and prices')")
             rejected.append(Rejected(gpu.id, 0, "-", "offer", "no price or cloud offer matches the allowed "
-                                                              "acquisitions" + unpriced))
+                                                              "acquisitions" + _unpriced(gpu, request)))
             continue
         problem = card_rejection(gpu, request)
         if problem is not None:

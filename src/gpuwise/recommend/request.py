@@ -8,6 +8,7 @@ workload level, as the examples do, or among the options.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -177,6 +178,8 @@ class Request(_Model):
     top: Annotated[int, Field(ge=1, le=200), Flag(_REC, RANKING)] = Field(default=10, description="options to show")
     gpus: tuple[Annotated[str, Field(max_length=100)], ...] | None = Field(
         default=None, max_length=200, description="restrict to these catalog ids")
+    prices_on: dt.date = Field(default_factory=dt.date.today, description="the day prices are judged on: a street "
+                                                                          "price older than a year is not a new price")
 
     @model_validator(mode="after")
     def _one_off_is_a_job(self) -> Request:
