@@ -111,3 +111,19 @@ def test_efa_per_gpu_is_the_instance_bandwidth_over_its_gpus(shipped: Catalog, o
     """AWS: P5 has 3,200 Gb/s of EFA for 8 GPUs, P4d 400 Gb/s for 8 (the instance pages)."""
     network = shipped.interconnects[shipped.offers[offer].network or ""]
     assert network.nominal_gb_s == pytest.approx(per_gpu_gbit / 8)
+
+
+def test_scale_names_the_network_it_assumed_between_nodes() -> None:
+    """Issue 14: going to two nodes once assumed InfiniBand NDR silently; the table now says which network joins
+    them, and that it was assumed unless --network named it."""
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    runner = CliRunner()
+    assumed = runner.invoke(app, ["scale", "llama-3.1-70b", "--gpu", "rtx-4090", "--method", "lora", "--grad-ckpt"],
+                            env={"COLUMNS": "160"})
+    assert assumed.exit_code == 0 and "joined by ib-ndr (assumed" in assumed.output
+    named = runner.invoke(app, ["scale", "llama-3.1-70b", "--gpu", "rtx-4090", "--method", "lora", "--grad-ckpt",
+                                "--network", "eth-100g"], env={"COLUMNS": "160"})
+    assert named.exit_code == 0 and "joined by eth-100g" in named.output and "assumed" not in named.output

@@ -177,7 +177,7 @@ def _scale(given: Given) -> None:
     if given.shell.get("as_json"):
         print_json([view.scale_row_json(r) for r in rows])
     else:
-        stdout().print(view.scale_table(given.args["model"], _gpu(given), rows))
+        stdout().print(view.scale_table(given.args["model"], _gpu(given), rows, job.network))
 
 
 def _serve_sim(given: Given) -> None:

@@ -20,7 +20,7 @@ from gpuwise.estimate.backends import decode_factor, unmeasured_stack_factor, un
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_weight_bytes
 from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
-from gpuwise.estimate.parallel import all_gather_s, all_reduce_s, all_to_all_s, links, pipeline_bubble
+from gpuwise.estimate.parallel import DEFAULT_NETWORK, all_gather_s, all_reduce_s, all_to_all_s, links, pipeline_bubble
 from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
 from gpuwise.estimate.weights import matmul_dtype, weights
 from gpuwise.workload.architecture import Architecture
@@ -246,6 +246,8 @@ def _train_assumptions(m: Machine, job: TrainJob, microbatches: int) -> tuple[st
         f"{m.memory_bytes_per_s / 1e9:,.0f} GB/s ({C.MEMORY_EFFICIENCY.value:.0%} of the datasheet)",
         f"{microbatches} micro-batch(es) of {job.batch} x {job.seq} tokens per optimizer step on each "
         f"data-parallel rank",
+        *((f"{job.nodes} nodes joined by {job.network or DEFAULT_NETWORK}" + ("" if job.network else
+           " (assumed: --network names yours)"),) if job.nodes > 1 else ()),
     )
 
 

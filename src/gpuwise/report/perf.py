@@ -19,9 +19,13 @@ def scale_row_json(row: ScaleRow) -> dict[str, Any]:
     return {**values, "per_gpu_gib": round(row.per_gpu_gb * 1e9 / 2**30, 4)}
 
 
-def scale_table(model: str, gpu: str, rows: list[ScaleRow]) -> Table:
+def scale_table(model: str, gpu: str, rows: list[ScaleRow], network: str | None = None) -> Table:
+    from gpuwise.estimate.parallel import DEFAULT_NETWORK
+
+    joined = network or f"{DEFAULT_NETWORK} (assumed; --network names yours: eth-100g, eth-400g, ib-hdr ...)"
     table = Table(title=f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "
-                        "that fits)", title_justify="left")
+                        "that fits)", title_justify="left",
+                  caption=f"nodes of 8 joined by {joined}" if any(r.nodes > 1 for r in rows) else None)
     timed = any(r.epoch_time_s for r in rows)
     for header in ("GPUs", "nodes", "GiB/GPU", "fits", "step s", "tokens/s", "tokens/s/GPU", "comm share",
                    "efficiency", *(("hours for --tokens",) if timed else ())):
