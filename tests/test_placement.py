@@ -127,3 +127,15 @@ def test_scale_names_the_network_it_assumed_between_nodes() -> None:
     named = runner.invoke(app, ["scale", "llama-3.1-70b", "--gpu", "rtx-4090", "--method", "lora", "--grad-ckpt",
                                 "--network", "eth-100g"], env={"COLUMNS": "160"})
     assert named.exit_code == 0 and "joined by eth-100g" in named.output and "assumed" not in named.output
+
+
+def test_coolers_wider_than_the_slots_are_named_for_the_buyer(shipped: Catalog) -> None:
+    """A WRX90 board has seven slots (its source) and the last cooler may hang into the case's eighth position: four
+    double-width RTX A6000s fit, four triple-width RTX 3090s need risers or blower versions."""
+    request = parse_request({"workloads": [_train()], "constraints": {"chassis": "workstation"}})
+    for card, crowded in (("rtx-a6000", False), ("rtx-3090", True)):
+        place = bought(shipped.gpus[card], 4, request, shipped, network=None, talks=True)
+        assert isinstance(place, Placement)
+        assert bool(place.notes) == crowded
+        if crowded:
+            assert "12 slot positions" in place.notes[0] and "risers" in place.notes[0]

@@ -289,6 +289,8 @@ class System(_Record):
     slot_lanes: tuple[int, ...] = Field(min_length=1, description="PCIe lanes each card gets with 1, 2, ... cards "
                                                                  "installed (a consumer CPU splits x16 into x8/x8)")
     pcie_gen: int = Field(ge=3, le=6, description="the platform's PCIe generation")
+    slot_positions: int | None = Field(default=None, ge=1, le=20, description="expansion-slot positions the "
+                                       "cards' coolers may fill (ATX: 7); None for a baseboard of modules")
     host_usd: float | None = Field(default=None, gt=0, description="one machine without its GPUs")
     host_usd_per_gpu: float | None = Field(default=None, gt=0, description="board servers: the server around the "
                                                                            "board, per GPU on it")

@@ -185,7 +185,8 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
     return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
-                  warnings=_warnings(gpu, count, label) + _maturity(gpu, request) + fit.notes, placement=place)
+                  warnings=_warnings(gpu, count, label) + place.notes + _maturity(gpu, request) + fit.notes,
+                  placement=place)
 
 
 def _maturity(gpu: GPU, request: Request) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ class Placement:
     network: str | None  # catalog id of the network between machines; None: one machine
     slot_link: str | None = None  # the PCIe link each card's slot gives it, when narrower than the card's own
     host_usd: float = 0.0  # the machines without their GPUs (0 for rent, a whole computer or your own host)
+    notes: tuple[str, ...] = ()  # what a buyer must know to build it (coolers wider than the slots allow)
 
     @property
     def label(self) -> str:
@@ -95,7 +96,18 @@ def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network:
     slot = _slot_link(system, gpu, per_machine, catalog)
     host = 0.0 if c.own_host and system.kind != "board-server" else chosen.host_usd
     return Placement(system.id, _short_name(system), machines, per_machine,
-                     intra_node_link(gpu, catalog, slot).id, link if machines > 1 else None, slot, host)
+                     intra_node_link(gpu, catalog, slot).id, link if machines > 1 else None, slot, host,
+                     _crowded(system, gpu, per_machine))
+
+
+def _crowded(system: System, gpu: GPU, per_machine: int) -> tuple[str, ...]:
+    """Cards whose coolers need more slot positions than the machine has: buildable only with risers or slimmer
+    (blower, 2-slot) versions of the card, which the buyer must seek out."""
+    width = -(-(gpu.slot_width or 1) // 1)
+    if system.slot_positions is None or per_machine * width <= system.slot_positions:
+        return ()
+    return (f"{per_machine} cards of {gpu.slot_width:g} slots need {per_machine * width:g} slot positions; a "
+            f"{_short_name(system)} has {system.slot_positions}: buy 2-slot (blower) versions or mount on risers",)
 
 
 def _uneven(system: System, gpu: GPU, count: int) -> Rejection:
