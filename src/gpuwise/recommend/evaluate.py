@@ -44,10 +44,8 @@ class Machines:
 
     def place(self, job: TrainJob | InferJob) -> TrainJob | InferJob:
         """The job's links set to these machines' (an explicit --network of the user's is kept when none is known)."""
-        changes: dict[str, object] = {"slot_link": self.slot_link}
-        if self.network is not None:
-            changes["network"] = self.network
-        return job.updated(**changes) if any(v is not None for v in changes.values()) else job
+        changes = {k: v for k, v in (("slot_link", self.slot_link), ("network", self.network)) if v is not None}
+        return job.updated(**changes) if changes else job
 
 
 def _default_machines(count: int) -> Machines:
