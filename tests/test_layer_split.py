@@ -70,3 +70,14 @@ def test_estimate_splits_over_the_cards_given_and_refuses_five() -> None:
     assert five.exit_code == 2 and "2 to 4 cards" in five.output
     train = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "rtx-3090,rtx-3090"])
     assert train.exit_code == 2 and "--task infer" in train.output
+
+
+@pytest.mark.parametrize(("cards", "says"), [
+    ("apple-m4-max-128gb,rtx-4090", "whole computer"),
+    ("h100-sxm-80gb,rtx-4090", "one machine"),
+    ("rx-7900-xtx,rtx-3090", "different backends"),
+])
+def test_a_split_runs_on_cards_of_one_machine_and_one_backend(cards: str, says: str) -> None:
+    done = CliRunner().invoke(app, ["estimate", "llama-3.1-70b", "--task", "infer", "--engine", "llamacpp",
+                                    "--quant", "gguf-q4_k_m", "--gpu", cards])
+    assert done.exit_code == 2 and says in done.output

@@ -139,3 +139,41 @@ def test_coolers_wider_than_the_slots_are_named_for_the_buyer(shipped: Catalog) 
         assert bool(place.notes) == crowded
         if crowded:
             assert "12 slot positions" in place.notes[0] and "risers" in place.notes[0]
+
+
+def test_training_never_splits_unevenly_or_spans_machines_with_one_tp_group(shipped: Catalog) -> None:
+    """torchrun starts the same number of ranks on every node, and a tensor-parallel group runs inside one
+    machine: 3 cards over 2 desktops, or TP 4 over desktops of 2, are refused with a reason, not a traceback."""
+    job = {**_train("qwen2-7b", method="qlora"), "tokens": 5e8}
+    job["options"] = {**job["options"], "network": "eth-100g"}  # type: ignore[dict-item]
+    rec = recommend(parse_request({"workloads": [job], "constraints": {"chassis": "desktop"}, "gpus": ["rtx-3060-12gb"],
+                                   "acquisitions": ["buy-new"]}), shipped)
+    assert any(r.code == "count" and r.count == 3 and "uneven" in r.reason for r in rec.rejected)
+    wide = {**job, "options": {**job["options"], "tp": 4}}
+    rec = recommend(parse_request({"workloads": [wide], "constraints": {"chassis": "desktop"},
+                                   "gpus": ["rtx-4090"], "acquisitions": ["buy-new"], "top": 20}), shipped)
+    assert not [o for o in rec.options if o.placement and o.placement.gpus_per_machine < 4]
+
+
+def test_serving_replicas_do_not_straddle_machines() -> None:
+    """Six cards in two machines of three form two TP-2 replicas, not three (hand count)."""
+    from gpuwise.recommend.machines import Machines
+
+    assert Machines(nodes=2, gpus_per_node=3).replicas(6, 2) == 2
+    assert Machines(nodes=2, gpus_per_node=7).replicas(13, 2) == 6  # 7 + 6 cards: 3 + 3 replicas
+    assert Machines(nodes=1, gpus_per_node=8).replicas(5, 1) == 5
+
+
+def test_serving_stays_at_24_hours_a_day_when_other_usage_is_given() -> None:
+    request = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 5}],
+                             "usage": {"years": 2}})
+    assert request.usage.hours_per_day == 24 and request.usage.years == 2
+
+
+def test_one_sxm_module_is_costed_on_the_smallest_board_that_holds_it(shipped: Catalog) -> None:
+    """H100 SXM comes on 4- and 8-GPU HGX boards (its record); one module means the 4-GPU server: 4 x 13,750 USD."""
+    from gpuwise.estimate.cost import host_cost
+
+    systems = shipped.systems.values()
+    assert host_cost(shipped.gpus["h100-sxm-80gb"], 1, systems) == 4 * 13750
+    assert host_cost(shipped.gpus["h100-sxm-80gb"], 16, systems) == 16 * 13750

@@ -51,7 +51,7 @@ class Usage(BaseModel):
     def for_one_job(self, job_hours: float) -> Usage:
         """The usage of one job of ``job_hours`` run around the clock (--usage one-off): bought hardware is sold
         again when it ends."""
-        years = min(max(job_hours, 1.0) / 24 / HOURS_PER_YEAR, 10.0)
+        years = min(max(job_hours, 1e-3) / 24 / HOURS_PER_YEAR, 10.0)  # billed by the hour's fraction
         return self.model_copy(update={"hours_per_day": 24.0, "years": years})
 
 
@@ -82,8 +82,9 @@ def host_cost(gpu: GPU, count: int, systems: Iterable[System]) -> float:
         return chosen.host_usd
     if chosen is None:
         return 0.0
-    machines = -(-count // chosen.gpu_slots)  # a count that fills no whole board: the boards it needs
-    return chosen.host_cost_usd(chosen.gpu_slots) * machines
+    boards = sorted(gpu.board_gpus or (chosen.gpu_slots,))
+    board = next((b for b in boards if b >= count), boards[-1])  # the modules sit on the board they fill part of
+    return chosen.host_cost_usd(board) * -(-count // board)
 
 
 def wall_kw(gpu: GPU, count: int) -> float:

@@ -61,13 +61,28 @@ def _layer_counts(free_bytes: Sequence[float], layers: int) -> list[int]:
     exact = [max(f, 0.0) / total * layers for f in free_bytes]
     counts = [max(1, int(e)) for e in exact]
     order = sorted(range(len(exact)), key=lambda i: exact[i] - int(exact[i]), reverse=True)
-    for i in order:
+    for step in range(layers):  # bounded: hand out what rounding down left, largest remainder first
         if sum(counts) >= layers:
             break
-        counts[i] += 1
+        counts[order[step % len(order)]] += 1
     while sum(counts) > layers:  # the at-least-one rule overshot: take from the largest
         counts[counts.index(max(counts))] -= 1
     return counts
+
+
+def _one_machine(gpus: Sequence[GPU]) -> None:
+    """The cards of one llama.cpp process: PCIe cards in one machine, one backend (a Mac, a DGX Spark or a Jetson
+    is a whole computer; CUDA and ROCm cards do not share one process's backend)."""
+    whole = [g.id for g in gpus if g.form_factor in ("soc", "module", "superchip")]
+    if whole:
+        raise ConfigError(f"{whole[0]} is a whole computer, not a card to split a model onto; a layer split runs on "
+                          "2-4 PCIe cards in one machine")
+    if len({g.form_factor for g in gpus}) > 1:
+        raise ConfigError("SXM/OAM modules and PCIe cards do not sit in one machine; split over cards of one kind")
+    stacks = sorted({g.software.stack for g in gpus})
+    if len(stacks) > 1:
+        raise ConfigError(f"the cards need different backends ({', '.join(stacks)}): one llama.cpp process splits "
+                          "over one backend's devices; give cards of one vendor")
 
 
 def layer_split(arch: Architecture, job: InferJob, gpus: Sequence[GPU], catalog: Catalog, *,
@@ -75,6 +90,7 @@ def layer_split(arch: Architecture, job: InferJob, gpus: Sequence[GPU], catalog:
     """``job`` (one sequence) on one copy of ``arch`` split by layers over ``gpus`` in order."""
     if not 2 <= len(gpus) <= SPLIT_MAX_CARDS:
         raise ConfigError(f"a layer split runs on 2 to {SPLIT_MAX_CARDS} cards, got {len(gpus)}")
+    _one_machine(gpus)
     one = job.updated(tp=1, count=1, batch=1)
     whole = [estimate(arch, one, gpu, catalog, calibration=calibration) for gpu in gpus]
     scaled = [sum(w.memory.breakdown_bytes.get(k, 0.0) for k in _SCALES) for w in whole]

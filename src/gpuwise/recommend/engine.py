@@ -16,11 +16,11 @@ from gpuwise import budget
 from gpuwise.catalog import FEATURES, GPU, Catalog, CloudOffer
 from gpuwise.catalog.schema import STREET_MAX_AGE_DAYS
 from gpuwise.estimate import cost as tco
-from gpuwise.estimate.backends import unmeasured_stack_note
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.roofline import Calibration
-from gpuwise.recommend.evaluate import Machines, evaluate
+from gpuwise.recommend.evaluate import evaluate
 from gpuwise.recommend.fit import Fit, Rejection
+from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.placement import Placement, bought, rented
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
@@ -185,14 +185,8 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         total, per_hour, kw, capex = buy.tco_usd, tco.owned_usd_per_hour(buy, usage), buy.wall_kw, buy.capex_usd
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
     return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
-                  warnings=_warnings(gpu, count, label) + place.notes + _maturity(gpu, request) + fit.notes,
+                  warnings=_warnings(gpu, count, label) + place.notes + fit.notes,
                   placement=place)
-
-
-def _maturity(gpu: GPU, request: Request) -> tuple[str, ...]:
-    """The stated discount on a stack nothing end-to-end was measured on, when a workload is PyTorch work."""
-    pytorch = any(w.task == "train" or isinstance(w.job, ImageJob) for w in request.workloads)
-    return unmeasured_stack_note(gpu, None, "training or diffusers") if pytorch else ()
 
 
 def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:

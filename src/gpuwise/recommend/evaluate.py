@@ -1,9 +1,10 @@
 """How one GPU type at one count does on every workload: fits, time per job, serving capacity, or why not.
 
 Training on several GPUs runs the workload's job over them (ZeRO-3/FSDP when data-parallel, the job's own rule)
-in nodes of 8. Serving uses the smallest tensor-parallel degree that fits the model, then replicas; a replica's
-capacity is the closed form of ``estimate/serving_capacity.py``, the model ``serve-sim`` brackets its simulation
-with, with the user's calibration where one was measured for this card.
+on the machines recommend/placement.py chose (nodes of 8 when none is given). Serving uses the smallest
+tensor-parallel degree that fits the model inside one machine, then replicas; a replica's capacity is the closed
+form of ``estimate/serving_capacity.py``, the model ``serve-sim`` brackets its simulation with, with the user's
+calibration where one was measured for this card.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.backends import unmeasured_stack_note
 from gpuwise.estimate.bands import band
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.estimate import estimate, tp_divides
@@ -23,6 +25,7 @@ from gpuwise.estimate.perf import TrainPerf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
 from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
+from gpuwise.recommend.machines import Machines, default_machines
 from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
@@ -33,29 +36,13 @@ from gpuwise.workload.job import InferJob, TrainJob
 GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
 
 
-@dataclass(frozen=True)
-class Machines:
-    """How the GPUs of an option sit, as far as the estimate needs it (recommend/placement.py decides)."""
-
-    nodes: int = 1
-    gpus_per_node: int = GPUS_PER_NODE
-    network: str | None = None
-    slot_link: str | None = None
-
-    def place(self, job: TrainJob | InferJob) -> TrainJob | InferJob:
-        """The job's links set to these machines' (an explicit --network of the user's is kept when none is known)."""
-        changes = {k: v for k, v in (("slot_link", self.slot_link), ("network", self.network)) if v is not None}
-        return job.updated(**changes) if changes else job
-
-
-def _default_machines(count: int) -> Machines:
-    return Machines(nodes=max(1, math.ceil(count / GPUS_PER_NODE)))
-
-
 def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
            calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
     template = workload.job
     assert isinstance(template, TrainJob)
+    if template.tp > machines.gpus_per_node:
+        return Rejection("count", f"a tensor-parallel group of {template.tp} spans machines of "
+                                  f"{machines.gpus_per_node} GPUs; keep --tp within one machine")
     job = machines.place(template.with_gpus(count, machines.nodes))
     assert isinstance(job, TrainJob)
     result = estimate(arch, job, gpu, catalog, calibration=calibration)
@@ -78,6 +65,7 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
         return Rejection("deadline", f"takes up to {high:,.1f} h (expected {hours:,.1f} h) > deadline "
                                      f"{workload.deadline_hours:,.1f} h", high / workload.deadline_hours)
     notes += fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)
+    notes += unmeasured_stack_note(gpu, calibration, "training")
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
                tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job),))
 
@@ -182,7 +170,7 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     for fmt, note in formats:
         job = machines.place(template if fmt is None else template.updated(quant=fmt))
         assert isinstance(job, InferJob)
-        outcome = serve(arch, workload, job, gpu, catalog, count, calibration, machines.gpus_per_node)
+        outcome = serve(arch, workload, job, gpu, catalog, count, calibration, machines)
         if isinstance(outcome, Fit):
             chosen = {"quant": job.for_checkpoint(arch.checkpoint).weights, "engine": job.engine, "tp": outcome.tp,
                       "kv_dtype": job.kv_dtype}
@@ -221,11 +209,12 @@ def _free_formats(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str
 
 
 def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
-              calibration: Calibration | None, per_machine: int) -> Fit | Rejection:
+              calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
     """``count`` GPUs serving ``template`` as replicas of the smallest tensor-parallel degree that holds it, each
     replica inside one machine of ``per_machine`` GPUs."""
     first: Rejection | None = None
     for tp in (1, 2, 4, 8):
+        per_machine = machines.gpus_per_node
         if tp > min(count, per_machine) or count % tp or not tp_divides(arch, tp):
             continue
         job = template.updated(tp=tp, count=tp)
@@ -237,7 +226,7 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
                 continue
             return outcome
         per_gpu, rate, p99 = outcome
-        replicas = count // tp
+        replicas = machines.replicas(count, tp)
         total = rate * replicas
         if workload.qps is not None and total < workload.qps:
             return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
@@ -247,7 +236,7 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
         return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
                    p99_ms=latency * 1e3 if math.isfinite(latency) else None,
                    output_tokens_per_s=total * template.output_len if arch.decoder_layers else None)
-    inside = f" inside one machine of {per_machine}" if per_machine < count else ""
+    inside = f" inside one machine of {machines.gpus_per_node}" if machines.gpus_per_node < count else ""
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree{inside}")
 
 
@@ -286,7 +275,7 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
              count: int, calibration: Calibration | None = None, machines: Machines | None = None) -> Fit | Rejection:
     """Every workload on ``count`` x ``gpu`` in ``machines`` (default: nodes of 8 over InfiniBand); the first
     rejection wins, else the combined figures."""
-    machines = machines or _default_machines(count)
+    machines = machines or default_machines(count)
     hours, high = 0.0, 0.0
     fits: list[Fit] = []
     for workload in workloads:

@@ -11,6 +11,7 @@ from gpuwise.estimate.layer_split import SPLIT_MAX_CARDS, layer_split
 from gpuwise.estimate.perf import InferPerf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.fit import GIB, Fit, Rejection, fullness, too_big
+from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob
@@ -19,10 +20,11 @@ LAYER_SPLIT_ENGINES = ("llamacpp", "exllamav2")  # their multi-GPU default split
 
 
 def one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
-             calibration: Calibration | None, per_machine: int) -> Fit | Rejection:
+             calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
     """One stream on one copy of the model over all ``count`` cards: its decode speed at the job's context, at the
     slow end of the measured band, against --min-tokens-per-s. More cards than one copy needs serve no single user
     faster here."""
+    per_machine = machines.gpus_per_node
     if count > per_machine:
         return Rejection("network", f"one copy of the model over {count} GPUs needs them in one machine; these hold "
                                     f"{per_machine} each", count / per_machine)
@@ -55,8 +57,9 @@ def _held(workload: Workload, tpot_ms: float) -> Rejection | None:
 def _split_by_layers(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog,
                      count: int, calibration: Calibration | None) -> Fit | Rejection:
     if count > SPLIT_MAX_CARDS:
-        return Rejection("count", f"{count} cards: a layer split (llama.cpp, exllamav2) runs on 2-{SPLIT_MAX_CARDS}; "
-                                  f"{arch.name}'s {arch.heads} heads do not divide over them for tensor parallelism")
+        why = (f"{template.engine} splits by layers" if template.engine in LAYER_SPLIT_ENGINES else
+               f"{arch.name}'s {arch.heads} heads do not divide over them for tensor parallelism")
+        return Rejection("count", f"{count} cards: a layer split runs on 2-{SPLIT_MAX_CARDS} and {why}")
     split = layer_split(arch, template, [gpu] * count, catalog, calibration=calibration)
     fullest = max(split.cards, key=lambda c: c.per_gpu_bytes / c.capacity_bytes)
     if not split.fits:

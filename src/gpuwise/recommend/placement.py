@@ -74,11 +74,15 @@ def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network:
     chosen = choose(catalog.systems.values(), gpu, count, kinds)
     if chosen is None:
         where = f" as a {chassis}" if chassis else ""
-        return Rejection("chassis", f"no system in the catalog takes {gpu.form_factor.upper()} {gpu.id}{where}"
-                                    + ("; rent it" if gpu.form_factor == "superchip" else ""))
+        hint = ("; rent it" if gpu.form_factor == "superchip" else
+                "; if your own machine is a server, say --chassis server" if c.own_host and not c.chassis else "")
+        return Rejection("chassis", f"no system in the catalog takes {gpu.form_factor.upper()} {gpu.id}{where}{hint}")
     if not isinstance(chosen, SystemChoice):
         return _uneven(chosen, gpu, count)
     system, machines, per_machine = chosen.system, chosen.machines, chosen.gpus_per_machine
+    if talks and count % machines:
+        return Rejection("count", f"{count} cards over {machines} {_short_name(system)}s is an uneven split: a "
+                                  "training launcher starts the same number of ranks on every node", 1.2)
     if c.own_host and machines > 1:
         more = "" if c.chassis else " (--chassis workstation or server if yours holds more)"
         return Rejection("chassis", f"{count} cards need {machines} machines; your own {_short_name(system)} "

@@ -191,9 +191,9 @@ class Request(_Model):
     @model_validator(mode="after")
     def _serving_runs_all_day(self) -> Request:
         """A service runs around the clock: with only serving workloads at a request rate and no usage given, the
-        hardware is costed at 24 h/day (issue 14), not the 8 h/day of a workstation."""
+        hardware is costed at 24 h/day (issue 14), not the 8 h/day of a workstation; other usage fields keep it."""
         serving = all(w.task == "infer" and w.qps is not None for w in self.workloads)
-        if serving and "usage" not in self.model_fields_set:
+        if serving and "hours_per_day" not in self.usage.model_fields_set:
             object.__setattr__(self, "usage", self.usage.model_copy(update={"hours_per_day": 24.0}))
         return self
 

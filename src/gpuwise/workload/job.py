@@ -77,7 +77,7 @@ class _Job(BaseModel):
 
     def with_gpus(self, count: int, nodes: int = 1) -> Any:
         """This job spread over ``count`` GPUs in ``nodes`` machines (validated)."""
-        return type(self).model_validate({**self.model_dump(), "count": count, "nodes": nodes})
+        return build(type(self), {**self.model_dump(), "count": count, "nodes": nodes})
 
     def updated(self, **changes: object) -> Any:
         """A validated copy with some fields changed (ConfigError naming the flag when incoherent)."""
