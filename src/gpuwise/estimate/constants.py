@@ -6,6 +6,7 @@ cites the document it comes from.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 MIB = 2**20
@@ -228,6 +229,23 @@ OVERLAP_SLOWDOWN = Constant(0.15, "fraction of overlapped compute", "Calculon pr
                             "by 15% while communication overlaps it (estimators notes sec. 5.8)")
 MAX_NUM_SEQS = Constant(256, "sequences", "vLLM engine args: max_num_seqs default 256 (the batch limit of the "
                         "serving simulation)")
+VLLM_LARGE_GPU_GIB = 70  # vLLM EngineArgs.get_batch_defaults: "device_memory >= 70 * GiB_bytes and 'a100' not in name"
+VLLM_BATCH_DEFAULTS = {
+    # (large GPU?) -> (max_num_seqs, max_num_batched_tokens) for the OpenAI API server
+    True: (Constant(1024, "sequences", "vLLM vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: GPUs of >= 70 "
+                                       "GiB other than A100 (H100, MI300x): OPENAI_API_SERVER max_num_seqs 1024"),
+           Constant(8192, "tokens", "the same: OPENAI_API_SERVER max_num_batched_tokens 8192")),
+    False: (Constant(256, "sequences", "the same, other GPUs: max_num_seqs 256"),
+            Constant(2048, "tokens", "the same, other GPUs: max_num_batched_tokens 2048 (PR #17885: a large budget "
+                                     "lowers A100 throughput)")),
+}
+SGLANG_CHUNKED_PREFILL = (  # (GPU memory below GiB, chunked_prefill_size), the first that applies
+    (35, 2048), (60, 4096), (160, 8192), (math.inf, 16384))
+SGLANG_CHUNKED_PREFILL_SOURCE = ("sglang python/sglang/srt/server_args.py, _handle_gpu_memory_settings: "
+                                 "chunked_prefill_size 2048 below 35 GB (4090), 4096 below 60 GB (A100 40GB, L40), "
+                                 "8192 below 160 GB (H100, H200), 16384 above (B200, MI300)")
+TRTLLM_BATCH_DEFAULTS = (Constant(2048, "sequences", "TensorRT-LLM LLM API (trtllm-serve) default max_batch_size 2048"),
+                         Constant(8192, "tokens", "TensorRT-LLM LLM API default max_num_tokens 8192"))
 SERVING_PLANNING_UTILISATION = Constant(
     0.8, "fraction of the saturation rate",
     "gpuwise assumption: with no latency SLO, plan a serving replica at 80 % of the rate that saturates it, so "

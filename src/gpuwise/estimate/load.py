@@ -14,7 +14,14 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
 from gpuwise.estimate.estimate import require_tp
 from gpuwise.estimate.roofline import Calibration
-from gpuwise.estimate.serving import LoadResult, ServingReport, highest_rate, poisson_requests, simulate
+from gpuwise.estimate.serving import (
+    LoadResult,
+    ServingReport,
+    closed_loop_requests,
+    highest_rate,
+    poisson_requests,
+    simulate,
+)
 from gpuwise.estimate.serving_capacity import capacity, replica, require_room
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, LoadTest
@@ -36,6 +43,16 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
     require_room(rep, arch, gpu)
     replicas = job.count // job.tp  # a load balancer splits Poisson arrivals into Poisson arrivals per replica
 
+    def closed(clients: int) -> LoadResult:
+        per_replica = max(1, round(clients / replicas))  # a round-robin balancer gives each replica its share
+        stream = closed_loop_requests(load.requests, job.input_len, output, seed=load.seed,
+                                      exponential_lengths=load.length_dist == "exponential")
+        one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
+                       kv_capacity_tokens=rep.kv_capacity_tokens, concurrency=per_replica,
+                       max_batched_tokens=rep.max_batched_tokens)
+        return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas,
+                       requests_per_s=one.requests_per_s * replicas, concurrency=clients)
+
     def run(rate: float) -> LoadResult:
         stream = poisson_requests(rate / replicas, load.requests, job.input_len, output, seed=load.seed,
                                   exponential_lengths=load.length_dist == "exponential")
@@ -51,6 +68,8 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         bracket = dict(low=total / 8, high=total * 8, iterations=10) if total > 0 else {}
         best_rate, at_best = highest_rate(run, p99_ms=load.p99_ms, key=load.slo, **bracket)  # type: ignore[arg-type]
     at_rate_p99 = planned.p99_s(load.qps / replicas)
-    return ServingReport(run(load.qps), load.p99_ms, load.slo, best_rate, at_best, rep.max_num_seqs,
-                         rep.kv_capacity_tokens, planned.rate_qps * replicas,
-                         at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas)
+    rate_asked = load.concurrency is None or "qps" in load.model_fields_set
+    return ServingReport(run(load.qps) if rate_asked else None, load.p99_ms, load.slo, best_rate, at_best,
+                         rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
+                         at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
+                         closed(load.concurrency) if load.concurrency is not None else None)

@@ -1,8 +1,10 @@
 """Latency under load: a discrete-event simulation of continuous batching (Orca/vLLM-style iteration scheduling).
 
-Requests arrive as a Poisson process at ``qps``; input and output lengths are fixed or exponential around the
-job's values. Each engine iteration admits waiting requests while the KV cache has room (capacity from the
-memory model) and the batch limit allows, runs their prefill together with one decode step of the running
+Requests arrive as a Poisson process at ``qps`` (open loop), or from ``concurrency`` clients that each send the next
+request when the last one finished (closed loop: `vllm bench serve --max-concurrency`, genai-perf and aiperf
+measure this way). Input and output lengths are fixed or exponential around the job's values. Each engine
+iteration admits waiting requests while the KV cache has room (capacity from the memory model) and the batch limit
+allows, runs their prefill together with one decode step of the running
 batch, and retires finished sequences. Step times come from the roofline (``perf.decode_step_s`` and
 ``perf.prefill_s``). The same seed gives the same answer.
 
@@ -40,6 +42,11 @@ class LoadResult:
     mean_batch: float
     throughput_tokens_per_s: float
     saturated: bool  # the queue kept growing: the offered load exceeds capacity
+    ttft_mean_ms: float = math.nan
+    tpot_ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # P50, P90, P99 of each request's mean
+    tpot_mean_ms: float = math.nan  # time per output token after the first: (end - first token) / (output - 1)
+    requests_per_s: float = 0.0
+    concurrency: int | None = None  # closed loop: the clients in flight
 
     @property
     def steady(self) -> bool:
@@ -79,73 +86,148 @@ StepTime = Callable[[int, float], float]  # (batch, mean context) -> seconds of 
 PrefillTime = Callable[[int], float]  # (prompt tokens) -> seconds
 
 
+def closed_loop_requests(count: int, input_len: int, output_len: int, *, seed: int,
+                         exponential_lengths: bool = False) -> list[Request]:
+    """``count`` requests for a closed loop: their arrival times are set by the clients as the run goes."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        n_out = max(1, round(rng.expovariate(1 / output_len))) if exponential_lengths else output_len
+        n_in = max(1, round(rng.expovariate(1 / input_len))) if exponential_lengths else input_len
+        out.append(Request(math.inf, n_in, n_out))
+    return out
+
+
 def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: PrefillTime,
-             max_batch: int, kv_capacity_tokens: float) -> LoadResult:
-    """Run the scheduler over ``requests`` (sorted by arrival); measures TTFT, end-to-end latency, queueing."""
-    waiting: deque[int] = deque()
-    running: list[tuple[int, int]] = []  # (request index, tokens generated)
-    first_token = [math.nan] * len(requests)
-    finished = [math.nan] * len(requests)
-    started = [math.nan] * len(requests)
-    clock, next_arrival, batches, steps, generated = 0.0, 0, 0, 0, 0
-    while next_arrival < len(requests) or waiting or running:
-        if steps % 4096 == 0:
+             max_batch: int, kv_capacity_tokens: float, concurrency: int | None = None,
+             max_batched_tokens: int | None = None) -> LoadResult:
+    """Run the scheduler over ``requests`` (sorted by arrival); measures TTFT, TPOT, end-to-end latency, queueing.
+
+    With ``concurrency`` the arrivals are a closed loop: the first ``concurrency`` requests arrive at once and each
+    finished one lets the next pending request in at that moment (no think time). With ``max_batched_tokens`` the
+    scheduler chunks prefills (vLLM V1 and SGLang): each iteration spends its token budget on one token per running
+    sequence first, then on prompt chunks of admitted requests in arrival order; a request's first token comes with
+    the iteration that finishes its prompt."""
+    arrival = [r.arrival_s for r in requests]
+    if concurrency is not None:
+        arrival = [0.0 if i < concurrency else math.inf for i in range(len(requests))]
+    sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens)
+    released = min(concurrency, len(requests)) if concurrency is not None else len(requests)
+    while sim.busy():
+        if sim.steps % 4096 == 0:
             budget.checkpoint()
-        if not waiting and not running:
-            clock = max(clock, requests[next_arrival].arrival_s)
-        while next_arrival < len(requests) and requests[next_arrival].arrival_s <= clock:
-            waiting.append(next_arrival)
-            next_arrival += 1
-        used = sum(requests[i].input_len + n for i, n in running)
-        admitted: list[int] = []
-        while waiting and len(running) + len(admitted) < max_batch:
-            i = waiting[0]
-            need = requests[i].input_len + requests[i].output_len
-            if used + need > kv_capacity_tokens and (running or admitted):
-                break
-            waiting.popleft()
-            admitted.append(i)
-            used += need
-        step = 0.0
-        if admitted:
-            step += prefill(sum(requests[i].input_len for i in admitted))
-            for i in admitted:
-                started[i] = clock
-        if running:
-            context = sum(requests[i].input_len + n for i, n in running) / len(running)
-            step += decode_step(len(running), context)
-        if not admitted and not running:
+        chunks = sim.schedule()
+        if not chunks and not sim.running:
             continue
-        clock += step
-        steps += 1
-        batches += len(running)
-        still: list[tuple[int, int]] = []
-        for i, n in running:
-            generated += 1
-            if n + 1 >= requests[i].output_len:
-                finished[i] = clock
+        step = prefill(sum(chunks.values())) if chunks else 0.0
+        if sim.running:
+            step += decode_step(len(sim.running), sim.mean_context())
+        done_now = sim.advance(step, chunks)
+        if concurrency is not None:  # each client that got its answer sends its next request now
+            for _ in range(min(done_now, len(requests) - released)):
+                arrival[released] = sim.clock
+                released += 1
+    return _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
+                      (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
+
+
+class _Scheduler:
+    """The engine's queues and clock: waiting (arrived, not admitted), prefilling (admitted, prompt not done) and
+    running (decoding) requests."""
+
+    def __init__(self, requests: Sequence[Request], arrival: list[float], max_batch: int, kv_capacity: float,
+                 token_budget: int | None) -> None:
+        self.requests, self.arrival, self.max_batch, self.kv_capacity = requests, arrival, max_batch, kv_capacity
+        self.token_budget = token_budget
+        self.waiting: deque[int] = deque()
+        self.prefilling: dict[int, int] = {}  # request -> prompt tokens still to prefill (insertion = arrival order)
+        self.running: list[tuple[int, int]] = []  # (request, tokens generated)
+        n = len(requests)
+        self.first_token, self.finished, self.started = [math.nan] * n, [math.nan] * n, [math.nan] * n
+        self.clock, self.next_arrival, self.batches, self.steps, self.generated = 0.0, 0, 0, 0, 0
+
+    def busy(self) -> bool:
+        return self.next_arrival < len(self.requests) or bool(self.waiting or self.prefilling or self.running)
+
+    def mean_context(self) -> float:
+        return sum(self.requests[i].input_len + n for i, n in self.running) / len(self.running)
+
+    def schedule(self) -> dict[int, int]:
+        """This iteration's prompt chunks: request -> tokens."""
+        if not self.waiting and not self.prefilling and not self.running:
+            self.clock = max(self.clock, self.arrival[self.next_arrival])
+        while self.next_arrival < len(self.requests) and self.arrival[self.next_arrival] <= self.clock:
+            self.waiting.append(self.next_arrival)
+            self.next_arrival += 1
+        self._admit()
+        room = math.inf if self.token_budget is None else max(self.token_budget - len(self.running), 0)
+        chunks: dict[int, int] = {}
+        for i, left in self.prefilling.items():
+            if room <= 0:
+                break
+            take = int(min(left, room))
+            chunks[i] = take
+            room -= take
+        return chunks
+
+    def _admit(self) -> None:
+        used = sum(self.requests[i].input_len + n for i, n in self.running)
+        used += sum(self.requests[i].input_len + self.requests[i].output_len for i in self.prefilling)
+        while self.waiting and len(self.running) + len(self.prefilling) < self.max_batch:
+            i = self.waiting[0]
+            need = self.requests[i].input_len + self.requests[i].output_len
+            if used + need > self.kv_capacity and (self.running or self.prefilling):
+                break
+            self.waiting.popleft()
+            self.prefilling[i] = self.requests[i].input_len
+            self.started[i] = self.clock
+            used += need
+
+    def advance(self, step: float, chunks: dict[int, int]) -> int:
+        """Run the iteration; returns how many requests finished."""
+        self.clock += step
+        self.steps += 1
+        self.batches += len(self.running)
+        done, still = 0, []
+        for i, n in self.running:
+            self.generated += 1
+            if n + 1 >= self.requests[i].output_len:
+                self.finished[i] = self.clock
+                done += 1
             else:
                 still.append((i, n + 1))
-        for i in admitted:  # the prefill yields each admitted request's first token
-            first_token[i] = clock
-            generated += 1
-            if requests[i].output_len <= 1:
-                finished[i] = clock
+        for i, take in chunks.items():
+            self.prefilling[i] -= take
+            if self.prefilling[i] > 0:
+                continue
+            del self.prefilling[i]
+            self.first_token[i] = self.clock  # the prompt's last chunk yields the first token
+            self.generated += 1
+            if self.requests[i].output_len <= 1:
+                self.finished[i] = self.clock
+                done += 1
             else:
                 still.append((i, 1))
-        running = still
-    return _summarise(requests, first_token, finished, started, clock, batches, steps, generated)
+        self.running = still
+        return done
 
 
-def _summarise(requests: Sequence[Request], first: list[float], done: list[float], started: list[float],
-               clock: float, batches: int, steps: int, generated: int) -> LoadResult:
+Times = tuple[list[float], list[float], list[float]]  # first token, finished, admitted: per request, in seconds
+
+
+def _summarise(requests: Sequence[Request], arrival: list[float], times: Times,
+               counters: tuple[float, int, int, int], concurrency: int | None) -> LoadResult:
+    (first, done, started), (clock, batches, steps, generated) = times, counters
     warm = len(requests) // 10  # drop the first 10% as warm-up
-    ttft = [(first[i] - r.arrival_s) * 1e3 for i, r in enumerate(requests) if i >= warm]
-    e2e = [(done[i] - r.arrival_s) * 1e3 for i, r in enumerate(requests) if i >= warm]
-    queue = [(started[i] - r.arrival_s) * 1e3 for i, r in enumerate(requests) if i >= warm]
-    span = clock - requests[0].arrival_s if requests else 1.0
-    offered = len(requests) / max(requests[-1].arrival_s, 1e-9) if requests else 0.0
-    saturated = _growing(queue, [d - q for d, q in zip(e2e, queue, strict=True)])
+    kept = range(warm, len(requests))
+    ttft = [(first[i] - arrival[i]) * 1e3 for i in kept]
+    e2e = [(done[i] - arrival[i]) * 1e3 for i in kept]
+    queue = [(started[i] - arrival[i]) * 1e3 for i in kept]
+    tpot = [(done[i] - first[i]) * 1e3 / (requests[i].output_len - 1) for i in kept if requests[i].output_len > 1]
+    span = clock - arrival[0] if requests else 1.0
+    offered = len(requests) / max(arrival[-1], 1e-9) if concurrency is None and requests else (
+        len(requests) / span if span > 0 else 0.0)
+    saturated = concurrency is None and _growing(queue, [d - q for d, q in zip(e2e, queue, strict=True)])
     return LoadResult(
         qps=offered, requests=len(requests),
         ttft_ms=(percentile(ttft, 0.5), percentile(ttft, 0.9), percentile(ttft, 0.99)),
@@ -153,6 +235,10 @@ def _summarise(requests: Sequence[Request], first: list[float], done: list[float
         mean_queue_ms=sum(queue) / len(queue) if queue else 0.0,
         mean_batch=batches / steps if steps else 0.0,
         throughput_tokens_per_s=generated / span if span > 0 else 0.0, saturated=saturated,
+        ttft_mean_ms=sum(ttft) / len(ttft) if ttft else math.nan,
+        tpot_ms=(percentile(tpot, 0.5), percentile(tpot, 0.9), percentile(tpot, 0.99)),
+        tpot_mean_ms=sum(tpot) / len(tpot) if tpot else math.nan,
+        requests_per_s=len(kept) / max(clock - arrival[warm], 1e-9) if requests else 0.0, concurrency=concurrency,
     )
 
 
@@ -228,7 +314,7 @@ def _bracket(points: Sequence[float], value: float) -> tuple[float, float, float
 
 @dataclass(frozen=True)
 class ServingReport:
-    at_rate: LoadResult
+    at_rate: LoadResult | None  # None when only --concurrency was asked
     slo_p99_ms: float | None
     slo_key: str
     max_qps: float | None
@@ -238,3 +324,4 @@ class ServingReport:
     planned_qps: float  # the closed-form capacity the recommender plans with (estimate/serving_capacity.py)
     planned_p99_ms: float | None  # the closed form's P99 at the simulated rate (None: unstable there)
     replicas: int = 1  # --count / --tp replicas behind a load balancer; rates and throughputs are their sum
+    at_concurrency: LoadResult | None = None  # the closed loop of --concurrency clients

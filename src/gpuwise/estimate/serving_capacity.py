@@ -50,6 +50,7 @@ class Replica:
     kv_sequences: int  # whole sequences of the job's length the cache holds at once
     prefill: Callable[[int], float]  # prompt tokens prefilled together -> seconds
     decode_step: Callable[[int, float], float]  # (batch, mean context) -> seconds
+    max_batched_tokens: int | None = None  # the scheduler's token budget per iteration (chunked prefill)
     _steps: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
 
     def step_at(self, batch: int) -> float:
@@ -68,6 +69,25 @@ class Replica:
         return self.memory.fits and self.kv_capacity_tokens >= self.job.input_len + self.job.output_len
 
 
+SGLANG_UNBOUNDED = 65_536  # no engine cap; the KV room admits fewer long before this
+
+
+def engine_limits(engine: str, gpu: GPU) -> tuple[int, int | None]:
+    """The engine's default batch limit and per-iteration token budget on ``gpu``, from each engine's own code
+    (constants.VLLM_BATCH_DEFAULTS, SGLANG_CHUNKED_PREFILL, TRTLLM_BATCH_DEFAULTS); other engines: the vLLM small-GPU
+    batch limit and no chunking."""
+    gib = gpu.memory_gb
+    if engine == "vllm":
+        seqs, tokens = C.VLLM_BATCH_DEFAULTS[gib >= C.VLLM_LARGE_GPU_GIB and not gpu.id.startswith("a100")]
+        return int(seqs.value), int(tokens.value)
+    if engine == "sglang":
+        # max_running_requests has no fixed default: the KV pool bounds it, as kv_sequences does here
+        return SGLANG_UNBOUNDED, next(t for limit, t in C.SGLANG_CHUNKED_PREFILL if gib < limit)
+    if engine == "trtllm":
+        return int(C.TRTLLM_BATCH_DEFAULTS[0].value), int(C.TRTLLM_BATCH_DEFAULTS[1].value)
+    return int(C.MAX_NUM_SEQS.value), None
+
+
 def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
             calibration: Calibration | None = None) -> Replica:
     """The replica ``job`` describes (its ``tp`` GPUs of type ``gpu``); see ``holds_a_sequence`` before using it."""
@@ -75,7 +95,8 @@ def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     memory = inference_memory(arch, one, capacity_bytes=gpu.usable_memory_bytes, gpu_id=gpu.id)
     room = max(memory.kv_budget_bytes or 0.0, 0.0)
     kv_tokens = room / kv_bytes_per_token(arch, one) if kv_bytes_per_token(arch, one) > 0 else math.inf
-    max_seqs = job.max_num_seqs or int(C.MAX_NUM_SEQS.value)
+    default_seqs, token_budget = engine_limits(job.engine, gpu)
+    max_seqs = job.max_num_seqs or default_seqs
     step = step_table(lambda b, c: decode_step_s(arch, one, gpu, catalog, batch=b, context=c,
                                                  calibration=calibration), max_seqs, job.input_len + job.output_len / 2)
     prefills: dict[int, float] = {}
@@ -86,7 +107,8 @@ def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
             prefills[bucket] = prefill_s(arch, one, gpu, catalog, tokens=bucket, calibration=calibration)
         return prefills[bucket]
 
-    return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step)
+    return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step,
+                   max_batched_tokens=token_budget)
 
 
 def require_room(rep: Replica, arch: Architecture, gpu: GPU) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Group
@@ -39,21 +40,29 @@ def scale_table(model: str, gpu: str, rows: list[ScaleRow], network: str | None 
     return table
 
 
+def _stats(p50_p90_p99: tuple[float, float, float], mean: float) -> dict[str, float | None]:
+    values = (mean, *p50_p90_p99)
+    return {k: (round(v, 3) if math.isfinite(v) else None) for k, v in zip(("mean", "p50", "p90", "p99"), values,
+                                                                          strict=True)}
+
+
 def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
     if result is None:
         return None
     return {
-        "qps": round(result.qps, 4), "requests": result.requests,
-        "ttft_ms": dict(zip(("p50", "p90", "p99"), (round(v, 3) for v in result.ttft_ms), strict=True)),
+        "qps": round(result.qps, 4), "requests": result.requests, "concurrency": result.concurrency,
+        "ttft_ms": _stats(result.ttft_ms, result.ttft_mean_ms), "tpot_ms": _stats(result.tpot_ms, result.tpot_mean_ms),
         "e2e_ms": dict(zip(("p50", "p90", "p99"), (round(v, 3) for v in result.e2e_ms), strict=True)),
         "mean_queue_ms": round(result.mean_queue_ms, 3), "mean_batch": round(result.mean_batch, 2),
-        "throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1), "saturated": result.saturated,
-        "steady": result.steady,
+        "throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1),
+        "output_tokens_per_s": round(result.throughput_tokens_per_s, 1),
+        "requests_per_s": round(result.requests_per_s, 4), "saturated": result.saturated, "steady": result.steady,
     }
 
 
 def serving_json(report: ServingReport) -> dict[str, Any]:
-    return {"at_rate": _load_json(report.at_rate), "slo_p99_ms": report.slo_p99_ms, "slo": report.slo_key,
+    return {"at_rate": _load_json(report.at_rate), "at_concurrency": _load_json(report.at_concurrency),
+            "slo_p99_ms": report.slo_p99_ms, "slo": report.slo_key,
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
             "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
             "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms},
@@ -62,22 +71,25 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
 
 def serving_view(report: ServingReport) -> Group:
     table = Table(title="latency under load (simulated continuous batching)", title_justify="left")
-    for header in ("rate QPS", "TTFT P50/P90/P99 ms", "end-to-end P50/P90/P99 ms", "mean batch", "tokens/s", "note"):
+    for header in ("load", "TTFT P50/P90/P99 ms", "TPOT mean/P99 ms", "end-to-end P50/P99 ms", "mean batch",
+                   "tokens/s", "note"):
         table.add_column(header, justify="right")
-    for result in (report.at_rate, report.at_max):
-        if result is None:
-            continue
-        table.add_row(f"{result.qps:,.2f}", "/".join(f"{v:,.0f}" for v in result.ttft_ms),
-                      "/".join(f"{v:,.0f}" for v in result.e2e_ms), f"{result.mean_batch:.1f}",
+    results = [r for r in (report.at_rate, report.at_max, report.at_concurrency) if r is not None]
+    for result in results:
+        load = f"{result.concurrency} clients" if result.concurrency else f"{result.qps:,.2f} QPS"
+        table.add_row(load, "/".join(f"{v:,.0f}" for v in result.ttft_ms),
+                      f"{result.tpot_mean_ms:,.1f}/{result.tpot_ms[2]:,.1f}",
+                      f"{result.e2e_ms[0]:,.0f}/{result.e2e_ms[2]:,.0f}", f"{result.mean_batch:.1f}",
                       f"{result.throughput_tokens_per_s:,.0f}",
                       "saturated" if result.saturated else ("" if result.steady else "too few requests"))
     over = f" over {report.replicas} replicas" if report.replicas > 1 else ""
     lines: list[Any] = [table, f"KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
                                f"{report.max_batch} sequences per replica; the recommender's closed form plans "
                                f"{report.planned_qps:,.2f} QPS{over}"]
-    if not report.at_rate.steady:
-        lines.append(f"[yellow]note:[/yellow] {report.at_rate.requests} requests are fewer than 4x the "
-                     f"{report.at_rate.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
+    short = next((r for r in results if not r.steady), None)
+    if short is not None:
+        lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "
+                     f"{short.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
     if report.slo_p99_ms is not None:
         lines.append(f"highest rate with P99 {report.slo_key} <= {report.slo_p99_ms:,.0f} ms: "
                      + (f"[bold]{report.max_qps:,.2f} QPS[/bold]" if report.max_qps else

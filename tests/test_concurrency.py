@@ -1,0 +1,77 @@
+"""serve-sim --concurrency (issue 15): a closed loop of C clients, chunked prefill, each engine's own defaults."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuwise.catalog import Catalog
+from gpuwise.cli.main import app
+from gpuwise.estimate.serving import closed_loop_requests, simulate
+from gpuwise.estimate.serving_capacity import engine_limits
+
+
+def _flat(step_s: float, per_token_s: float):  # type: ignore[no-untyped-def]
+    return (lambda batch, context: step_s), (lambda tokens: tokens * per_token_s)
+
+
+def test_one_client_sees_one_prefill_then_pure_decode_steps() -> None:
+    """C = 1: each request waits for nobody; TTFT is its prefill (512 tokens x 1 ms) and TPOT the decode step."""
+    decode, prefill = _flat(0.010, 0.001)
+    requests = closed_loop_requests(50, 512, 65, seed=0)
+    result = simulate(requests, decode_step=decode, prefill=prefill, max_batch=256, kv_capacity_tokens=1e9,
+                      concurrency=1)
+    assert result.ttft_mean_ms == pytest.approx(512.0)
+    assert result.tpot_mean_ms == pytest.approx(10.0)
+    e2e_s = 0.512 + 64 * 0.010
+    assert result.requests_per_s == pytest.approx(1 / e2e_s, rel=1e-6)  # Little's law with one client
+
+
+def test_little_law_holds_for_many_clients() -> None:
+    """Throughput x latency = clients in flight (Little's law), for a closed loop with no think time."""
+    decode, prefill = _flat(0.020, 0.0002)
+    requests = closed_loop_requests(400, 256, 128, seed=1)
+    result = simulate(requests, decode_step=decode, prefill=prefill, max_batch=256, kv_capacity_tokens=1e9,
+                      concurrency=16, max_batched_tokens=2048)
+    mean_e2e_s = result.e2e_ms[0] / 1e3  # fixed lengths: every request takes about the same
+    assert result.requests_per_s * mean_e2e_s == pytest.approx(16, rel=0.1)
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_of_the_token_budget() -> None:
+    """vLLM V1 / SGLang chunked prefill: a 6,000-token prompt under a 2,048-token budget takes three iterations, so
+    its first token comes after the third (3 x the per-iteration step here)."""
+    requests = closed_loop_requests(1, 6000, 2, seed=0)
+    result = simulate(requests, decode_step=lambda b, c: 0.0, prefill=lambda tokens: 1.0, max_batch=8,
+                      kv_capacity_tokens=1e9, concurrency=1, max_batched_tokens=2048)
+    assert result.ttft_ms[0] == pytest.approx(3000.0)
+
+
+@pytest.mark.parametrize(("engine", "gpu", "limits"), [
+    ("vllm", "h100-sxm-80gb", (1024, 8192)),  # EngineArgs.get_batch_defaults: >= 70 GiB and not an A100
+    ("vllm", "a100-sxm-80gb", (256, 2048)),  # the A100 exception (PR #17885)
+    ("vllm", "rtx-4090", (256, 2048)),
+    ("trtllm", "h100-sxm-80gb", (2048, 8192)),
+])
+def test_engine_defaults_come_from_the_engines_code(engine: str, gpu: str, limits: tuple[int, int],
+                                                    shipped: Catalog) -> None:
+    assert engine_limits(engine, shipped.gpus[gpu]) == limits
+
+
+@pytest.mark.parametrize(("gpu", "chunk"), [("rtx-4090", 2048), ("a100-pcie-40gb", 4096), ("h200-sxm-141gb", 8192),
+                                            ("b300-sxm-288gb", 16384)])
+def test_sglang_chunk_size_follows_gpu_memory(gpu: str, chunk: int, shipped: Catalog) -> None:
+    assert engine_limits("sglang", shipped.gpus[gpu])[1] == chunk
+
+
+def test_serve_sim_answers_at_a_concurrency_in_json() -> None:
+    done = CliRunner().invoke(app, ["serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--concurrency", "8",
+                                    "--input-len", "512", "--output-len", "128", "--requests", "100", "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    at = report["at_concurrency"]
+    assert report["at_rate"] is None and at["concurrency"] == 8
+    for key in ("ttft_ms", "tpot_ms"):
+        assert set(at[key]) == {"mean", "p50", "p90", "p99"} and at[key]["mean"] > 0
+    assert at["output_tokens_per_s"] > 0 and at["requests_per_s"] > 0
