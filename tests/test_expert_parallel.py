@@ -46,5 +46,16 @@ def test_the_all_to_all_carries_each_tokens_top_k_copies(shipped: Catalog) -> No
 def test_ep_is_refused_where_it_means_nothing(shipped: Catalog) -> None:
     with pytest.raises(ConfigError, match="has none"):
         estimate(resolve_model("qwen3-8b"), InferJob(count=2, ep=2), shipped.gpus["h100-sxm-80gb"])
-    with pytest.raises(ValueError, match="leave --tp at 1"):
-        InferJob(count=8, ep=4, tp=2)
+    with pytest.raises(ValueError, match="does not divide the replica's 2 GPUs"):
+        InferJob(count=8, ep=4, tp=2)  # TP 2 without attention DP: a replica of 2 GPUs cannot hold EP 4
+
+
+def test_tp_with_ep_and_attention_dp_shape_the_replica() -> None:
+    """vLLM TP 4 + --enable-expert-parallel: one replica of 4 GPUs, every GPU sees the whole batch; SGLang TP 4 x
+    DP-attention 4 with EP 16: a replica of 16 GPUs, each group attending to a quarter of the batch."""
+    tp_ep = InferJob(count=4, tp=4, ep=4, batch=32)
+    assert tp_ep.replica_gpus == 4 and tp_ep.local_batch == 32
+    dp = InferJob(count=16, tp=4, ep=16, dp_attention=4, batch=32)
+    assert dp.replica_gpus == 16 and dp.local_batch == 8
+    legacy = InferJob(count=8, ep=8, batch=64)  # --ep alone: DP attention on every GPU, as before
+    assert legacy.replica_gpus == 8 and legacy.local_batch == 8

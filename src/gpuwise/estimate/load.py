@@ -41,7 +41,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
     rep = replica(arch, job, gpu, catalog, calibration=calibration)
     require_room(rep, arch, gpu)
-    replicas = job.count // job.tp  # a load balancer splits Poisson arrivals into Poisson arrivals per replica
+    replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
 
     def closed(clients: int) -> LoadResult:
         per_replica = max(1, round(clients / replicas))  # a round-robin balancer gives each replica its share

@@ -41,7 +41,8 @@ class Pass:
     lm_head: bool = True
     absorb_mla: bool = True  # decode MLA on its latent (serving engines) rather than re-expanding every key
     expert_bytes: float | None = None  # per routed-expert weight, when the format covers the experts only
-    ep: int = 1  # expert-parallel group: ``batch`` is this GPU's share, the routed experts are spread over ep GPUs
+    ep: int = 1  # expert-parallel group: the routed experts are spread over ep GPUs
+    dp: int = 1  # attention data-parallel groups: ``batch`` is one group's share; the MoE sees every group's tokens
 
     @property
     def tokens(self) -> int:
@@ -187,9 +188,14 @@ def _feed_forward(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
         ops = [_gemm("mlp_up_gate", tokens, h, mlp_in, p, p.weight_bytes, n),
                _gemm("mlp_down", tokens, width, h, p, p.weight_bytes, n)]
     else:
-        # under --ep this GPU holds E/ep experts and computes every token of the group routed to them
-        touched = experts_touched(ffn, tokens * p.ep) / p.ep
-        routed = tokens * ffn.top_k
+        # under --ep this GPU holds E/ep whole experts and computes every token of the replica routed to them (the
+        # tokens of all attention groups; TP ranks of a group share theirs); without EP each expert is TP-sharded
+        if p.ep > 1:
+            width = ffn.width
+            mlp_in = (2 if ffn.gated else 1) * width
+        group_tokens = tokens * p.dp
+        touched = experts_touched(ffn, group_tokens) / p.ep
+        routed = -(-group_tokens * ffn.top_k // p.ep)  # this GPU's share of the routed token copies
         # FLOPs follow the k experts of each token; weight bytes follow the distinct experts touched. One grouped
         # GEMM per layer runs them all, each expert's rows padded to the MMA tile: few tokens per expert fill
         # little of it

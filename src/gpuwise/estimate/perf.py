@@ -257,7 +257,7 @@ def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float
     return Pass(batch=job.local_batch, query=query, context=context, act_bytes=activation_bytes(job.weights),
                 weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
                 flash=job.flash_attn, logits_tokens=job.local_batch, absorb_mla=job.engine != "hf",
-                expert_bytes=w.expert_bytes_per_weight, ep=job.ep)
+                expert_bytes=w.expert_bytes_per_weight, ep=job.ep, dp=job.attention_dp)
 
 
 def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
@@ -272,18 +272,22 @@ def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
 
 
 def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
-    """Two all-reduces per layer under TP; under --ep a dispatch and a combine all-to-all per MoE layer, each GPU
-    sending the top-k copies of its own tokens' hidden states (``tokens`` is the replica's)."""
+    """Per layer under TP: an all-reduce after attention and one after a dense MLP; under --ep a dispatch and a
+    combine all-to-all per MoE layer instead of its all-reduce, each GPU sending the top-k copies of its own tokens'
+    hidden states (``tokens`` is the replica's, split over the attention groups)."""
     if job.replica_gpus <= 1:
         return 0.0
-    link = links(gpu, catalog, network=job.network, nodes=job.nodes, slot_link=job.slot_link).for_group(
-        job.replica_gpus, spans_nodes=False)
-    size = tokens * arch.hidden * activation_bytes(job.weights)
+    path = links(gpu, catalog, network=job.network, nodes=job.nodes, slot_link=job.slot_link)
+    size = tokens / job.attention_dp * arch.hidden * activation_bytes(job.weights)
+    moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts) if job.ep > 1 else 0
+    seconds = 0.0
     if job.ep > 1:
-        moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts)
-        local = size / job.ep * max(arch.experts_per_token, 1)
-        return 2 * moe_layers * all_to_all_s(local, job.ep, link)
-    return 2 * arch.layers * all_reduce_s(size, job.tp, link)
+        local = size * max(arch.experts_per_token, 1)
+        seconds += 2 * moe_layers * all_to_all_s(local, job.ep, path.for_group(job.ep, spans_nodes=False))
+    if job.tp > 1:
+        ring = path.for_group(job.tp, spans_nodes=False)
+        seconds += (2 * arch.layers - moe_layers) * all_reduce_s(size, job.tp, ring)
+    return seconds
 
 
 def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,

@@ -91,7 +91,7 @@ def engine_limits(engine: str, gpu: GPU) -> tuple[int, int | None]:
 def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
             calibration: Calibration | None = None) -> Replica:
     """The replica ``job`` describes (its ``tp`` GPUs of type ``gpu``); see ``holds_a_sequence`` before using it."""
-    one = job.for_checkpoint(arch.checkpoint).updated(batch=1, count=job.tp, nodes=1)
+    one = job.for_checkpoint(arch.checkpoint).updated(batch=1, count=job.replica_gpus, nodes=1)
     memory = inference_memory(arch, one, capacity_bytes=gpu.usable_memory_bytes, gpu_id=gpu.id)
     room = max(memory.kv_budget_bytes or 0.0, 0.0)
     kv_tokens = room / kv_bytes_per_token(arch, one) if kv_bytes_per_token(arch, one) > 0 else math.inf

@@ -43,7 +43,9 @@ def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     stored = weights(arch, job.weights)
     # --ep keeps a whole copy of attention, dense and shared weights on every GPU and 1/ep of the routed experts
-    parts["weights"] = (stored.bytes - stored.expert_bytes * (1 - 1 / job.ep)) / job.tp
+    # the dense part sharded over --tp; routed experts over --ep GPUs when set, else TP-sharded with the rest
+    experts_per_gpu = stored.expert_bytes / (job.ep if job.ep > 1 else job.tp)
+    parts["weights"] = (stored.bytes - stored.expert_bytes) / job.tp + experts_per_gpu
     per_sequence = sequence_cache_bytes(arch, job, job.context)
     if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
         parts["weights"] += arch.params.mtp * weight_bytes(arch, job.weights) / arch.total_params / job.tp

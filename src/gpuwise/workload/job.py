@@ -237,11 +237,15 @@ class InferJob(_Job):
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=256, description="generated tokens")
     engine: Annotated[Engine, Flag(_INFER, INFERENCE)] = Field(default="vllm", description="serving engine")
-    ep: Annotated[int, Field(ge=1, le=1024), Flag(frozenset({"estimate", "fit"}), INFERENCE)] = Field(
-        default=1, description="expert parallelism with data-parallel attention over this many GPUs (SGLang "
-                               "--enable-dp-attention --ep-size N, vLLM --data-parallel-size N "
-                               "--enable-expert-parallel): each runs attention for its share of --batch and holds "
-                               "1/N of the routed experts; tokens reach them through an all-to-all. Keep --tp 1")
+    ep: Annotated[int, Field(ge=1, le=1024), Flag(frozenset({"estimate", "fit", "serve-sim"}), INFERENCE)] = Field(
+        default=1, description="expert parallelism: the routed experts spread over this many GPUs of the replica, "
+                               "tokens reaching them through an all-to-all (vLLM --enable-expert-parallel, SGLang "
+                               "--ep-size). Alone (--tp 1) it also runs attention data-parallel on each GPU")
+    dp_attention: Annotated[int, Field(ge=1, le=1024), Flag(frozenset({"estimate", "fit", "serve-sim"}),
+                                                             INFERENCE)] = Field(
+        default=1, description="attention data-parallel groups of --tp GPUs in one replica (SGLang "
+                               "--enable-dp-attention --dp-size, TRT-LLM attention DP): each runs attention for its "
+                               "share of the batch; the replica spans tp x dp-attention GPUs")
     mtp: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
         default=False, description="load the checkpoint's multi-token-prediction layers as the speculative decoder "
                                    "(DeepSeek-V3/R1, GLM; vLLM --speculative-config method mtp)")
@@ -278,10 +282,12 @@ class InferJob(_Job):
                              f"{', '.join(sorted(_POOLED_ENGINES))})")
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")
-        if self.ep > 1 and self.tp > 1:
-            raise ValueError(f"--ep {self.ep} runs attention data-parallel on each GPU: leave --tp at 1")
-        if self.count % self.ep:
-            raise ValueError(f"--count {self.count} is not a multiple of --ep {self.ep}")
+        if self.replica_gpus % self.ep:
+            raise ValueError(f"--ep {self.ep} does not divide the replica's {self.replica_gpus} GPUs (--tp x "
+                             "--dp-attention)")
+        if self.count % self.replica_gpus:
+            raise ValueError(f"--count {self.count} is not a multiple of the replica's {self.replica_gpus} GPUs "
+                             "(--tp x --dp-attention)")
         if self.count % self.nodes:
             raise ValueError(f"--count {self.count} GPUs do not split evenly over --nodes {self.nodes}")
         return self
@@ -291,14 +297,21 @@ class InferJob(_Job):
         return self.input_len + self.output_len
 
     @property
+    def attention_dp(self) -> int:
+        """Attention data-parallel groups: --dp-attention, or --ep alone at --tp 1 (SGLang's DP attention with EP)."""
+        if self.dp_attention > 1:
+            return self.dp_attention
+        return self.ep if self.tp == 1 else 1
+
+    @property
     def replica_gpus(self) -> int:
-        """GPUs one copy of the model spans: its tensor-parallel group, or its expert-parallel group."""
-        return self.tp * self.ep
+        """GPUs one copy of the model spans: --tp x the attention data-parallel groups."""
+        return self.tp * self.attention_dp
 
     @property
     def local_batch(self) -> int:
-        """Sequences each GPU of the replica runs attention for (all of them under TP; its share under --ep)."""
-        return -(-self.batch // self.ep)
+        """Sequences each GPU of the replica runs attention for: its group's share of --batch."""
+        return -(-self.batch // self.attention_dp)
 
 
 Job = TrainJob | InferJob
