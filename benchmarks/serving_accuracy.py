@@ -4,7 +4,7 @@ Each row is a serving call (`gpuwise serve-sim MODEL ... --concurrency C --json`
 TPOT; the prediction is read at `at_concurrency.ttft_ms.mean` and `at_concurrency.tpot_ms.mean`. A row the CLI
 refuses (a flag not modelled yet, a model without a preset) counts as unanswered, with its one-line reason.
 
-Run: python benchmarks/serving_accuracy.py [--file PATH] [--requests N] [--by-model]
+Run: python benchmarks/serving_accuracy.py [--file PATH] [--by-model]
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ from gpuwise.cli.main import app
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "public-serving-measurements.yaml"
 
 
-def run(case: dict[str, Any], runner: CliRunner, requests: int) -> dict[str, Any]:
-    output = int(case["args"][case["args"].index("--output-len") + 1])
-    fitting = max(20, min(requests, 1_000_000 // output))  # serve-sim simulates at most 1M output tokens
-    args = ["serve-sim", *[str(a) for a in case["args"]], "--requests", str(fitting)]
+def run(case: dict[str, Any], runner: CliRunner) -> dict[str, Any]:
+    args = ["serve-sim", *[str(a) for a in case["args"]]]  # serve-sim picks a steady-state request count
     done = runner.invoke(app, args)
     row: dict[str, Any] = {"id": case["id"], "model": case["args"][0]}
     if done.exit_code != 0:
@@ -43,12 +41,11 @@ def run(case: dict[str, Any], runner: CliRunner, requests: int) -> dict[str, Any
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", type=Path, default=DEFAULT)
-    parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--by-model", action="store_true")
     ns = parser.parse_args()
     cases = yaml.safe_load(ns.file.read_text())
     runner = CliRunner()
-    rows = [run(c, runner, ns.requests) for c in cases]
+    rows = [run(c, runner) for c in cases]
     answered = [r for r in rows if "refused" not in r]
     print(f"answered {len(answered)}/{len(rows)}")
     for key in ("tpot_ms", "ttft_ms"):

@@ -29,13 +29,38 @@ from gpuwise.workload.job import InferJob, LoadTest
 MAX_SIMULATED_TOKENS = 1_000_000  # requests x output tokens: about a second per simulated rate on one core
 
 
+MAX_CLOSED_LOOP_STEPS = 400_000  # engine iterations of one closed-loop run: about a second on one core
+STEADY_ROUNDS = 4  # a closed loop of C clients runs 4 x C requests by default: the first C (the opening burst) are
+# dropped, the rest are steady state
+
+
+def closed_loop_count(load: LoadTest, output: int) -> int:
+    """Requests of a closed-loop run: --requests if given, else STEADY_ROUNDS x the clients (at least 400)."""
+    assert load.concurrency is not None
+    if "requests" in load.model_fields_set:
+        return load.requests
+    wanted = max(load.requests, STEADY_ROUNDS * load.concurrency)
+    return max(20, min(wanted, MAX_CLOSED_LOOP_STEPS * load.concurrency // output))
+
+
+def _closed_loop_bounds(load: LoadTest, output: int) -> None:
+    assert load.concurrency is not None
+    steps = closed_loop_count(load, output) * output / load.concurrency
+    if steps > MAX_CLOSED_LOOP_STEPS:
+        raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} over {load.concurrency} clients is "
+                          f"more than the {MAX_CLOSED_LOOP_STEPS:,} engine steps serve-sim simulates; use at most "
+                          f"{MAX_CLOSED_LOOP_STEPS * load.concurrency // output:,} requests")
+
+
 def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, load: LoadTest, *,
                    calibration: Calibration | None = None) -> ServingReport:
     if not arch.decoder_layers:
         raise NotEstimable(f"{arch.name} does not generate tokens; serve-sim models decoder LLMs")
     require_tp(arch, job.tp)
     output = max(job.output_len, 1)
-    if load.requests * output > MAX_SIMULATED_TOKENS:
+    if load.concurrency is not None and "qps" not in load.model_fields_set:
+        _closed_loop_bounds(load, output)
+    elif load.requests * output > MAX_SIMULATED_TOKENS:
         raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} is more than the "
                           f"{MAX_SIMULATED_TOKENS:,} tokens serve-sim simulates; use at most "
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
@@ -45,7 +70,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
 
     def closed(clients: int) -> LoadResult:
         per_replica = max(1, round(clients / replicas))  # a round-robin balancer gives each replica its share
-        stream = closed_loop_requests(load.requests, job.input_len, output, seed=load.seed,
+        stream = closed_loop_requests(closed_loop_count(load, output), job.input_len, output, seed=load.seed,
                                       exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
                        kv_capacity_tokens=rep.kv_capacity_tokens, concurrency=per_replica,
