@@ -75,3 +75,20 @@ def test_serve_sim_answers_at_a_concurrency_in_json() -> None:
     for key in ("ttft_ms", "tpot_ms"):
         assert set(at[key]) == {"mean", "p50", "p90", "p99"} and at[key]["mean"] > 0
     assert at["output_tokens_per_s"] > 0 and at["requests_per_s"] > 0
+
+
+def test_a_moe_layer_pays_its_routing_kernels() -> None:
+    """vLLM fused_moe runs, besides the two grouped GEMMs, the router GEMM, fused_topk, moe_align_block_size and
+    moe_sum: four more kernels per MoE layer, each at least a kernel's floor; a dense layer has none of them."""
+    from gpuwise.estimate.operators import forward_ops
+    from gpuwise.estimate.perf import _infer_pass
+    from gpuwise.workload.job import InferJob
+    from gpuwise.workload.resolve import resolve_model
+
+    job = InferJob(batch=1)
+    moe, dense = resolve_model("qwen3-30b-a3b"), resolve_model("qwen3-8b")
+    ops = {op.name: op for op in forward_ops(moe, _infer_pass(moe, job, query=1, context=512))}
+    moe_layers = sum(b.count for b in moe.blocks if b.ffn.experts)
+    assert ops["moe_router"].count == moe_layers and ops["moe_topk_align_sum"].count == 3 * moe_layers
+    assert not any(op.name.startswith("moe_") for op in forward_ops(dense, _infer_pass(dense, job, query=1,
+                                                                                             context=512)))

@@ -180,9 +180,12 @@ def test_forward_matmul_flops_per_token_are_twice_the_active_linear_parameters(m
 
     arch = resolve_model(model)
     ops = layer_ops(arch, Pass(batch=1, query=1, context=1, act_bytes=2, weight_bytes=2, kv_bytes=2), arch.layers)
-    matmul_flops = sum(o.flops for o in ops if o.kind == "gemm")
+    matmul_flops = sum(o.flops for o in ops if o.kind == "gemm" and o.name != "moe_router")
     active_linear = arch.params.linear - (arch.params.total - arch.params.active)
     assert matmul_flops == pytest.approx(2 * active_linear, rel=1e-9)
+    router = sum(o.flops for o in ops if o.name == "moe_router")  # the gate: h x E per MoE layer, 2 FLOPs each
+    moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts)
+    assert router == pytest.approx(2 * arch.hidden * arch.experts * moe_layers)
     if model == "qwen1.5-moe-a2.7b":
         assert arch.params.active == pytest.approx(2.7e9, rel=0.01)
 

@@ -203,12 +203,22 @@ def _feed_forward(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
         up, down = _gemm("mlp_up_gate", routed, h, mlp_in, p, 0.0, n), _gemm("mlp_down", routed, width, h, p, 0.0, n)
         expert_bytes = touched * n * (p.expert_bytes if p.expert_bytes is not None else p.weight_bytes)
         ops = [Op(up.name, "gemm", up.flops, up.bytes + h * mlp_in * expert_bytes, n, row_fill=fill),
-               Op(down.name, "gemm", down.flops, down.bytes + width * h * expert_bytes, n, row_fill=fill)]
+               Op(down.name, "gemm", down.flops, down.bytes + width * h * expert_bytes, n, row_fill=fill),
+               *_routing(ffn, p, n, h)]
     shared = ffn.shared_width / t
     if shared:  # shared experts (Qwen2-MoE, DeepSeek-V3): a dense gated MLP on every token
         ops += [_gemm("shared_expert_up_gate", tokens, h, 2 * shared, p, p.weight_bytes, n),
                 _gemm("shared_expert_down", tokens, shared, h, p, p.weight_bytes, n)]
     return ops
+
+
+def _routing(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
+    """The kernels a MoE layer runs besides its two grouped GEMMs (vLLM fused_moe: the router GEMM, fused_topk,
+    moe_align_block_size and moe_sum after the down projection): small, each paying a kernel's floor."""
+    tokens = p.tokens
+    router = _gemm("moe_router", tokens, h, ffn.experts, p, 2.0, n)  # the gate, h x E in 16-bit
+    moved = tokens * (ffn.experts * 4 + ffn.top_k * (4 + 4) + ffn.top_k * h * p.act_bytes)  # logits, ids, sum
+    return [router, Op("moe_topk_align_sum", "memory", 0.0, moved * n, 3 * n)]
 
 
 def _elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
