@@ -92,3 +92,14 @@ def test_a_moe_layer_pays_its_routing_kernels() -> None:
     assert ops["moe_router"].count == moe_layers and ops["moe_topk_align_sum"].count == 3 * moe_layers
     assert not any(op.name.startswith("moe_") for op in forward_ops(dense, _infer_pass(dense, job, query=1,
                                                                                              context=512)))
+
+
+def test_a_cached_prefix_is_not_prefilled_again() -> None:
+    """With 75% of a 1,000-token prompt in the prefix cache, 250 tokens are prefilled (1 ms each here): TTFT 250 ms;
+    a full hit still computes the last token (its logits give the first output token)."""
+    decode, prefill = _flat(0.010, 0.001)
+    for hit, ttft_ms in ((0.75, 250.0), (1.0, 1.0)):
+        requests = closed_loop_requests(30, 1000, 10, seed=0)
+        result = simulate(requests, decode_step=decode, prefill=prefill, max_batch=8, kv_capacity_tokens=1e9,
+                          concurrency=1, prefix_hit=hit)
+        assert result.ttft_mean_ms == pytest.approx(ttft_ms)

@@ -74,7 +74,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                                       exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
                        kv_capacity_tokens=rep.kv_capacity_tokens, concurrency=per_replica,
-                       max_batched_tokens=rep.max_batched_tokens)
+                       max_batched_tokens=rep.max_batched_tokens, prefix_hit=load.prefix_hit)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas,
                        requests_per_s=one.requests_per_s * replicas, concurrency=clients)
 
@@ -82,7 +82,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         stream = poisson_requests(rate / replicas, load.requests, job.input_len, output, seed=load.seed,
                                   exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
-                       kv_capacity_tokens=rep.kv_capacity_tokens)
+                       kv_capacity_tokens=rep.kv_capacity_tokens, prefix_hit=load.prefix_hit)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
     slo_s = load.p99_ms / 1e3 if load.p99_ms is not None else None

@@ -332,13 +332,19 @@ def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog,
 
 def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, tokens: int,
               calibration: Calibration | None = None) -> float:
-    """Prefill of ``tokens`` prompt tokens (one batch of sequences of the job's input length)."""
+    """Prefill of ``tokens`` prompt tokens: whole prompts of the job's input length batched together, and what is
+    left as one chunk of a prompt (chunked prefill), its queries attending to about half a prompt of keys."""
     m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
-    batch = max(1, round(tokens / job.input_len))
-    shaped = job.model_copy(update={"batch": batch})
-    p = _infer_pass(arch, shaped, query=job.input_len, context=job.input_len / 2)
-    compute = phase_time(forward_ops(arch, p) + _dequantize(arch, shaped), m).seconds
-    return compute + _tp_comm_s(arch, shaped, tokens, gpu, catalog)
+    whole, rest = divmod(max(tokens, 1), job.input_len)
+    seconds = 0.0
+    for batch, query in ((whole, job.input_len), (1 if rest else 0, rest)):
+        if not batch:
+            continue
+        shaped = job.model_copy(update={"batch": batch})
+        p = _infer_pass(arch, shaped, query=query, context=job.input_len / 2)
+        seconds += phase_time(forward_ops(arch, p) + _dequantize(arch, shaped), m).seconds
+        seconds += _tp_comm_s(arch, shaped, batch * query, gpu, catalog)
+    return seconds
 
 
 def _infer_assumptions(m: Machine) -> tuple[str, ...]:

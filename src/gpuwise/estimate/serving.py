@@ -101,18 +101,19 @@ def closed_loop_requests(count: int, input_len: int, output_len: int, *, seed: i
 
 def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: PrefillTime,
              max_batch: int, kv_capacity_tokens: float, concurrency: int | None = None,
-             max_batched_tokens: int | None = None) -> LoadResult:
+             max_batched_tokens: int | None = None, prefix_hit: float = 0.0) -> LoadResult:
     """Run the scheduler over ``requests`` (sorted by arrival); measures TTFT, TPOT, end-to-end latency, queueing.
 
     With ``concurrency`` the arrivals are a closed loop: the first ``concurrency`` requests arrive at once and each
     finished one lets the next pending request in at that moment (no think time). With ``max_batched_tokens`` the
     scheduler chunks prefills (vLLM V1 and SGLang): each iteration spends its token budget on one token per running
     sequence first, then on prompt chunks of admitted requests in arrival order; a request's first token comes with
-    the iteration that finishes its prompt."""
+    the iteration that finishes its prompt. ``prefix_hit`` of each prompt is already cached: only the rest is
+    prefilled, at least the last token (whose logits give the first output token)."""
     arrival = [r.arrival_s for r in requests]
     if concurrency is not None:
         arrival = [0.0 if i < concurrency else math.inf for i in range(len(requests))]
-    sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens)
+    sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens, prefix_hit)
     released = min(concurrency, len(requests)) if concurrency is not None else len(requests)
     while sim.busy():
         if sim.steps % 4096 == 0:
@@ -138,9 +139,9 @@ class _Scheduler:
     iteration is known when it starts decoding: a heap of those makes an iteration cost O(log n), not O(n)."""
 
     def __init__(self, requests: Sequence[Request], arrival: list[float], max_batch: int, kv_capacity: float,
-                 token_budget: int | None) -> None:
+                 token_budget: int | None, prefix_hit: float = 0.0) -> None:
         self.requests, self.arrival, self.max_batch, self.kv_capacity = requests, arrival, max_batch, kv_capacity
-        self.token_budget = token_budget
+        self.token_budget, self.prefix_hit = token_budget, prefix_hit
         self.waiting: deque[int] = deque()
         self.prefilling: dict[int, int] = {}  # request -> prompt tokens still to prefill (insertion = arrival order)
         self.ends: list[tuple[int, int]] = []  # heap of (the iteration a running request finishes in, request)
@@ -186,7 +187,8 @@ class _Scheduler:
             if used + need > self.kv_capacity and (self.ends or self.prefilling):
                 break
             self.waiting.popleft()
-            self.prefilling[i] = self.requests[i].input_len
+            prompt = self.requests[i].input_len
+            self.prefilling[i] = max(1, prompt - math.floor(prompt * self.prefix_hit))  # the cached prefix is reused
             self.started[i] = self.clock
             used += need
 

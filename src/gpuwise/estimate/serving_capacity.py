@@ -69,6 +69,7 @@ class Replica:
         return self.memory.fits and self.kv_capacity_tokens >= self.job.input_len + self.job.output_len
 
 
+PREFILL_GRAIN = 64  # tokens: prefill times are computed once per 64-token step of chunk size (at most budget / 64)
 SGLANG_UNBOUNDED = 65_536  # no engine cap; the KV room admits fewer long before this
 
 
@@ -102,7 +103,7 @@ def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     prefills: dict[int, float] = {}
 
     def prefill(tokens: int) -> float:
-        bucket = max(job.input_len, -(-tokens // job.input_len) * job.input_len)  # whole prompts, as batched
+        bucket = -(-max(tokens, 1) // PREFILL_GRAIN) * PREFILL_GRAIN  # chunks rounded up; whole prompts stay whole
         if bucket not in prefills:
             prefills[bucket] = prefill_s(arch, one, gpu, catalog, tokens=bucket, calibration=calibration)
         return prefills[bucket]

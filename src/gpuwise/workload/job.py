@@ -373,5 +373,8 @@ class LoadTest(BaseModel):
         default=400, description="requests to simulate (at least 20 for percentiles)")
     seed: Annotated[int, Field(ge=0, le=2**32 - 1), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default=0, description="random seed (same seed, same answer)")
+    prefix_hit: Annotated[float, Field(ge=0, le=1), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=0.0, description="share of each prompt already in the prefix cache (vLLM automatic prefix caching, "
+                                 "SGLang RadixAttention): only the rest is prefilled, at least its last token")
     length_dist: Annotated[Literal["fixed", "exponential"], Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default="fixed", description="input/output lengths: fixed, or exponential around the job's")
