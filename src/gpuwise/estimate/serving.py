@@ -66,6 +66,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def _lengths(rng: random.Random, input_len: int, output_len: int, exponential: bool) -> tuple[int, int]:
+    """(input, output) tokens of one request: the job's, or exponential around them (output drawn first)."""
+    if not exponential:
+        return input_len, output_len
+    n_out = max(1, round(rng.expovariate(1 / output_len)))
+    return max(1, round(rng.expovariate(1 / input_len))), n_out
+
+
 def poisson_requests(qps: float, count: int, input_len: int, output_len: int, *, seed: int,
                      exponential_lengths: bool = False) -> list[Request]:
     if qps <= 0:
@@ -75,9 +83,7 @@ def poisson_requests(qps: float, count: int, input_len: int, output_len: int, *,
     out = []
     for _ in range(count):
         t += rng.expovariate(qps)
-        n_out = max(1, round(rng.expovariate(1 / output_len))) if exponential_lengths else output_len
-        n_in = max(1, round(rng.expovariate(1 / input_len))) if exponential_lengths else input_len
-        out.append(Request(t, n_in, n_out))
+        out.append(Request(t, *_lengths(rng, input_len, output_len, exponential_lengths)))
     return out
 
 
@@ -93,9 +99,7 @@ def closed_loop_requests(count: int, input_len: int, output_len: int, *, seed: i
     rng = random.Random(seed)
     out = []
     for _ in range(count):
-        n_out = max(1, round(rng.expovariate(1 / output_len))) if exponential_lengths else output_len
-        n_in = max(1, round(rng.expovariate(1 / input_len))) if exponential_lengths else input_len
-        out.append(Request(math.inf, n_in, n_out))
+        out.append(Request(math.inf, *_lengths(rng, input_len, output_len, exponential_lengths)))
     return out
 
 

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
-from gpuwise.estimate import constants as C
 from gpuwise.estimate.backends import unmeasured_stack_note
 from gpuwise.estimate.bands import band
 from gpuwise.estimate.compat import unmet
@@ -32,8 +31,6 @@ from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import Pipeline
 from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import InferJob, TrainJob
-
-GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
 
 
 def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
