@@ -17,6 +17,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.backends import decode_factor, unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.estimate.cuda_graphs import captured_sizes, graph_batch
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_weight_bytes
 from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
@@ -252,11 +253,13 @@ def _train_assumptions(m: Machine, job: TrainJob, microbatches: int) -> tuple[st
 
 
 # ---------------------------------------------------------------- inference
-def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float) -> Pass:
+def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float, logits: int = 1) -> Pass:
+    """One forward of the replica; ``logits`` positions per sequence reach the LM head (a verifying step scores
+    every drafted token)."""
     w = weights(arch, job.weights)
     return Pass(batch=job.local_batch, query=query, context=context, act_bytes=activation_bytes(job.weights),
                 weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
-                flash=job.flash_attn, logits_tokens=job.local_batch, absorb_mla=job.engine != "hf",
+                flash=job.flash_attn, logits_tokens=job.local_batch * logits, absorb_mla=job.engine != "hf",
                 expert_bytes=w.expert_bytes_per_weight, ep=job.ep, dp=job.attention_dp)
 
 
@@ -309,7 +312,7 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     average_context = job.input_len + job.output_len / 2  # a sliding-window layer reads at most its window
     decode = phase_time(forward_ops(arch, _infer_pass(arch, job, query=1, context=average_context)), m)
     factor = decode_factor(gpu, job.engine, catalog) if backend_scaled and calibration is None else 1.0
-    tpot = decode.seconds / factor + _tp_comm_s(arch, job, job.batch, gpu, catalog)
+    tpot = _decode_s(arch, job, gpu, catalog, m, batch=job.batch, context=average_context, factor=factor)
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
     scaled = (f"llama.cpp decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement against "
               "the model (estimate/backends.py)",) if factor != 1.0 else ()
@@ -325,9 +328,29 @@ def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog,
                   context: float, calibration: Calibration | None = None) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
     m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
-    shaped = job.model_copy(update={"batch": batch})
-    ops = forward_ops(arch, _infer_pass(arch, shaped, query=1, context=context))
-    return phase_time(ops, m).seconds + _tp_comm_s(arch, shaped, batch, gpu, catalog)
+    return _decode_s(arch, job, gpu, catalog, m, batch=batch, context=context)
+
+
+def _decode_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, m: Machine, *, batch: int,
+              context: float, factor: float = 1.0) -> float:
+    """Seconds per token of each sequence in a decode step of ``batch`` sequences: the step over the tokens each
+    gains (``job.tokens_per_step``). With --spec-tokens K the step is one verifying forward of K + 1 tokens per
+    sequence plus K passes of the draft head (one decoder layer and the LM head, as EAGLE and DeepSeek's MTP
+    module are). The step replays the engine's CUDA graph of the next captured batch size (estimate/cuda_graphs.py);
+    a batch the engine does not capture launches each kernel from Python, at least EAGER_OVERHEAD apiece."""
+    query = job.spec_tokens + 1
+    local = -(-batch // job.attention_dp)
+    sizes = captured_sizes(job.engine, gpu.memory_gb, job.tp, job.max_num_seqs or 1024, query)
+    graphed = graph_batch(job.engine, local, sizes)
+    shaped = job.model_copy(update={"batch": (graphed or local) * job.attention_dp})
+    ops = forward_ops(arch, _infer_pass(arch, shaped, query=query, context=context, logits=query))
+    if job.spec_tokens:
+        ops += forward_ops(arch, _infer_pass(arch, shaped, query=1, context=context), layers=1) * job.spec_tokens
+    step = phase_time(ops, m).seconds / factor
+    if sizes is not None and graphed is None:
+        step = max(step, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value)
+    step += _tp_comm_s(arch, shaped, shaped.batch * query, gpu, catalog)
+    return step / job.tokens_per_step
 
 
 def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, tokens: int,

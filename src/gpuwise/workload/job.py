@@ -33,6 +33,7 @@ Engine = Literal["vllm", "sglang", "trtllm", "lmdeploy", "hf", "llamacpp", "exll
 _ALL = JOB_COMMANDS
 _TRAIN = frozenset({"estimate", "fit", "scale", "recommend"})
 _INFER = frozenset({"estimate", "fit", "serve-sim", "recommend"})
+_SPEC = frozenset({"estimate", "serve-sim", "recommend"})  # decode speed only: fit has no use for it
 _SIZED = frozenset({"estimate", "fit", "serve-sim"})  # scale and recommend choose the GPU count themselves
 HARDWARE, TRAINING, INFERENCE, LOAD = "Job: hardware and parallelism", "Job: training", "Job: inference", "Load test"
 _TASK_FLAG = Flag(frozenset({"estimate", "fit", "recommend"}), HARDWARE, accepted=("train", "infer"))
@@ -249,6 +250,13 @@ class InferJob(_Job):
     mtp: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
         default=False, description="load the checkpoint's multi-token-prediction layers as the speculative decoder "
                                    "(DeepSeek-V3/R1, GLM; vLLM --speculative-config method mtp)")
+    spec_tokens: Annotated[int, Field(ge=0, le=16), Flag(_SPEC, INFERENCE)] = Field(
+        default=0, description="speculative decoding: tokens the draft head proposes per step, verified together "
+                               "by one forward of the model (vLLM num_speculative_tokens, SGLang "
+                               "--speculative-num-steps); needs --spec-accept")
+    spec_accept: Annotated[float | None, Field(gt=0, le=1), Flag(_SPEC, INFERENCE)] = Field(
+        default=None, description="the chance each drafted token is accepted (measured on your traffic: vLLM's "
+                                  "spec-decode metrics report it); a step yields (1 - a^(K+1)) / (1 - a) tokens")
     memory_fraction: Annotated[float | None, Field(gt=0, le=1), Flag(_INFER, INFERENCE, name="--mem-fraction")] = (
         Field(default=None, description="the share of memory the engine sizes its KV pool from: vLLM "
                                         "--gpu-memory-utilization (default 0.9), SGLang --mem-fraction-static "
@@ -290,7 +298,19 @@ class InferJob(_Job):
                              "(--tp x --dp-attention)")
         if self.count % self.nodes:
             raise ValueError(f"--count {self.count} GPUs do not split evenly over --nodes {self.nodes}")
+        if (self.spec_tokens > 0) != (self.spec_accept is not None):
+            raise ValueError("--spec-tokens K and --spec-accept P go together: K drafted tokens per step, each "
+                             "accepted with probability P (e.g. --spec-tokens 3 --spec-accept 0.7)")
         return self
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a sequence gains per decode step: 1, or the accepted drafts plus the verifier's own token,
+        (1 - a^(K+1)) / (1 - a) (Leviathan et al. 2023, arXiv 2211.17192, eq. 1; i.i.d. acceptance)."""
+        if not self.spec_tokens or self.spec_accept is None:
+            return 1.0
+        a, k = self.spec_accept, self.spec_tokens
+        return float(k + 1) if a >= 1.0 else (1 - a ** (k + 1)) / (1 - a)
 
     @property
     def context(self) -> int:
