@@ -43,6 +43,9 @@ class Pass:
     expert_bytes: float | None = None  # per routed-expert weight, when the format covers the experts only
     ep: int = 1  # expert-parallel group: the routed experts are spread over ep GPUs
     dp: int = 1  # attention data-parallel groups: ``batch`` is one group's share; the MoE sees every group's tokens
+    eager_modules: bool = False  # norms, rotary and gating run as transformers' Python modules, op by op (training
+    # without torch.compile): ``_eager_elementwise``
+    stream_bytes: int | None = None  # the residual stream's element size when it differs (fp32 under autocast)
 
     @property
     def tokens(self) -> int:
@@ -221,7 +224,25 @@ def _routing(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
     return [router, Op("moe_topk_align_sum", "memory", 0.0, moved * n, 3 * n)]
 
 
+def _eager_elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
+    """The same work as transformers' eager modules launch it, kernel by kernel (modeling_llama.py and copies):
+    LlamaRMSNorm is to(fp32), pow, mean, add, rsqrt, mul, to(dtype), mul by the weight: 8 kernels moving
+    4 s + 28 bytes per element of a stream of s-byte elements; apply_rotary_pos_emb is q*cos, neg and cat
+    (rotate_half), *sin, add: 5 kernels and 10 e bytes per element of q and of k; SiLU(gate) * up: 2 kernels,
+    5 e bytes per element; each residual add 3 s bytes. Under autocast the residual stream stays fp32 (the fp32
+    embedding plus each bf16 sublayer output), so s = 4 there."""
+    a, ffn, t = block.attention, block.ffn, p.tp
+    e, s = p.act_bytes, p.stream_bytes or p.act_bytes
+    width = ffn.width / t * (max(ffn.top_k, 1) if ffn.experts else 1) + ffn.shared_width / t
+    rotary = (a.q_width + a.kv_heads * a.head_dim) / t if a.kind == "gqa" else 0.0
+    per_token = 2 * (4 * s + 28) * h + 2 * 3 * s * h + (5 if ffn.gated else 2) * e * width + 10 * e * rotary
+    kernels = 2 * 8 + 2 + (2 if ffn.gated else 1) + (10 if rotary else 0)
+    return Op("norms_residuals_activation", "memory", 0.0, p.tokens * per_token * n, kernels * n)
+
+
 def _elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
+    if p.eager_modules:
+        return _eager_elementwise(block, p, n, h)
     a, ffn, t = block.attention, block.ffn, p.tp
     width = ffn.width / t
     active = max(ffn.top_k, 1) if ffn.experts else 1

@@ -22,7 +22,7 @@ from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, trainin
 from gpuwise.estimate.memory import lora_params
 from gpuwise.estimate.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.parallel import DEFAULT_NETWORK, all_gather_s, all_reduce_s, all_to_all_s, links, pipeline_bubble
-from gpuwise.estimate.roofline import Calibration, Machine, Op, machine, phase_time
+from gpuwise.estimate.roofline import Calibration, Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.estimate.weights import matmul_dtype, weights
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, TrainJob
@@ -85,7 +85,8 @@ def _micro_batch_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[
     causal = arch.kind == "decoder"
     p = Pass(batch=job.batch, query=job.seq, context=job.seq / 2 if causal else job.seq, act_bytes=e,
              weight_bytes=float(training_weight_bytes(job.precision)), kv_bytes=e, tp=job.tp, flash=job.flash_attn,
-             loss=True)
+             loss=True, eager_modules=_eager_modules(arch, job),
+             stream_bytes=4 if job.precision in ("bf16", "fp16", "fp8") and job.framework != "torchtune" else None)
     layers = arch.layers / job.pp
     fwd = forward_ops(arch, p, layers)
     bwd = _backward(fwd, frozen_gemms=job.trains_adapters)
@@ -105,6 +106,24 @@ def _micro_batch_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[
         linear = arch.params.linear / (job.tp * job.pp)
         fwd.append(Op("nf4_dequantize", "memory", 0.0, linear * (nf4 + 2) * passes, 7 * int(layers) * passes))
     return fwd, bwd, recompute
+
+
+_FUSED_FRAMEWORKS = frozenset({"unsloth", "torchtitan", "megatron"})  # Triton / TE / torch fused norms and RoPE
+
+
+def _eager_modules(arch: Architecture, job: TrainJob) -> bool:
+    """Training runs the model's norms and rotary embedding as transformers' (or torchtune's) Python modules, op by
+    op: an RMSNorm family, not compiled, outside the frameworks that swap in fused kernels (Unsloth's Triton
+    kernels, Megatron's and torchtitan's fused norms) -- and without tensor or pipeline parallelism, which only
+    those frameworks run. torch.nn.LayerNorm is one native kernel already."""
+    return (arch.rms_norm and not job.compile and job.framework not in _FUSED_FRAMEWORKS
+            and job.tp == 1 and job.pp == 1)
+
+
+def _dispatch_bound(phase: PhaseTime, ops: list[Op], eager: bool) -> float:
+    """A phase's seconds: its GPU time, or in eager PyTorch the CPU's time to launch its kernels when that is
+    longer (each costs EAGER_OVERHEAD of Python dispatch; the GPU runs ahead only while kernels outlast it)."""
+    return max(phase.seconds, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value) if eager else phase.seconds
 
 
 def _framework_traffic(arch: Architecture, job: TrainJob, p: Pass) -> list[Op]:
@@ -184,7 +203,8 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
     m = machine(gpu, _train_dtype(job.precision), calibration=calibration)
     fwd, bwd, recompute = _cnn_ops(arch, job) if arch.kind == "cnn" else _micro_batch_ops(arch, job)
     t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
-    per_micro = t_fwd.seconds + t_bwd.seconds + t_re.seconds
+    eager = not job.compile and arch.kind != "cnn"
+    per_micro = sum(_dispatch_bound(t, ops, eager) for t, ops in ((t_fwd, fwd), (t_bwd, bwd), (t_re, recompute)))
     microbatches = _steps_per_update(job)
     trainable = (lora_params(arch, job) if job.trains_adapters else arch.total_params) / (job.tp * job.pp)
     if job.zero_stage >= 1:
