@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise.catalog import GPU
+from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate.roofline import Op
 
 
@@ -22,6 +24,7 @@ class Conv:
     c_in: int
     c_out: int
     kernel: int
+    ends_block: bool = False  # its output meets the shortcut: the residual add and ReLU follow
 
 
 def convolutions(config: Mapping[str, Any], image: int = 224) -> list[Conv]:
@@ -41,12 +44,20 @@ def convolutions(config: Mapping[str, Any], image: int = 224) -> list[Conv]:
             if bottleneck:
                 mid = int(c_out) // 4
                 convs += [Conv(hw, hw, first_in, mid, 1), Conv(hw, out_hw, mid, mid, 3),
-                          Conv(out_hw, out_hw, mid, int(c_out), 1)]
+                          Conv(out_hw, out_hw, mid, int(c_out), 1, ends_block=True)]
             else:
-                convs += [Conv(hw, out_hw, first_in, int(c_out), 3), Conv(out_hw, out_hw, int(c_out), int(c_out), 3)]
+                convs += [Conv(hw, out_hw, first_in, int(c_out), 3),
+                          Conv(out_hw, out_hw, int(c_out), int(c_out), 3, ends_block=True)]
             hw = out_hw
         c_in = int(c_out)
     return convs
+
+
+def conv_dtype(dtype: str, gpu: GPU) -> Dtype:
+    """What a convolution of ``dtype`` work runs in: fp32 ones in TF32 on tensor cores that have it, by PyTorch's
+    default ``torch.backends.cudnn.allow_tf32 = True`` (PyTorch docs, 'TensorFloat-32 (TF32) on Ampere (and later)
+    devices'); fp32 matmuls stay fp32 (``torch.backends.cuda.matmul.allow_tf32`` is False by default since 1.12)."""
+    return "tf32" if dtype == "fp32" and gpu.peak_flops("tf32") else dtype  # type: ignore[return-value]
 
 
 def forward_flops_per_image(config: Mapping[str, Any], image: int = 224) -> float:
@@ -54,18 +65,26 @@ def forward_flops_per_image(config: Mapping[str, Any], image: int = 224) -> floa
 
 
 def conv_ops(config: Mapping[str, Any], *, batch: int, act_bytes: int, train: bool, image: int = 224) -> list[Op]:
-    """Forward (and, when training, backward: 2x GEMM FLOPs, 2x elementwise traffic) operators of one batch."""
-    gemm_flops = gemm_bytes = elementwise = 0.0
+    """Forward (and, when training, backward: data and weight gradients, 2x the GEMM FLOPs and traffic; 2x the
+    elementwise traffic) operators of one batch. Each convolution is its own operator, timed by its own roofline:
+    a 1 x 1 convolution over 64 channels does ~50 FLOP per byte, below an A100's or V100's ridge point, so it is
+    memory-bound while the 3 x 3 ones are compute-bound, and summing them before taking the maximum would hide it."""
+    scale = 3.0 if train else 1.0
+    ops, elementwise = [], 0.0
     convs = convolutions(config, image)
     for c in convs:
         out = batch * c.out_hw**2 * c.c_out
-        gemm_flops += 2.0 * out * c.c_in * c.kernel**2
-        gemm_bytes += (batch * c.in_hw**2 * c.c_in + out) * act_bytes
-        gemm_bytes += c.c_in * c.c_out * c.kernel**2 * act_bytes
+        flops = 2.0 * out * c.c_in * c.kernel**2
+        moved = (batch * c.in_hw**2 * c.c_in + out + c.c_in * c.c_out * c.kernel**2) * act_bytes
+        ops.append(Op("convolutions", "gemm", flops * scale, moved * scale, int(scale)))
         elementwise += 4 * out * act_bytes  # batch norm and ReLU: read and write the map
-    scale = 3.0 if train else 1.0
-    return [Op("convolutions", "gemm", gemm_flops * scale, gemm_bytes * scale, len(convs) * int(scale)),
-            Op("batchnorm_relu", "memory", 0.0, elementwise * (3.0 if train else 1.0), 2 * len(convs))]
+    # torchvision's blocks end in `out += identity; out = relu(out)`: an in-place add (read two maps, write one)
+    # and ReLU (read, write); backward reads the gradient and the output and writes the gradient, then adds the
+    # shortcut's gradient into the branch's (read two, write one): 5 passes forward, 6 backward
+    ends = sum(batch * c.out_hw**2 * c.c_out for c in convs if c.ends_block) * act_bytes
+    residual = Op("residual_add_relu", "memory", 0.0, ends * (11 if train else 5), (4 if train else 2) * sum(
+        c.ends_block for c in convs))
+    return [*ops, Op("batchnorm_relu", "memory", 0.0, elementwise * scale, 2 * len(convs)), residual]
 
 
 def activation_bytes_per_image(config: Mapping[str, Any], act_bytes: int, image: int = 224) -> float:

@@ -17,6 +17,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.backends import decode_factor, unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.estimate.cnn import conv_dtype, conv_ops, forward_flops_per_image
 from gpuwise.estimate.cuda_graphs import captured_sizes, graph_batch
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_weight_bytes
 from gpuwise.estimate.memory import lora_params
@@ -192,8 +193,6 @@ def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog
 
 
 def _cnn_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[Op], list[Op]]:
-    from gpuwise.estimate.cnn import conv_ops
-
     ops = conv_ops(arch.config, batch=job.batch, act_bytes=activation_bytes(job.precision), train=True)
     return ops, [], []
 
@@ -201,6 +200,8 @@ def _cnn_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[Op], lis
 def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
                calibration: Calibration | None = None) -> TrainPerf:
     m = machine(gpu, _train_dtype(job.precision), calibration=calibration)
+    if arch.kind == "cnn":
+        m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
     fwd, bwd, recompute = _cnn_ops(arch, job) if arch.kind == "cnn" else _micro_batch_ops(arch, job)
     t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
     eager = not job.compile and arch.kind != "cnn"
@@ -221,8 +222,6 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
     tokens_per_s = tokens_per_step / step
     peak = gpu.peak_flops("fp8" if job.precision == "fp8" else ("fp16" if job.precision == "fp16" else "bf16"))
     if arch.kind == "cnn":
-        from gpuwise.estimate.cnn import forward_flops_per_image
-
         flops_per_token = 3 * forward_flops_per_image(arch.config)
     else:
         flops_per_token = model_flops_per_token(arch, job.seq, weight_gradients=not job.trains_adapters)
@@ -317,7 +316,7 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
                calibration: Calibration | None = None, backend_scaled: bool = True) -> InferPerf:
     m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
     if arch.kind == "cnn":
-        from gpuwise.estimate.cnn import conv_ops
+        m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
 
         images = phase_time(conv_ops(arch.config, batch=job.batch, act_bytes=2, train=False), m)
         return InferPerf(bound=images.bound, top_ops=_top(images.by_op, images.seconds),
