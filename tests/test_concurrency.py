@@ -103,3 +103,14 @@ def test_a_cached_prefix_is_not_prefilled_again() -> None:
         result = simulate(requests, decode_step=decode, prefill=prefill, max_batch=8, kv_capacity_tokens=1e9,
                           concurrency=1, prefix_hit=hit)
         assert result.ttft_mean_ms == pytest.approx(ttft_ms)
+
+
+def test_decode_only_stretches_are_jumped_exactly() -> None:
+    """One client, a 100-token prompt, 1,001 output tokens and a step of 10 ms + 10 us per token of context: the
+    1,000 steps after the first token run at contexts 101..1100, so TPOT is 10 ms + 10 us x 600.5 = 16.005 ms.
+    The simulator jumps over those steps at once (they hold no arrival and no finish); the jump must cost exactly
+    what stepping one by one does when the step is linear in the context."""
+    requests = closed_loop_requests(5, 100, 1001, seed=0)
+    result = simulate(requests, decode_step=lambda batch, context: 0.010 + 1e-5 * context,
+                      prefill=lambda tokens: 0.0, max_batch=8, kv_capacity_tokens=1e9, concurrency=1)
+    assert result.tpot_mean_ms == pytest.approx(16.005, rel=1e-9)

@@ -125,6 +125,8 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
         chunks = sim.schedule()
         if not chunks and not sim.running:
             continue
+        if not chunks and sim.coast(decode_step):
+            continue
         step = prefill(sum(chunks.values())) if chunks else 0.0
         if sim.running:
             step += decode_step(sim.running, sim.mean_context())
@@ -195,6 +197,24 @@ class _Scheduler:
             self.prefilling[i] = max(1, prompt - math.floor(prompt * self.prefix_hit))  # the cached prefix is reused
             self.started[i] = self.clock
             used += need
+
+    def coast(self, decode_step: StepTime) -> bool:
+        """Run at once the decode-only iterations before the next sequence finishes, when nothing waits and nothing
+        can arrive meanwhile (an O(1) jump instead of one loop turn per token). The context grows by one token a
+        step, so the k steps cost k x the step at their middle context (exact where the step is linear in the
+        context, as the step table is between its grid points). False when there is nothing to jump over."""
+        k = self.ends[0][0] - self.steps - 1
+        if k < 2 or self.waiting or self.prefilling:
+            return False
+        seconds = k * decode_step(self.running, self.mean_context() + (k - 1) / 2)
+        if self.next_arrival < len(self.requests) and self.arrival[self.next_arrival] <= self.clock + seconds:
+            return False
+        self.clock += seconds
+        self.steps += k
+        self.batches += self.running * k
+        self.generated += self.running * k
+        self.context_sum += self.running * k
+        return True
 
     def advance(self, step: float, chunks: dict[int, int]) -> int:
         """Run the iteration; returns how many requests finished."""
