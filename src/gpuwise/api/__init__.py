@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from gpuwise.api.catalog import compare_gpus, find_gpu, list_gpus, load_catalog
 from gpuwise.api.diagnose import Diagnosis, diagnose
-from gpuwise.api.hardware import bench, burn_in, doctor, monitor
+from gpuwise.api.fleet import FleetReport, fleet_report
+from gpuwise.api.hardware import bench, bench_collective, burn_in, doctor, exporter_reader, monitor
 from gpuwise.api.images import image_estimate, image_fit, list_pipelines, pipeline
 from gpuwise.api.jobs import (
     estimate,
@@ -29,15 +30,19 @@ from gpuwise.api.jobs import (
 
 __all__ = [
     "Diagnosis",
+    "FleetReport",
     "bench",
+    "bench_collective",
     "burn_in",
     "compare_gpus",
     "diagnose",
     "doctor",
     "estimate",
     "exact_params",
+    "exporter_reader",
     "find_gpu",
     "fit",
+    "fleet_report",
     "image_estimate",
     "image_fit",
     "job",

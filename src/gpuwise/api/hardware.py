@@ -6,7 +6,8 @@ after the work they record has succeeded, and atomically.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,16 @@ if TYPE_CHECKING:  # the probe modules load when a hardware command runs, not wh
     from gpuwise.probe.bench import BenchRun
     from gpuwise.probe.burnin import BurnInResult
     from gpuwise.probe.checks import Report
+    from gpuwise.probe.collective import CollectiveResult
     from gpuwise.probe.monitor import Round
+
+
+def node_stamp() -> tuple[str, str]:
+    """This node's name and the time now (ISO 8601, UTC, seconds): what bench and burn-in results carry."""
+    import socket
+    from datetime import datetime, timezone
+
+    return socket.gethostname()[:255], datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def doctor(*, snapshot_file: Path | str | None = None, save_snapshot: Path | str | None = None,
@@ -67,11 +77,13 @@ def bench(*, save: Path | str | None = None, catalog_files: CatalogFiles = (), *
     name, memory_mib, driver, torch_version = probe.device_identity(chosen.device)
     card = catalog.gpu(chosen.gpu) if chosen.gpu else match_catalog(name, memory_mib, catalog)[0]
     link = catalog.interconnects.get(card.native_link) if card else None
+    host, started = node_stamp()
     results = probe.run(card, device=chosen.device, quick=chosen.quick, link_gb_s=link.nominal_gb_s if link else None)
-    record = probe.calibration_record(name, card.id if card else None, driver, torch_version, results)
+    record = probe.calibration_record(name, card.id if card else None, driver, torch_version, results, host=host,
+                                      taken_at=started)
     if target is not None:
         record.save(target)
-    return BenchRun(name, card.id if card else None, tuple(results), record)
+    return BenchRun(name, card.id if card else None, tuple(results), record, host, started)
 
 
 def burn_in(*, timeline: Path | str | None = None, **settings: object) -> BurnInResult:
@@ -84,7 +96,8 @@ def burn_in(*, timeline: Path | str | None = None, **settings: object) -> BurnIn
     target = Path(timeline) if timeline is not None else None
     if target is not None:
         check_writable(target, what="timeline")
-    result = burnin.on_gpu(seconds=chosen.minutes * 60, device=chosen.device)
+    host, started = node_stamp()
+    result = replace(burnin.on_gpu(seconds=chosen.minutes * 60, device=chosen.device), host=host, taken_at=started)
     if target is not None:
         burnin.write_timeline(result, target)
     return result
@@ -97,3 +110,74 @@ def monitor(**settings: object) -> Iterator[Round]:
 
     chosen = build(MonitorSettings, settings)
     return rounds(interval_s=chosen.interval, count=chosen.count)
+
+
+def exporter_reader(*, snapshot_file: Path | str | None = None, bench_file: Path | str | None = None,
+                    catalog_files: CatalogFiles = ()) -> Callable[[], tuple[Report, dict[str, float]]]:
+    """What `gpuwise exporter` serves at each scrape: the doctor report of this machine (or of a recorded snapshot,
+    read once: a replay does not change) and the ratios measured / catalog of a saved bench. Bad files fail here,
+    before any server starts."""
+    from gpuwise.api.fleet import bench_values, read_json_file
+    from gpuwise.probe.backend import RecordedReport, read_machine, read_snapshot
+    from gpuwise.probe.checks import run_checks
+
+    catalog = load_catalog(catalog_files=catalog_files)
+    document = None
+    if bench_file is not None:
+        document = read_json_file(Path(bench_file), "bench result")
+        if document is None:
+            raise ConfigError(f"--bench {str(bench_file)!r}: no such file (write one with `gpuwise bench --json`)")
+
+    def ratios(report: Report) -> dict[str, float]:
+        if document is None:
+            return {}
+        card = document.get("catalog_id") or next((i.catalog_id for i in report.inventory if i.catalog_id), None)
+        return {k: v / ref for k, (v, ref) in bench_values(document, card, catalog).items() if ref}
+
+    if snapshot_file is not None:
+        try:
+            replay = run_checks(read_snapshot(Path(snapshot_file)), catalog)
+        except RecordedReport:
+            raise ConfigError(f"--from {str(snapshot_file)!r} is a doctor report without its readings; give a "
+                              "snapshot (doctor --save-snapshot) or a doctor --json report holding one") from None
+        replayed = ratios(replay)
+        return lambda: (replay, replayed)
+
+    def live() -> tuple[Report, dict[str, float]]:
+        report = run_checks(read_machine(load_seconds=0.0), catalog)
+        return report, ratios(report)
+
+    return live
+
+
+def bench_collective(*, catalog_files: CatalogFiles = (), **settings: object) -> CollectiveRun:
+    """All-reduce, all-gather and reduce-scatter bus bandwidth over ``nproc`` processes started by torch.distributed's
+    launcher, with the catalog's link figures for these GPUs beside them (none on CPU). ``settings``: nproc,
+    backend, size_mb, iterations, gpu."""
+    from gpuwise.probe.checks import match_catalog
+    from gpuwise.probe.collective import CollectiveResult, launch
+    from gpuwise.probe.settings import CollectiveSettings
+
+    chosen = build(CollectiveSettings, settings)
+    data = launch(nproc=chosen.nproc, backend=chosen.backend, size_mb=chosen.size_mb, iterations=chosen.iterations)
+    catalog = load_catalog(catalog_files=catalog_files)
+    device = str(data.get("device", "cpu"))
+    card = catalog.gpu(chosen.gpu) if chosen.gpu else (
+        match_catalog(device, None, catalog)[0] if chosen.backend == "nccl" else None)
+    link = catalog.interconnects.get(card.native_link) if card is not None and card.native_link else None
+    rows = tuple(CollectiveResult(**r) for r in data.get("results", []))
+    return CollectiveRun(int(data.get("ranks", chosen.nproc)), chosen.backend, device, card.id if card else None,
+                         link.id if link else None, link.nominal_gb_s if link else None,
+                         link.achieved_gb_s if link else None, rows)
+
+
+@dataclass(frozen=True)
+class CollectiveRun:
+    ranks: int
+    backend: str
+    device: str
+    catalog_id: str | None
+    link: str | None
+    link_nominal_gb_s: float | None
+    link_achieved_gb_s: float | None  # what a collective benchmark typically measures on that link (catalog)
+    results: tuple[CollectiveResult, ...]

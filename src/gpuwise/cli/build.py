@@ -221,6 +221,8 @@ class GpuwiseGroup(typer.core.TyperGroup):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
+        if argv[:2] == ["bench", "collective"]:  # `bench collective` is bench-collective: bench keeps its options
+            argv = ["bench-collective", *argv[2:]]
         try:
             result = super().main(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                                   windows_expand_args=windows_expand_args, **extra)

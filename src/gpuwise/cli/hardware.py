@@ -37,7 +37,7 @@ def _bench(given: Given) -> None:
                     **given["settings"])
     results = list(run.results)
     if given.shell.get("as_json"):
-        print_json(bench_json(run.device_name, run.catalog_id, results))
+        print_json(bench_json(run.device_name, run.catalog_id, results, host=run.host, taken_at=run.taken_at))
     else:
         stdout().print(bench_view(run.device_name, run.catalog_id, results))
     raise typer.Exit(run.exit_code)
@@ -47,7 +47,8 @@ def _burn_in(given: Given) -> None:
     result = api.burn_in(timeline=given.shell.get("timeline"), **given["settings"])
     if given.shell.get("as_json"):
         print_json({"status": result.status, "reasons": list(result.reasons), "completed": result.completed,
-                    "clock_ratio": result.clock_ratio, "samples": len(result.samples)})
+                    "clock_ratio": result.clock_ratio, "samples": len(result.samples), "host": result.host,
+                    "taken_at": result.taken_at})
     else:
         stdout().print(f"[bold]{result.status}[/bold]: " + "; ".join(result.reasons))
     raise typer.Exit(0 if result.status == "PASS" else 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from gpuwise import __version__
-from gpuwise.cli import catalog, hardware, jobs, recommend
+from gpuwise.cli import catalog, fleet, hardware, jobs, recommend
 from gpuwise.cli.build import Given, GpuwiseGroup, Source, define
 from gpuwise.errors import ProbeUnavailable
 
@@ -21,6 +21,7 @@ app.add_typer(catalog.app, name="catalog", help="Browse GPUs: datasheet figures 
 recommend.register(app)
 jobs.register(app)
 hardware.register(app)
+fleet.register(app)
 
 
 def _serve(given: Given) -> None:

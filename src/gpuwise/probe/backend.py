@@ -117,11 +117,13 @@ def _gpu(nvml: Any, index: int, under_load: bool) -> GpuReading:
     limits = q("nvmlDeviceGetPowerManagementLimitConstraints")
     procs = q("nvmlDeviceGetComputeRunningProcesses")
     reasons = q("nvmlDeviceGetCurrentClocksEventReasons") or q("nvmlDeviceGetCurrentClocksThrottleReasons")
+    busy = q("nvmlDeviceGetUtilizationRates")
     return GpuReading(
         index=index, name=_text(q("nvmlDeviceGetName")) or f"GPU {index}", uuid=_text(q("nvmlDeviceGetUUID")),
         serial=_text(q("nvmlDeviceGetSerial")), vbios=_text(q("nvmlDeviceGetVbiosVersion")), pci_bus_id=bus,
         memory_total_mib=memory.total / 2**20 if memory else None,
         memory_used_mib=memory.used / 2**20 if memory else None,
+        utilization_gpu_percent=float(busy.gpu) if busy else None,
         pcie_gen_current=q("nvmlDeviceGetCurrPcieLinkGeneration"),
         pcie_width_current=q("nvmlDeviceGetCurrPcieLinkWidth"),
         pcie_gen_max=q("nvmlDeviceGetMaxPcieLinkGeneration"), pcie_width_max=q("nvmlDeviceGetMaxPcieLinkWidth"),

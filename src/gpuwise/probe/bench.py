@@ -179,6 +179,8 @@ class CalibrationRecord(BaseModel):
     date: str = Field(max_length=40)
     gemm_tflops: dict[Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8"], Annotated[float, Field(gt=0, le=1e5)]]
     memory_gb_s: float | None = Field(default=None, gt=0, le=1e5)
+    host: str | None = Field(default=None, max_length=255, description="the node it was measured on")
+    taken_at: str | None = Field(default=None, max_length=40, description="when, ISO 8601 UTC")
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(self.model_dump(mode="json"), indent=2) + "\n", what="calibration record")
@@ -281,6 +283,8 @@ class BenchRun:
     catalog_id: str | None
     results: tuple[Result, ...]
     record: CalibrationRecord
+    host: str | None = None  # the node: a folder of bench results is a fleet's history
+    taken_at: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -288,10 +292,12 @@ class BenchRun:
 
 
 def calibration_record(name: str, card_id: str | None, driver: str | None, torch_version: str | None,
-                       results: list[Result]) -> CalibrationRecord:
+                       results: list[Result], *, host: str | None = None,
+                       taken_at: str | None = None) -> CalibrationRecord:
     rates: dict[str, float] = {r.metric.removeprefix("gemm_"): r.value for r in results
                                if r.metric.startswith("gemm_") and r.value > 0}
     return CalibrationRecord.model_validate({"gpu": card_id or name, "name": name, "driver": driver,
                                              "torch": torch_version, "date": today(), "gemm_tflops": rates,
                                              "memory_gb_s": next((r.value for r in results
-                                                                  if r.metric == "memory_copy"), None)})
+                                                                  if r.metric == "memory_copy"), None),
+                                             "host": host, "taken_at": taken_at})

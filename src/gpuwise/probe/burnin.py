@@ -41,6 +41,8 @@ class BurnInResult:
     completed: bool
     clock_ratio: float | None
     samples: tuple[Sample, ...] = field(default_factory=tuple)
+    host: str | None = None  # the node and the start: a folder of results is a fleet's history
+    taken_at: str | None = None
 
 
 def _median(values: Sequence[float | None]) -> float | None:

@@ -46,6 +46,7 @@ class GpuReading(_Plain):
     pci_bus_id: str | None = None
     memory_total_mib: float | None = None
     memory_used_mib: float | None = None
+    utilization_gpu_percent: float | None = Field(default=None, le=100, description="nvidia-smi utilization.gpu")
     pcie_gen_current: int | None = Field(default=None, description="nvidia-smi -q: PCIe Generation Current")
     pcie_width_current: int | None = None
     pcie_gen_max: int | None = Field(default=None, description="min(GPU, slot): NVML GetMaxPcieLinkGeneration")
@@ -78,6 +79,8 @@ class GpuReading(_Plain):
     remapped_rows_pending: bool | None = None
     remapped_rows_failure: bool | None = None
     pcie_replay_counter: int | None = None
+    xid_last: int | None = Field(default=None, description="the last Xid the kernel log shows for this GPU; NVML "
+                                                           "polling does not report Xids, so gpuwise leaves it unset")
     persistence_mode: bool | None = None
     compute_mode: str | None = Field(default=None, description="default, exclusive_process, prohibited")
     mig_enabled: bool | None = None
