@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
+from conftest import load_benchmark
 from gpuwise.cli.main import app
 from gpuwise.probe.collective import bus_bandwidth
 from gpuwise.report.prometheus import DCGM_EQUIVALENT
@@ -89,20 +89,10 @@ def test_exporter_once_prints_the_text_format_and_bad_input_is_one_line() -> Non
     assert recorded.exit_code == 2 and "without its readings" in recorded.output
 
 
-def _fleet(tmp: Path, slow: int | None, nodes: int = 4) -> Path:
-    """Four nodes built from the recorded H200 run (doctor, bench, burn-in), node ``slow``'s GEMM 25 % lower."""
-    for i in range(nodes):
-        folder = tmp / f"node{i:02d}"
-        folder.mkdir(parents=True)
-        doctor = json.loads((H200 / "doctor.json").read_text())
-        doctor["host"] = folder.name
-        (folder / "doctor.json").write_text(json.dumps(doctor))
-        bench = json.loads((H200 / "bench.json").read_text())
-        for r in bench["results"]:
-            if i == slow and r["metric"].startswith("gemm_"):
-                r["value"] *= 0.75
-        (folder / "bench.json").write_text(json.dumps(bench))
-        shutil.copy(H200 / "burnin.json", folder / "burnin.json")
+def _fleet(tmp: Path, slow: int | None) -> Path:
+    """Four nodes built from the recorded H200 run (doctor, bench, burn-in), node ``slow``'s GEMM 25 % lower:
+    benchmarks/fleet_example.py, the README's example."""
+    load_benchmark("fleet_example").build(tmp, slow=-1 if slow is None else slow)
     return tmp
 
 

@@ -48,7 +48,9 @@ def fleet_html(report: FleetReport) -> str:
         f"</td><td>{html.escape('; '.join(f'{o.metric}: {o.detail}' for o in n.outliers) or '—')}</td></tr>"
         for n in report.nodes)
     charts = []
-    metrics = sorted({k for n in report.nodes for k in n.values})
+    flagged_metrics = {o.metric for n in report.nodes for o in n.outliers}
+    metrics = sorted({k for n in report.nodes for k in n.values}, key=lambda k: (k not in flagged_metrics,
+                                                                                 not k.startswith("gemm"), k))
     for i, metric in enumerate(metrics):
         nodes = [n for n in report.nodes if metric in n.values]
         flagged = {n.name for n in nodes for o in n.outliers if o.metric == metric}
@@ -62,8 +64,9 @@ def fleet_html(report: FleetReport) -> str:
         charts.append(figure.to_html(full_html=False, include_plotlyjs=(i == 0)))
     return ("<!doctype html><html><head><meta charset='utf-8'><title>gpuwise fleet report</title><style>"
             "body{font-family:sans-serif;margin:2em}td,th{padding:4px 10px;border-bottom:1px solid #ddd}"
+            "td:nth-child(-n+3){white-space:nowrap}"
             ".PASS{color:#1e8449}.WARN{color:#b9770e}.FAIL{color:#c0392b;font-weight:bold}</style></head><body>"
             f"<h1>Fleet report: {len(report.nodes)} nodes</h1><table><tr><th>node</th><th>GPU</th><th>verdict</th>"
             f"<th>outliers</th></tr>{rows}</table>"
-            + (f"<p>Every node: {html.escape('; '.join(report.fleet_findings))}</p>" if report.fleet_findings else "")
+            + (f"<p>Fleet-wide: {html.escape('; '.join(report.fleet_findings))}</p>" if report.fleet_findings else "")
             + "".join(charts) + "</body></html>")
