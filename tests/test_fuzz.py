@@ -293,3 +293,30 @@ def test_every_job_flag_is_validated_by_the_model_not_the_shell() -> None:
         make_job("train", batch=10**30)
     with pytest.raises(GpuwiseError, match=r"--seq: Input should be a (finite number|valid)"):
         make_job("train", seq=float("nan"))
+
+
+FLEET_KEYS = ["results", "checks", "inventory", "gemm_tflops", "memory_gb_s", "status", "reasons", "clock_ratio",
+              "metric", "value", "reference", "id", "gpu", "catalog_id", "host", "taken_at"]
+FLEET_DOC = st.dictionaries(st.sampled_from(FLEET_KEYS), st.one_of(JSON_VALUES, st.lists(
+    st.dictionaries(st.sampled_from(FLEET_KEYS), JSON_VALUES, max_size=5), max_size=4)), max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.tuples(FLEET_DOC, FLEET_DOC, FLEET_DOC), min_size=1, max_size=3))
+def test_fleet_report_answers_or_refuses_in_one_line(tmp_path_factory: pytest.TempPathFactory,
+                                                      docs: list[tuple[dict[str, Any], dict[str, Any],
+                                                                       dict[str, Any]]]) -> None:
+    """Node files of any shape (wrong types, missing keys, huge or negative numbers) give a report or a one-line
+    error, never a traceback."""
+    root = tmp_path_factory.mktemp("fleet")
+    for i, (doctor, bench, burn) in enumerate(docs):
+        node = root / f"n{i}"
+        node.mkdir()
+        for name, doc in (("doctor.json", doctor), ("bench.json", bench), ("burnin.json", burn)):
+            (node / name).write_text(json.dumps(doc))
+    done = runner.invoke(app, ["fleet", "report", str(root), "--json"])
+    assert done.exit_code in (0, 1, 2), done.output
+    if done.exit_code == 2:
+        assert "error" in json.loads(done.stdout)
+    else:
+        assert "nodes" in json.loads(done.stdout)
