@@ -115,11 +115,11 @@ def monitor(**settings: object) -> Iterator[Round]:
 def exporter_reader(*, snapshot_file: Path | str | None = None, bench_file: Path | str | None = None,
                     catalog_files: CatalogFiles = ()) -> Callable[[], tuple[Report, dict[str, float]]]:
     """What `gpuwise exporter` serves at each scrape: the doctor report of this machine (or of a recorded snapshot,
-    read once: a replay does not change) and the ratios measured / catalog of a saved bench. Bad files fail here,
-    before any server starts."""
+    read once: a replay does not change; a `doctor --json` report without readings gives its recorded checks and
+    no gauges) and the ratios measured / catalog of a saved bench. Bad files fail here, before any server starts."""
     from gpuwise.api.fleet import bench_values, read_json_file
     from gpuwise.probe.backend import RecordedReport, read_machine, read_snapshot
-    from gpuwise.probe.checks import run_checks
+    from gpuwise.probe.checks import recorded_report, run_checks
 
     catalog = load_catalog(catalog_files=catalog_files)
     document = None
@@ -137,9 +137,8 @@ def exporter_reader(*, snapshot_file: Path | str | None = None, bench_file: Path
     if snapshot_file is not None:
         try:
             replay = run_checks(read_snapshot(Path(snapshot_file)), catalog)
-        except RecordedReport:
-            raise ConfigError(f"--from {str(snapshot_file)!r} is a doctor report without its readings; give a "
-                              "snapshot (doctor --save-snapshot) or a doctor --json report holding one") from None
+        except RecordedReport as recorded:  # a report without readings: its checks as recorded, no gauges
+            replay = recorded_report(recorded.document, origin=str(snapshot_file))
         replayed = ratios(replay)
         return lambda: (replay, replayed)
 

@@ -101,8 +101,8 @@ def register(app: typer.Typer) -> None:
     define(app, "exporter", "Prometheus /metrics for this machine's GPUs: NVML gauges, doctor checks, bench ratios.",
            _exporter, sources=[Source.of("settings", ExporterSettings, "exporter")],
            shell=[Opt("from_file", "--from", "Serve a recorded snapshot (`doctor --save-snapshot`, or a `doctor "
-                                             "--json` report that holds one) instead of reading NVML.", Path,
-                      OUTPUT, "FILE"),
+                                             "--json` report: without readings, its checks only) instead of "
+                                             "reading NVML.", Path, OUTPUT, "FILE"),
                   Opt("bench", "--bench", "A saved `bench --json` (or `bench --save`) whose ratios to the catalog "
                                           "become gpuwise_bench_ratio.", Path, OUTPUT, "FILE"),
                   Opt("once", "--once", "Print the metrics once (Prometheus text format) and exit: for node_exporter's "

@@ -90,7 +90,8 @@ def families(report: Report, bench_ratios: Mapping[str, float] | None = None) ->
     catalog) of its last bench."""
     host = report.snapshot.host or ""
     catalog = {i.index: i.catalog_id or "" for i in report.inventory}
-    labels = {g.index: [str(g.index), g.uuid or "", catalog.get(g.index, ""), host] for g in report.snapshot.gpus}
+    labels = {i.index: [str(i.index), i.uuid or "", i.catalog_id or "", host] for i in report.inventory}
+    labels.update({g.index: [str(g.index), g.uuid or "", catalog.get(g.index, ""), host] for g in report.snapshot.gpus})
     out: list[Metric] = [_info(report, labels)]
     for name, (help_text, read, _) in _GAUGES.items():
         family = GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
