@@ -328,3 +328,14 @@ def test_an_estimate_lies_inside_its_band() -> None:
         block = json.loads(out)["perf"][task]
         for key, likely in block["band"].items():
             assert likely["low"] <= block[key] <= likely["high"], (model, key)
+
+
+def test_a_bare_group_prints_its_help_and_exits_0() -> None:
+    """`gpuwise`, `gpuwise catalog` and `gpuwise fleet` with nothing after them show their help, not "error: "."""
+    import subprocess
+    import sys
+
+    for args in ([], ["catalog"], ["fleet"]):
+        done = subprocess.run([sys.executable, "-m", "gpuwise.cli.main", *args], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0 and "Usage:" in done.stdout and "error" not in done.stderr, args

@@ -228,6 +228,10 @@ class GpuwiseGroup(typer.core.TyperGroup):
                                   windows_expand_args=windows_expand_args, **extra)
         except _CLICK_ERROR as error:
             exc: Any = error
+            if type(exc).__name__ == "NoArgsIsHelpError":  # a group called bare: its help is the answer
+                stdout_help = exc.ctx.get_help() if getattr(exc, "ctx", None) is not None else ""
+                sys.stdout.write(stdout_help + "\n")
+                sys.exit(0)
             message = exc.format_message().replace("\n", " ")
             flag = str(getattr(exc, "option_name", ""))
             if FLAG_OWNERS.get(flag):
