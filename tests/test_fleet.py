@@ -85,6 +85,9 @@ def test_exporter_once_prints_the_text_format_and_bad_input_is_one_line() -> Non
     assert done.exit_code == 0 and "# TYPE gpuwise_check_status gauge" in done.stdout
     missing = runner.invoke(app, ["exporter", "--from", "/nonexistent/snapshot.json", "--once"])
     assert missing.exit_code == 2 and len(missing.output.strip().splitlines()) == 1
+    hostile = Path(__file__).parent / "fixtures" / "hostile-bench.json"
+    odd = runner.invoke(app, ["exporter", "--from", str(SNAPSHOT), "--bench", str(hostile), "--once"])
+    assert odd.exit_code == 0 and "gpuwise_bench_ratio" not in odd.stdout  # nothing usable in it, no traceback
     recorded = runner.invoke(app, ["exporter", "--from", str(H200 / "doctor.json"), "--once"])  # no readings in it
     assert recorded.exit_code == 0
     status = {s.labels["check"]: s.value for f in text_string_to_metric_families(recorded.stdout)

@@ -77,17 +77,24 @@ def bench_values(document: Mapping[str, Any], card_id: str | None, catalog: Cata
     measured: dict[str, tuple[float, float | None]] = {}
     if isinstance(document.get("results"), list):
         for r in document["results"][:1000]:
-            if isinstance(r, dict) and isinstance(r.get("metric"), str) and isinstance(r.get("value"), (int, float)):
-                ref = r.get("reference")
-                measured[r["metric"][:60]] = (float(r["value"]), float(ref) if isinstance(ref, (int, float)) else None)
+            value = _positive(r.get("value")) if isinstance(r, dict) else None
+            if value is not None and isinstance(r.get("metric"), str):
+                measured[r["metric"][:60]] = (value, _positive(r.get("reference")))
     gemm = document.get("gemm_tflops")
-    for dtype, value in (gemm.items() if isinstance(gemm, dict) else ()):
-        if isinstance(value, (int, float)):
-            measured[f"gemm_{dtype}"[:60]] = (float(value), None)
-    if isinstance(document.get("memory_gb_s"), (int, float)):
-        measured["memory_copy"] = (float(document["memory_gb_s"]), None)
-    card = catalog.gpus.get(card_id or "")
+    for dtype, rate in (gemm.items() if isinstance(gemm, dict) else ()):
+        if (value := _positive(rate)) is not None:
+            measured[f"gemm_{dtype}"[:60]] = (value, None)
+    if (copy := _positive(document.get("memory_gb_s"))) is not None:
+        measured["memory_copy"] = (copy, None)
+    card = catalog.gpus.get(card_id) if isinstance(card_id, str) else None
     return {k: (v, ref if ref is not None else _reference(k, card, catalog)) for k, (v, ref) in measured.items()}
+
+
+def _positive(value: object) -> float | None:
+    """A measurement from a file: a finite number above zero (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 < value < 1e15 else None
 
 
 def _reference(metric: str, card: GPU | None, catalog: Catalog) -> float | None:
@@ -170,9 +177,8 @@ def fleet_report(directory: Path | str, *, catalog_files: CatalogFiles = ()) -> 
     models = {r.name: _model(r.doctor, r.bench) for r in raw}
     values = {r.name: bench_values(r.bench, models[r.name], catalog) if r.bench else {} for r in raw}
     for r in raw:
-        ratio = (r.burn_in or {}).get("clock_ratio")
-        if isinstance(ratio, (int, float)):
-            values[r.name]["burn_in_clock_ratio"] = (float(ratio), None)
+        if (ratio := _positive((r.burn_in or {}).get("clock_ratio"))) is not None:
+            values[r.name]["burn_in_clock_ratio"] = (ratio, None)
     medians: dict[str, dict[str, float]] = {}
     for model in sorted(set(models.values())):
         members = [values[n] for n, m in models.items() if m == model]

@@ -131,7 +131,9 @@ def exporter_reader(*, snapshot_file: Path | str | None = None, bench_file: Path
     def ratios(report: Report) -> dict[str, float]:
         if document is None:
             return {}
-        card = document.get("catalog_id") or next((i.catalog_id for i in report.inventory if i.catalog_id), None)
+        named = document.get("catalog_id")
+        card = named if isinstance(named, str) and named else next(
+            (i.catalog_id for i in report.inventory if i.catalog_id), None)
         return {k: v / ref for k, (v, ref) in bench_values(document, card, catalog).items() if ref}
 
     if snapshot_file is not None:
@@ -158,11 +160,11 @@ def bench_collective(*, catalog_files: CatalogFiles = (), **settings: object) ->
     from gpuwise.probe.settings import CollectiveSettings
 
     chosen = build(CollectiveSettings, settings)
-    data = launch(nproc=chosen.nproc, backend=chosen.backend, size_mb=chosen.size_mb, iterations=chosen.iterations)
     catalog = load_catalog(catalog_files=catalog_files)
+    named = catalog.gpu(chosen.gpu) if chosen.gpu else None  # an unknown --gpu fails before anything starts
+    data = launch(nproc=chosen.nproc, backend=chosen.backend, size_mb=chosen.size_mb, iterations=chosen.iterations)
     device = str(data.get("device", "cpu"))
-    card = catalog.gpu(chosen.gpu) if chosen.gpu else (
-        match_catalog(device, None, catalog)[0] if chosen.backend == "nccl" else None)
+    card = named or (match_catalog(device, None, catalog)[0] if chosen.backend == "nccl" else None)
     link = catalog.interconnects.get(card.native_link) if card is not None and card.native_link else None
     rows = tuple(CollectiveResult(**r) for r in data.get("results", []))
     return CollectiveRun(int(data.get("ranks", chosen.nproc)), chosen.backend, device, card.id if card else None,
