@@ -19,13 +19,15 @@ from typing import Any
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError
+from gpuwise.probe.bench import GEMM_FAIL, GEMM_PASS, LINK_FAIL, LINK_PASS, MEMORY_FAIL, MEMORY_PASS
 from gpuwise.safe_io import parse_json, read_text
 
 MAX_NODES = 10_000
 MAX_NODE_FILE_BYTES = 20_000_000
 FLEET_WARN_SHORTFALL = 0.10  # gpuwise policy: a tenth below its peers is more than run-to-run noise (bench repeats
 FLEET_FAIL_SHORTFALL = 0.20  # vary by a few percent on one card); a fifth below is a node that slows a whole job
-_PASS_LINES = {"gemm": (0.6, 0.45), "memory": (0.75, 0.6), "h2d": (0.75, 0.5), "d2h": (0.75, 0.5)}  # probe/bench.py
+_PASS_LINES = {"gemm": (GEMM_PASS, GEMM_FAIL), "memory": (MEMORY_PASS, MEMORY_FAIL), "h2d": (LINK_PASS, LINK_FAIL),
+               "d2h": (LINK_PASS, LINK_FAIL)}  # the lines `bench` itself judges by
 
 
 @dataclass(frozen=True)

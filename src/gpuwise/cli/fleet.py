@@ -60,7 +60,7 @@ def _serve(app: Wsgi, settings: ExporterSettings) -> None:
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
-            pass
+            """Scrapes are not logged: Prometheus asks every 30 s on every node."""
 
     try:
         server = make_server(settings.host.strip("[]"), settings.port, app, handler_class=Quiet)
