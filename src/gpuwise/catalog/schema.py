@@ -128,6 +128,12 @@ class GPU(_Record):
     fp64_tflops: float | None = Field(default=None, ge=0)
     fp64_tensor_tflops: float | None = Field(default=None, ge=0)
     fp32_tflops: float = Field(gt=0, description="non-tensor (CUDA core / vector) FP32")
+    fp32_issue_bound: bool = Field(
+        default=False, description="the fp32 figure needs an FP32 instruction in every issue slot: NVIDIA SMs with 32 "
+                                   "FP32 lanes per warp scheduler (GA10x, AD10x, GH100, GB100, GB20x), AMD RDNA 3 "
+                                   "dual issue and CDNA 3 packed FP32. Integer, load and special-function "
+                                   "instructions a kernel mixes in then cost FP32 throughput; parts with 16 lanes per "
+                                   "scheduler (V100, T4, A100) fill those slots for free (estimate/hpc_rates.py)")
     tf32_dense_tflops: float | None = Field(default=None, gt=0)
     tf32_sparse_tflops: float | None = Field(default=None, gt=0)
     fp16_dense_tflops: float | None = Field(default=None, gt=0)
