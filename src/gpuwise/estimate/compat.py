@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.catalog import FEATURES, GPU
+from gpuwise.workload.hpc_job import HpcJob
 from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import InferJob, Job, TrainJob
 
@@ -58,11 +59,11 @@ _FLASH = Requirement("flash-attention-2", False, "stack",
                      "FlashAttention-2 does not support {gpu}; PyTorch SDPA (memory-efficient) is the fallback")
 
 
-def requirements(job: Job | ImageJob) -> tuple[Requirement, ...]:
+def requirements(job: Job | ImageJob | HpcJob) -> tuple[Requirement, ...]:
     """Every feature ``job`` relies on, in table order (an image pipeline: none -- diffusers runs on PyTorch's
     CUDA, ROCm and MPS backends, and fp8/nf4 weights are only stored so)."""
-    if isinstance(job, ImageJob):
-        return ()
+    if isinstance(job, (ImageJob, HpcJob)):
+        return ()  # an HPC job's needs are its profile's (ports, FP64): estimate/hpc_estimate.py, recommend/engine.py
     if isinstance(job, TrainJob):
         needed = [r for applies, r in _TRAIN_ROWS if applies(job)]
     else:
@@ -72,7 +73,7 @@ def requirements(job: Job | ImageJob) -> tuple[Requirement, ...]:
     return (*needed, _FLASH) if flash else tuple(needed)
 
 
-def unmet(job: Job | ImageJob, gpu: GPU) -> tuple[Requirement, ...]:
+def unmet(job: Job | ImageJob | HpcJob, gpu: GPU) -> tuple[Requirement, ...]:
     """The requirements ``gpu`` (its chip and its software stack as the catalog records them) does not meet."""
     return tuple(r for r in requirements(job) if not FEATURES[r.feature](gpu))
 

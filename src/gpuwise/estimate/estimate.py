@@ -115,23 +115,30 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
                     warnings=memory.warnings + compatibility_warnings(arch, job, gpu), perf=perf, cost=cost)
 
 
-def costs(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, catalog: Catalog) -> CostFigures | None:
-    """Hourly price (cheapest whole-instance offer, else owning at 8 h/day for 3 years) and per-job figures."""
+def hourly_price(gpu: GPU, count: int, catalog: Catalog) -> tuple[float, str] | None:
+    """What ``count`` of the card cost by the hour: the cheapest whole-instance offer, else owning them at 8 h/day
+    for 3 years (TCO spread over the hours); None when the catalog has neither."""
     from gpuwise.estimate import cost as tco
 
-    offers = [o for o in catalog.offers_for(gpu.id) if job.count % o.gpus == 0]
+    offers = [o for o in catalog.offers_for(gpu.id) if count % o.gpus == 0]
     if offers:
         best = offers[0]
-        per_hour = best.usd_per_gpu_hour * job.count
-        basis = f"rent {best.provider} {best.instance} ({best.as_of}, {best.tier}), the cheapest offer"
-    elif gpu.price is not None and (gpu.price.street_usd or gpu.price.msrp_usd):
+        return (best.usd_per_gpu_hour * count,
+                f"rent {best.provider} {best.instance} ({best.as_of}, {best.tier}), the cheapest offer")
+    if gpu.price is not None and (gpu.price.street_usd or gpu.price.msrp_usd):
         usage = tco.Usage()
-        buy = tco.buy_cost(gpu, job.count, gpu.price.street_usd or gpu.price.msrp_usd or 0.0, usage,
-                           host_usd=tco.host_cost(gpu, job.count, catalog.systems.values()))
-        per_hour = tco.owned_usd_per_hour(buy, usage)
-        basis = "owned: 3-year TCO spread over 8 h/day"
-    else:
+        buy = tco.buy_cost(gpu, count, gpu.price.street_usd or gpu.price.msrp_usd or 0.0, usage,
+                           host_usd=tco.host_cost(gpu, count, catalog.systems.values()))
+        return tco.owned_usd_per_hour(buy, usage), "owned: 3-year TCO spread over 8 h/day"
+    return None
+
+
+def costs(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, catalog: Catalog) -> CostFigures | None:
+    """Hourly price (cheapest whole-instance offer, else owning at 8 h/day for 3 years) and per-job figures."""
+    price = hourly_price(gpu, job.count, catalog)
+    if price is None:
         return None
+    per_hour, basis = price
     per_job = per_million = None
     if isinstance(perf, TrainPerf) and perf.epoch_time_s is not None:
         per_job = per_hour * perf.epoch_time_s / 3600
