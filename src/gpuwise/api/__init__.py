@@ -11,6 +11,7 @@ from gpuwise.api.catalog import compare_gpus, find_gpu, list_gpus, load_catalog
 from gpuwise.api.diagnose import Diagnosis, diagnose
 from gpuwise.api.fleet import FleetReport, fleet_report
 from gpuwise.api.hardware import bench, bench_collective, burn_in, doctor, exporter_reader, monitor
+from gpuwise.api.hpc import hpc_apps, hpc_estimate
 from gpuwise.api.images import image_estimate, image_fit, list_pipelines, pipeline
 from gpuwise.api.jobs import (
     estimate,
@@ -43,6 +44,8 @@ __all__ = [
     "find_gpu",
     "fit",
     "fleet_report",
+    "hpc_apps",
+    "hpc_estimate",
     "image_estimate",
     "image_fit",
     "job",

@@ -13,11 +13,16 @@ from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, de
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
 from gpuwise.report.trace import trace_json, trace_line
+from gpuwise.workload.flags import flag_fields
+from gpuwise.workload.hpc_job import HPC_SHARED, HpcJob, make_hpc_job
 from gpuwise.workload.image_job import SHARED, ImageJob, make_image_job
 from gpuwise.workload.job import HARDWARE, InferJob, LoadTest, TrainJob, job_flag_fields, make_job
 
 MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path. "
                      "`gpuwise models` lists the presets.")
+ESTIMATED = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path; `gpuwise "
+                         "models` lists the presets. Leave it out with --task hpc --app NAME (`gpuwise models` lists "
+                         "the applications too).", required=False)
 GPU = Opt("gpu", "--gpu", "Catalog id or loose name of the GPU: rtx-4090, 'H100 SXM' (required); estimating "
           "inference, 2-4 cards as a,b split one copy by layers (llama.cpp).", str, HARDWARE,
           "GPU")
@@ -50,6 +55,29 @@ def image_job(given: Given) -> ImageJob:
             own = ", ".join("--" + f.replace("_", "-") for f in (*SHARED, "resolution", "steps", "guidance_passes"))
             raise ConfigError(f"--{name.replace('_', '-')} does not apply to an image pipeline; it takes {own}")
     return make_image_job(**values)
+
+
+def hpc_job(given: Given) -> HpcJob:
+    """The scientific-computing job of the flags typed with --task hpc; a language-model flag is refused."""
+    values = {k: v for k, v in given["job"].items() if k != "task"}
+    for name in values:
+        if name not in HPC_SHARED:
+            own = ", ".join("--" + f.replace("_", "-") for f in (*HPC_SHARED, *(n for n, _, _ in flag_fields(HpcJob))))
+            raise ConfigError(f"--{name.replace('_', '-')} does not apply to --task hpc; it takes {own}")
+    if given["image"]:
+        flag = "--" + next(iter(given["image"])).replace("_", "-")
+        raise ConfigError(f"{flag} applies to image pipelines, not --task hpc")
+    return make_hpc_job(**values, **given["hpc"])
+
+
+def wants_hpc(given: Given) -> bool:
+    """--task hpc was typed; HPC flags without it are refused with the flag that would make them count."""
+    if given["job"].get("task") == "hpc":
+        return True
+    if given["hpc"]:
+        flag = "--" + next(iter(given["hpc"])).replace("_", "-")
+        raise ConfigError(f"{flag} describes a scientific-computing job: add --task hpc (and --app NAME)")
+    return False
 
 
 def typed_job(given: Given, command: str) -> TrainJob | InferJob:
@@ -106,10 +134,27 @@ def _split(given: Given, model: str, job: TrainJob | InferJob) -> None:
         stdout().print(split_view(result, model))
 
 
+def _hpc(given: Given) -> None:
+    from gpuwise.report.hpc import hpc_json, hpc_view
+
+    if given.args.get("model"):
+        raise ConfigError("--task hpc estimates an application (--app NAME), not a MODEL: leave MODEL out")
+    if any(given.shell.get(k) for k in ("exact", "calibration", "trace")):
+        raise ConfigError("--exact, --calibration and --trace apply to language models, not --task hpc")
+    result = api.hpc_estimate(gpu=_gpu(given), job=hpc_job(given), catalog_files=_files(given))
+    print_json(hpc_json(result)) if given.shell.get("as_json") else stdout().print(hpc_view(result))
+
+
 def _estimate(given: Given) -> None:
     from gpuwise.report import estimate as view
     from gpuwise.report.perf import perf_lines
 
+    if wants_hpc(given):
+        _hpc(given)
+        return
+    if not given.args.get("model"):
+        raise ConfigError("give a MODEL (a preset id, hub id or config.json path; `gpuwise models`), or --task hpc "
+                          "--app NAME for a scientific application")
     if api.pipeline(given.args["model"]) is not None:
         _image(given, "estimate")
         return
@@ -219,7 +264,8 @@ def _job_source(command: str) -> Source:
 
 def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
-           _estimate, args=[MODEL], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate")],
+           _estimate, args=[ESTIMATED], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
+                                                 Source.of("hpc", HpcJob, "estimate")],
            shell=[GPU, CALIBRATION, EXACT, TRACE, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
            args=[MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],

@@ -16,6 +16,7 @@ from gpuwise.estimate.cost import Usage
 from gpuwise.estimate.tco_report import Purchase
 from gpuwise.recommend.request import Constraints, Request, Workload, load_scenario, parse_request, template_count
 from gpuwise.safe_io import atomic_write_text, check_writable
+from gpuwise.workload.hpc_job import HpcJob
 from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import make_job
 
@@ -31,7 +32,26 @@ CALIBRATIONS = Opt("calibration", "--calibration", "Measured rates from `gpuwise
 _REQUEST_SOURCES = ("request", "usage", "constraints")
 
 
+def _hpc_request(given: Given) -> Request:
+    """`recommend --task hpc --app NAME ...`: one scientific-computing workload (the recommender picks the count)."""
+    from gpuwise.cli.jobs import hpc_job
+
+    if given.args.get("model"):
+        raise ConfigError("--task hpc recommends for an application (--app NAME), not a MODEL: leave MODEL out")
+    if "count" in given["job"]:
+        raise ConfigError("--count is the recommender's to choose; give --max-gpus, or --runs for independent runs")
+    options = hpc_job(given).model_dump(exclude_defaults=True, exclude={"task"})
+    workload: dict[str, Any] = {"task": "hpc", "options": options, **given["workload"]}
+    usage = {"usage": given["usage"]} if given["usage"] else {}
+    return parse_request({"workloads": [workload], **given["request"], **usage,
+                          "constraints": given["constraints"]}, origin="flags")
+
+
 def _request_from_flags(given: Given) -> Request:
+    from gpuwise.cli.jobs import wants_hpc
+
+    if wants_hpc(given):
+        return _hpc_request(given)
     model = given.args.get("model")
     if not model:
         raise ConfigError("give a MODEL (a preset id, hub id or config.json path) or --scenario FILE")
@@ -56,7 +76,7 @@ def _request_from_flags(given: Given) -> Request:
 def _scenario(path: Path, given: Given) -> Request:
     """The scenario file's request; money, usage, system and ranking flags override its values. Its workloads are
     the file's own: a MODEL or a job or target flag would have no workload to go to, and is refused."""
-    if given.args.get("model") or given["job"] or given["image"] or given["workload"]:
+    if given.args.get("model") or given["job"] or given["image"] or given["hpc"] or given["workload"]:
         raise ConfigError("--scenario names its own workloads; leave out MODEL and the job and target flags (put "
                           "them in the scenario file)")
     request = load_scenario(path)
@@ -98,6 +118,7 @@ def register(app: typer.Typer) -> None:
     define(app, "recommend", "Which GPU? Every GPU x count x buy/rent ranked, with reasons for each rejection.",
            _recommend, args=[MODEL],
            sources=[_job_source("recommend"), Source.of("image", ImageJob, "recommend"),
+                    Source.of("hpc", HpcJob, "recommend"),
                     Source.of("workload", Workload, "recommend"),
                     Source.of("request", Request, "recommend"), Source.of("usage", Usage, "recommend"),
                     Source.of("constraints", Constraints, "recommend")],

@@ -21,6 +21,7 @@ def option_json(o: Option) -> dict[str, Any]:
         else None, "tokens_per_s": o.fit.tokens_per_s,
         "qps_capacity": o.fit.qps_capacity, "p99_ms": o.fit.p99_ms, "tp": o.fit.tp,
         "seconds_per_image": o.fit.seconds_per_image,
+        "hpc": {"value": round(o.fit.hpc_value, 6), "unit": o.fit.hpc_unit} if o.fit.hpc_value is not None else None,
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
         "usd_per_hour": round(o.usd_per_hour, 4),
         "usd_per_mtok": round(o.usd_per_mtok, 4) if o.usd_per_mtok is not None else None,
@@ -83,6 +84,10 @@ def _way(o: Option, *, machines: bool = True) -> str:
 def _time_text(o: Option, *, short: bool = False) -> str:
     """What an option's speed is: hours per job (the band's range in the table), images or requests per unit, or one
     user's tokens/s; ``short`` for the 80-column table."""
+    if o.fit.job_hours is not None and o.fit.job_hours < 0.1:  # minutes or seconds: an HPL solve, a short sweep
+        seconds = o.fit.job_hours * 3600
+        text = f"{seconds / 60:,.1f} min" if seconds >= 60 else f"{seconds:,.1f} s"
+        return text if short else f"{text}/job"
     if o.fit.job_hours is not None:
         if not short:
             return f"{o.fit.job_hours:,.1f} h/job"
@@ -104,9 +109,11 @@ def _time_text(o: Option, *, short: bool = False) -> str:
 
 
 def _usd(value: float | None) -> str:
-    """USD in at most 6 characters: 875, 12,340, 482k, 4.92M."""
+    """USD in at most 6 characters: 0.03, 875, 12,340, 482k, 4.92M."""
     if value is None:
         return "—"
+    if value < 10:
+        return f"{value:,.2f}"
     if value >= 1e6:
         return f"{value / 1e6:,.2f}M"
     if value >= 1e5:

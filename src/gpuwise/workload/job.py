@@ -36,8 +36,8 @@ _INFER = frozenset({"estimate", "fit", "serve-sim", "recommend"})
 _SPEC = frozenset({"estimate", "serve-sim", "recommend"})  # decode speed only: fit has no use for it
 _SIZED = frozenset({"estimate", "fit", "serve-sim"})  # scale and recommend choose the GPU count themselves
 HARDWARE, TRAINING, INFERENCE, LOAD = "Job: hardware and parallelism", "Job: training", "Job: inference", "Load test"
-_TASK_FLAG = Flag(frozenset({"estimate", "fit", "recommend"}), HARDWARE, accepted=("train", "infer"))
-_TASK_HELP = "train (fine-tuning, pre-training) or infer (serving, generation)"
+_TASK_FLAG = Flag(frozenset({"estimate", "fit", "recommend"}), HARDWARE, accepted=("train", "infer", "hpc"))
+_TASK_HELP = "train (fine-tuning, pre-training), infer (serving, generation) or hpc (an application: --app)"
 TP_CHOSEN = "recommend picks the smallest tensor-parallel degree that fits each GPU for serving; leave --tp out"
 _ONE_REPLICA = ("serves from replicas of --tp GPUs inside one machine; machines and the links between them do not "
                 "change a replica's answer: leave it out")
@@ -347,7 +347,7 @@ def make_job(task: str = "train", /, *, command: str | None = None, fixed: dict[
     own (a recommender's GPU count) and are not checked against ``command``."""
     kind = JOB_MODELS.get(task) if isinstance(task, str) else None
     if kind is None:
-        raise ConfigError(f"--task {str(task)[:40]!r} is not accepted; use train or infer")
+        raise ConfigError(f"--task {str(task)[:40]!r} is not accepted; use train or infer (hpc: estimate, recommend)")
     if values.pop("task", task) != task:
         raise ConfigError(f"the options say another task than {task!r}; give the task once")
     other = JOB_MODELS["infer" if task == "train" else "train"]
