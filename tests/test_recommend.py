@@ -386,6 +386,6 @@ def test_rent_wins_a_one_off_month_of_pretraining(shipped: Catalog) -> None:
 
 
 def test_one_off_without_a_training_job_is_refused() -> None:
-    with pytest.raises(ConfigError, match="one-off costs one training job"):
+    with pytest.raises(ConfigError, match="one-off costs one training or HPC job"):
         parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 5}],
                        "usage": {"pattern": "one-off"}})

@@ -20,11 +20,14 @@ from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.evaluate import evaluate
 from gpuwise.recommend.fit import Fit, Rejection
+from gpuwise.recommend.hpc import hpc_card_rejection, talks_between_gpus
 from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.placement import Placement, bought, rented
 from gpuwise.recommend.request import Request
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import Pipeline
+from gpuwise.workload.hpc import HpcApp
+from gpuwise.workload.hpc_job import HpcJob
 from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import InferJob, TrainJob
 
@@ -48,7 +51,7 @@ class Option:
 
     @property
     def throughput(self) -> float:
-        return self.fit.tokens_per_s or self.fit.qps_capacity or 0.0
+        return self.fit.tokens_per_s or self.fit.qps_capacity or self.fit.work_per_s or 0.0
 
     @property
     def usd_per_mtok(self) -> float | None:
@@ -103,6 +106,10 @@ def card_rejection(gpu: GPU, request: Request) -> Rejection | None:
         for requirement in unmet(workload.job, gpu):
             if requirement.hard:
                 return Rejection(requirement.code, describe(requirement, gpu))
+        if isinstance(workload.job, HpcJob):
+            problem = hpc_card_rejection(workload.job, gpu)
+            if problem is not None:
+                return problem
     return None
 
 
@@ -212,7 +219,7 @@ def candidate_counts(request: Request) -> list[int]:
     return [n for n in COUNTS if n <= request.constraints.max_gpus and n % step == 0]
 
 
-def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture | Pipeline],
+def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture | Pipeline | HpcApp],
                       calibrations: Mapping[str, Calibration] | None = None) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []
@@ -240,7 +247,7 @@ _MORE_CANNOT_HELP = frozenset({"network", "chassis", "power"})  # more cards onl
 
 
 def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | None]], request: Request,
-                     catalog: Catalog, archs: dict[str, Architecture | Pipeline], *, stop_at_first: bool,
+                     catalog: Catalog, archs: dict[str, Architecture | Pipeline | HpcApp], *, stop_at_first: bool,
                      calibration: Calibration | None = None) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []
@@ -270,14 +277,14 @@ def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | 
 
 
 def _place_and_evaluate(gpu: GPU, count: int, offer: CloudOffer | None, request: Request, catalog: Catalog,
-                        archs: dict[str, Architecture | Pipeline], calibration: Calibration | None,
+                        archs: dict[str, Architecture | Pipeline | HpcApp], calibration: Calibration | None,
                         evaluated: dict[tuple[int, Machines], Fit | Rejection]) -> tuple[Fit, Placement] | Rejection:
     """Where ``count`` cards sit for this way of getting them, then every workload on them (each distinct set of
     machines evaluated once per card)."""
     problem = system_rejection(gpu, count, request)
     if problem is not None:
         return problem
-    talks = any(w.task == "train" for w in request.workloads)
+    talks = any(w.task == "train" or talks_between_gpus(w.job) for w in request.workloads)
     if offer is not None:
         place = rented(gpu, offer, count, catalog, talks=talks)
     else:

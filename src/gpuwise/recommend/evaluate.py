@@ -24,11 +24,14 @@ from gpuwise.estimate.perf import TrainPerf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
 from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
+from gpuwise.recommend.hpc import evaluate_hpc
 from gpuwise.recommend.machines import Machines, default_machines
 from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import Pipeline
+from gpuwise.workload.hpc import HpcApp
+from gpuwise.workload.hpc_job import HpcJob
 from gpuwise.workload.image_job import ImageJob
 from gpuwise.workload.job import InferJob, TrainJob
 
@@ -268,7 +271,18 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
                notes=result.warnings)
 
 
-def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workload, ...], gpu: GPU, catalog: Catalog,
+def _hpc_speed(fits: list[Fit]) -> float | None:
+    """The ranking's speed of HPC workloads: one app's work per second, or for several (whose units do not add) the
+    jobs per hour of all of them in turn."""
+    hpc = [f for f in fits if f.work_per_s is not None]
+    if len(hpc) == 1:
+        return hpc[0].work_per_s
+    hours = sum(f.job_hours or 0.0 for f in hpc)
+    return 1.0 / hours if hpc and hours > 0 else None
+
+
+def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tuple[Workload, ...], gpu: GPU,
+             catalog: Catalog,
              count: int, calibration: Calibration | None = None, machines: Machines | None = None) -> Fit | Rejection:
     """Every workload on ``count`` x ``gpu`` in ``machines`` (default: nodes of 8 over InfiniBand); the first
     rejection wins, else the combined figures."""
@@ -280,7 +294,10 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
         try:
             if isinstance(model, Pipeline):
                 outcome = _images(model, workload, gpu, catalog, count)
+            elif isinstance(workload.job, HpcJob):
+                outcome = evaluate_hpc(workload.job, workload.deadline_hours, gpu, catalog, count, machines)
             else:
+                assert isinstance(model, Architecture)
                 run = _train if workload.task == "train" else _serve
                 outcome = run(model, workload, gpu, catalog, count, calibration, machines)
         except GpuwiseError as exc:  # e.g. a count that does not divide into the requested TP x PP
@@ -301,6 +318,9 @@ def evaluate(archs: dict[str, Architecture | Pipeline], workloads: tuple[Workloa
         tp=serve[0].tp if serve else max((f.tp for f in fits), default=1),
         seconds_per_image=serve[0].seconds_per_image if serve else None,
         output_tokens_per_s=sum(f.output_tokens_per_s for f in fits if f.output_tokens_per_s) or None,
+        hpc_value=next((f.hpc_value for f in fits if f.hpc_value is not None), None),
+        hpc_unit=next((f.hpc_unit for f in fits if f.hpc_unit is not None), None),
+        work_per_s=_hpc_speed(fits),
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
         settings=tuple(setting for f in fits for setting in f.settings),
     )

@@ -33,6 +33,9 @@ class Fit:
     seconds_per_image: float | None = None  # an image pipeline (qps_capacity is then images per second)
     output_tokens_per_s: float | None = None  # serving: generated tokens per second at the planned rate (or one user)
     settings: tuple[Mapping[str, object], ...] = ()  # per workload: what recommend chose (format, engine, TP, knobs)
+    hpc_value: float | None = None  # a scientific application's own figure for one run (ns/day, TFLOPS ...)
+    hpc_unit: str | None = None
+    work_per_s: float | None = None  # the same, over the runs side by side, bigger is better (the ranking's speed)
 
     @property
     def per_gpu_gb(self) -> float:

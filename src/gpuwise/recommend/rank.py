@@ -10,9 +10,11 @@ from gpuwise.estimate.estimate import require_training_knobs
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
 from gpuwise.recommend.evaluate import REPLICAS
-from gpuwise.recommend.request import Request
+from gpuwise.recommend.request import Request, Workload
 from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.diffusion import find_pipeline
+from gpuwise.workload.diffusion import Pipeline, find_pipeline
+from gpuwise.workload.hpc import HpcApp, app_profile
+from gpuwise.workload.hpc_job import HpcJob
 from gpuwise.workload.job import TrainJob
 from gpuwise.workload.resolve import resolve_model
 
@@ -63,9 +65,9 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     if option.placement is not None:
         parts.append(_machines_text(option))
     if option.fit.job_hours is not None:
-        high = option.fit.job_hours_high or option.fit.job_hours
-        parts.append(f"{option.fit.job_hours:,.1f} h per job (up to {high:,.1f} h at the slow end of the measured "
-                     "speed band)" if high > option.fit.job_hours * 1.005 else f"{option.fit.job_hours:,.1f} h per job")
+        parts.append(_hours_text(option.fit.job_hours, option.fit.job_hours_high or option.fit.job_hours))
+    if option.fit.hpc_value is not None:
+        parts.append(f"{option.fit.hpc_value:,.4g} {option.fit.hpc_unit} per run")
     if option.fit.seconds_per_image is not None and option.fit.qps_capacity is not None:
         parts.append(f"{option.fit.seconds_per_image:,.1f} s per image, {option.fit.qps_capacity * 3600:,.0f} "
                      f"images/h on {option.count} pipeline(s)")
@@ -85,6 +87,15 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     else:
         lead = horizon
     return "; ".join([lead, *parts])
+
+
+def _hours_text(hours: float, high: float) -> str:
+    """'6.0 h per job (up to 8.6 h at the slow end of the measured speed band)'; minutes or seconds for short jobs."""
+    def text(h: float) -> str:
+        return f"{h:,.1f} h" if h >= 0.1 else f"{h * 60:,.1f} min" if h * 3600 >= 60 else f"{h * 3600:,.1f} s"
+    if high > hours * 1.005:
+        return f"{text(hours)} per job (up to {text(high)} at the slow end of the measured speed band)"
+    return f"{text(hours)} per job"
 
 
 def _machines_text(option: Option) -> str:
@@ -131,11 +142,18 @@ def _assumptions(request: Request) -> tuple[str, ...]:
     )
 
 
+def _model_of(workload: Workload) -> Architecture | Pipeline | HpcApp:
+    """What a workload runs: a scientific application's profile, an image pipeline, or a language model."""
+    if isinstance(workload.job, HpcJob):
+        return app_profile(workload.job)
+    return find_pipeline(workload.model) or resolve_model(workload.model)
+
+
 def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Calibration] | None = None
               ) -> Recommendation:
     """Every option for ``request``; ``calibrations`` (catalog id -> measured rates) replace the efficiency tables
     for the cards they were measured on."""
-    archs = {w.model: find_pipeline(w.model) or resolve_model(w.model) for w in request.workloads}
+    archs = {w.model: _model_of(w) for w in request.workloads}
     for w in request.workloads:  # a flag that changes nothing is refused once, not per GPU
         model = archs[w.model]
         if isinstance(w.job, TrainJob) and isinstance(model, Architecture):

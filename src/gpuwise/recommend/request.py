@@ -21,6 +21,7 @@ from gpuwise.estimate.cost import Usage
 from gpuwise.safe_io import excerpt, parse_yaml, read_text
 from gpuwise.workload.diffusion import find_pipeline
 from gpuwise.workload.flags import Flag
+from gpuwise.workload.hpc_job import HpcJob, make_hpc_job
 from gpuwise.workload.image_job import ImageJob, make_image_job
 from gpuwise.workload.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
 
@@ -50,11 +51,13 @@ def template_count(task: str, options: dict[str, Any]) -> int:
 
 
 class Workload(_Model):
-    """One job and its target: a training deadline, or a serving rate with a P99 latency SLO."""
+    """One job and its target: a training or HPC deadline, or a serving rate with a P99 latency SLO."""
 
-    model: str = Field(min_length=1, max_length=1000, description="preset id, hub id or config.json path")
-    task: Task = "train"
-    options: TrainJob | InferJob | ImageJob = Field(description="the job flags, e.g. {method: qlora, seq: 4096}")
+    model: str = Field(min_length=1, max_length=1000, description="preset id, hub id or config.json path (with task "
+                                                                  "hpc: the application, as options.app)")
+    task: Task | Literal["hpc"] = "train"
+    options: TrainJob | InferJob | ImageJob | HpcJob = Field(description="the job flags, e.g. {method: qlora, seq: "
+                                                                         "4096} or {app: gromacs, atoms: 250000}")
     deadline_hours: Annotated[float | None, Field(gt=0, le=1e6), Flag(_REC, TARGETS)] = Field(
         default=None, description="a training job must finish within this many hours")
     qps: Annotated[float | None, Field(gt=0, le=1e6), Flag(_REC, TARGETS)] = Field(
@@ -70,9 +73,11 @@ class Workload(_Model):
     @model_validator(mode="before")
     @classmethod
     def _typed_job(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or isinstance(data.get("options"), (TrainJob, InferJob, ImageJob)):
+        if not isinstance(data, dict) or isinstance(data.get("options"), (TrainJob, InferJob, ImageJob, HpcJob)):
             return data
         data = dict(data)
+        if data.get("task") == "hpc":
+            return _hpc_workload(data)
         pipeline = find_pipeline(data.get("model")) is not None
         if pipeline:
             data.setdefault("task", "infer")  # an image pipeline generates; no other task is modelled
@@ -105,19 +110,21 @@ class Workload(_Model):
 
     @model_validator(mode="after")
     def _targets_fit_the_task(self) -> Workload:
-        if self.task == "train" and (self.qps is not None or self.p99_ms is not None):
+        if self.task in ("train", "hpc") and (self.qps is not None or self.p99_ms is not None):
             raise ValueError("--qps/--p99-ms are serving targets; use --task infer")
+        if self.task == "hpc" and self.min_tokens_per_s is not None:
+            raise ValueError("--min-tokens-per-s is one user's decode speed; a scientific job has --deadline-hours")
         if self.task == "infer" and self.deadline_hours is not None:
-            raise ValueError("--deadline-hours is a training target; use --task train")
+            raise ValueError("--deadline-hours is a training or HPC target; use --task train or --task hpc")
         if self.min_tokens_per_s is not None and (self.task != "infer" or self.qps is not None):
             raise ValueError("--min-tokens-per-s is one user's decode speed: use --task infer without --qps")
-        if self.qps is not None and self.options.batch != 1:
+        if self.qps is not None and not isinstance(self.options, HpcJob) and self.options.batch != 1:
             raise ValueError("--batch with --qps: under load the batch is what the arrivals make it; cap it with "
                              "--max-num-seqs")
         return self
 
     @property
-    def job(self) -> TrainJob | InferJob | ImageJob:
+    def job(self) -> TrainJob | InferJob | ImageJob | HpcJob:
         return self.options
 
     @property
@@ -125,6 +132,24 @@ class Workload(_Model):
         """Tokens in one training job (the size behind time and cost per job)."""
         job = self.options
         return float(job.tokens or DEFAULT_TRAIN_TOKENS) if isinstance(job, TrainJob) else 0.0
+
+
+def _hpc_workload(data: dict[str, Any]) -> dict[str, Any]:
+    """A scientific-computing workload: its options validated into an HpcJob; its model is the application."""
+    options = data.get("options", {})
+    if not isinstance(options, dict):
+        return data  # the field validator says what is wrong
+    if "count" in options:
+        raise ValueError("options: count is the recommender's to choose; give --max-gpus or --runs instead")
+    try:
+        job = make_hpc_job(**options)
+    except GpuwiseError as exc:
+        raise ValueError(f"options: {exc}") from None
+    model = data.get("model")
+    if model is not None and model != job.app:
+        raise ValueError(f"model {excerpt(model, 40)} and options.app {job.app} differ: a task hpc workload is its "
+                         "application (leave model out)")
+    return {**data, "model": job.app, "options": job}
 
 
 class Constraints(_Model):
@@ -183,9 +208,18 @@ class Request(_Model):
 
     @model_validator(mode="after")
     def _one_off_is_a_job(self) -> Request:
-        if self.usage.pattern == "one-off" and not any(w.task == "train" for w in self.workloads):
-            raise ValueError("--usage one-off costs one training job over its hours; serving and inference run "
-                             "ongoing: leave --usage out")
+        if self.usage.pattern == "one-off" and not any(w.task in ("train", "hpc") for w in self.workloads):
+            raise ValueError("--usage one-off costs one training or HPC job over its hours; serving and inference "
+                             "run ongoing: leave --usage out")
+        return self
+
+    @model_validator(mode="after")
+    def _science_is_priced_per_job(self) -> Request:
+        """Scientific jobs are bought to finish work: with only HPC workloads and no objective given, options are
+        ranked by what one job costs (hours x hourly cost) -- a total cost of ownership would rank the cheapest card
+        first however slowly it computes. The one place this default is decided."""
+        if all(w.task == "hpc" for w in self.workloads) and "objective" not in self.model_fields_set:
+            object.__setattr__(self, "objective", "cost-per-job")
         return self
 
     @model_validator(mode="after")
