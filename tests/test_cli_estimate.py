@@ -89,7 +89,7 @@ def test_models_lists_presets() -> None:
     code, out, _ = run("models", "--json")
     rows = json.loads(out)
     assert code == 0 and len(rows) >= 41
-    assert {r["id"] for r in rows} >= {"llama-3.1-8b", "mixtral-8x7b", "sdxl", "flux.1-dev"}
+    assert {r["id"] for r in rows} >= {"llama-3.1-8b", "mixtral-8x7b", "sdxl", "flux.1-dev", "gromacs", "hpl"}
 
 
 def test_local_config_json(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from gpuwise.cli.main import app
 from gpuwise.errors import GpuwiseError
 from gpuwise.recommend.request import load_scenario
 from gpuwise.workload.job import job_flag_fields, make_job
+from gpuwise.workload.hpc_job import APPS
 from gpuwise.workload.presets import presets
 
 runner = CliRunner()
@@ -166,6 +167,21 @@ def test_recommend_answers_or_refuses_in_one_line(data: st.DataObject, model: st
     flags = data.draw(_flags("recommend", (task,)))
     check_cli(["recommend", model, "--task", task, "--max-gpus", "8", *flags, *[a for p in money for a in p],
                "--json"])
+
+
+HPC_FLAGS = st.lists(st.tuples(st.sampled_from(["--atoms", "--cells", "--matrix-n", "--ns", "--timestep-fs",
+                                                "--iterations", "--solves", "--runs", "--fp64-fraction",
+                                                "--bytes-per-flop", "--memory-gb", "--work-tflop", "--count"]),
+                               ODD_NUMBERS), max_size=4)
+
+
+@examples(40)
+@given(app_name=st.sampled_from([*APPS, "lammps2", ""]), gpu=GPUS, values=HPC_FLAGS,
+       command=st.sampled_from(["estimate", "recommend"]))
+def test_hpc_answers_or_refuses_in_one_line(app_name: str, gpu: str, values: list[tuple[str, str]],
+                                            command: str) -> None:
+    where = ["--gpu", gpu] if command == "estimate" else ["--max-gpus", "4", "--top", "2"]
+    check_cli([command, "--task", "hpc", "--app", app_name, *where, *[a for pair in values for a in pair], "--json"])
 
 
 @examples(30)

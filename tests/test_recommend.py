@@ -102,6 +102,9 @@ def test_shipped_scenarios_run_and_give_sane_answers(shipped: Catalog, scenario:
         assert best.count >= 32 and shipped.gpus[best.gpu].segment == "datacenter"
     if scenario.stem == "small-team-finetune":
         assert best.count <= 4 and best.fit.job_hours is not None and best.fit.job_hours <= 48
+    if scenario.stem == "hpc-lab":  # MD in mixed precision: the GeForce pair; the A100 still shown, with its reasons
+        assert (best.count, best.gpu) == (2, "rtx-4090") and any(o.gpu == "a100-pcie-80gb" for o in rec.options)
+        assert any("cut-down FP64" in w for w in best.warnings) and any("no ECC" in w for w in best.warnings)
 
 
 def test_recommend_json_interface() -> None:

@@ -244,16 +244,19 @@ def _models(given: Given) -> None:
     for p in api.list_pipelines():
         rows.append({"id": p.id, "family": f"image pipeline ({p.denoiser_class})", "params": p.total_params,
                      "active_params": p.total_params, "hub_ids": list(p.hub_ids), "source": p.source})
+    for a in api.hpc_apps():  # `--task hpc --app ID`: no parameters, a profile
+        rows.append({"id": a.id, "family": f"--task hpc --app {a.id} ({a.unit})", "params": 0, "active_params": 0,
+                     "hub_ids": [], "source": str(a.sources[0].url)})
     if given.shell.get("as_json"):
         print_json(rows)
         return
     from rich.table import Table
 
-    table = Table(title=f"{len(rows)} model presets", title_justify="left")
+    table = Table(title=f"{len(rows)} model presets, image pipelines and scientific applications", title_justify="left")
     for header in ("id", "family", "parameters", "hub id"):
         table.add_column(header, justify="right" if header == "parameters" else "left", no_wrap=header == "id")
     for r in rows:
-        table.add_row(r["id"], r["family"], f"{r['params']:,}", (r["hub_ids"] or [""])[0])
+        table.add_row(r["id"], r["family"], f"{r['params']:,}" if r["params"] else "—", (r["hub_ids"] or [""])[0])
     stdout().print(table)
 
 

@@ -25,8 +25,6 @@ from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.workload.hpc import HpcApp
 from gpuwise.workload.hpc_job import HpcJob
 
-FP64_DOMINANT_SHARE = 0.5  # gpuwise policy: a custom code with half its FLOPs in FP64 is FP64 work
-
 
 @dataclass(frozen=True)
 class HpcPerf:
@@ -68,8 +66,7 @@ class HpcEstimate:
 
     @property
     def fp64_dominant(self) -> bool:
-        custom = self.app.id == "custom" and (self.job.fp64_fraction or 0) >= FP64_DOMINANT_SHARE
-        return self.app.fp64_dominant or custom
+        return self.app.fp64_dominant
 
 
 def hpc_estimate(job: HpcJob, gpu: GPU, catalog: Catalog) -> HpcEstimate:

@@ -1,15 +1,16 @@
 """How a GPU type at a count does on a scientific-computing workload, and which cards it refuses outright.
 
-Refused (the card itself): an application with no GPU port for the card's software stack, and an FP64-dominated
-one (HPL, VASP, a custom code with half its FLOPs in FP64) on a card whose FP64 is cut down -- the seeds' advice,
-the VASP wiki's ("gaming GPUs ... do not offer fast double precision"), and a 20-60x slower solve. Every other
-shortfall (no ECC, cut FP64 in a bandwidth-bound solver) stays an option, with a note that says so.
+Refused (the card itself): an application with no GPU port for the card's software stack, and one whose time is
+dense FP64 arithmetic (HPL, VASP: the profile's ``fp64_dominant``) on a card whose FP64 is cut down -- the seeds'
+advice, the VASP wiki's ("gaming GPUs ... do not offer fast double precision"), and a 20-60x slower solve. Every
+other shortfall (no ECC; cut FP64 in a bandwidth-bound solver or a custom code, where the estimate shows what the
+arithmetic costs) stays an option, with a note that says so.
 """
 
 from __future__ import annotations
 
 from gpuwise.catalog import GPU, Catalog
-from gpuwise.estimate.hpc_estimate import FP64_DOMINANT_SHARE, HpcEstimate, hpc_estimate
+from gpuwise.estimate.hpc_estimate import HpcEstimate, hpc_estimate
 from gpuwise.estimate.hpc_rates import fp64_cut, fp64_ratio_text
 from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
 from gpuwise.recommend.machines import Machines
@@ -22,8 +23,7 @@ def hpc_card_rejection(job: HpcJob, gpu: GPU) -> Rejection | None:
     app = apps()[job.app]
     if gpu.software.stack not in app.stacks:
         return Rejection("stack", f"{app.name} has no GPU port for {gpu.software.stack} ({app.stacks_basis})")
-    dominant = app.fp64_dominant or (app.id == "custom" and (job.fp64_fraction or 0) >= FP64_DOMINANT_SHARE)
-    if dominant and fp64_cut(gpu):
+    if app.fp64_dominant and fp64_cut(gpu):
         return Rejection("feature", f"cut-down FP64 ({fp64_ratio_text(gpu)}): {app.id} is FP64 arithmetic; a card "
                                     "with full-rate FP64 (A100, H100, H200, B200, MI200/MI300) runs it 20-60x faster")
     return None
@@ -52,7 +52,7 @@ def evaluate_hpc(job: HpcJob, deadline_hours: float | None, gpu: GPU, catalog: C
                                      f"{deadline_hours:,.1f} h", high / deadline_hours)
     notes = (*est.warnings, *fullness(est.memory.per_gpu_bytes, est.memory.capacity_bytes))
     settings = {"app": est.app.id, "gpus_per_run": perf.gpus_per_run, "runs_at_once": perf.runs_at_once,
-                est.app.unit: round(perf.value, 4)}
+                "unit": est.app.unit, est.app.unit: round(perf.value, 4), "hours": round(perf.job_hours, 4)}
     return Fit(per_gpu_bytes=est.memory.per_gpu_bytes, job_hours=perf.job_hours, job_hours_high=high,
                notes=notes, settings=(settings,), hpc_value=perf.value, hpc_unit=perf.unit,
                work_per_s=perf.throughput)

@@ -66,8 +66,7 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
         parts.append(_machines_text(option))
     if option.fit.job_hours is not None:
         parts.append(_hours_text(option.fit.job_hours, option.fit.job_hours_high or option.fit.job_hours))
-    if option.fit.hpc_value is not None:
-        parts.append(f"{option.fit.hpc_value:,.4g} {option.fit.hpc_unit} per run")
+    parts += [_science_text(s) for s in option.fit.settings if "app" in s]
     if option.fit.seconds_per_image is not None and option.fit.qps_capacity is not None:
         parts.append(f"{option.fit.seconds_per_image:,.1f} s per image, {option.fit.qps_capacity * 3600:,.0f} "
                      f"images/h on {option.count} pipeline(s)")
@@ -87,6 +86,14 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     else:
         lead = horizon
     return "; ".join([lead, *parts])
+
+
+def _science_text(setting: Mapping[str, object]) -> str:
+    """'gromacs: 271 ns/day per run on 1 GPU, 2 runs at once, 60.1 h' from an HPC workload's settings."""
+    unit = str(setting["unit"])
+    hours = float(setting["hours"])  # type: ignore[arg-type]
+    return (f"{setting['app']}: {float(setting[unit]):,.4g} {unit} per run on {setting['gpus_per_run']} GPU(s), "  # type: ignore[arg-type]
+            f"{setting['runs_at_once']} run(s) at once, {_hours_text(hours, hours).removesuffix(' per job')}")
 
 
 def _hours_text(hours: float, high: float) -> str:
@@ -125,13 +132,19 @@ def _nearest(rejected: list[Rejected]) -> tuple[Rejected, ...]:
 def _assumptions(request: Request) -> tuple[str, ...]:
     u = request.usage
     jobs = [f"{w.tokens:,.0f} tokens of {w.model}" for w in request.workloads if w.task == "train"]
+    science = [w for w in request.workloads if w.task == "hpc"]
+    machines = ("bought cards go into the catalog's systems (desktop 2 cards, workstation 4, server 8, HGX/OAM nodes "
+                "their board), several machines only over a cluster network the system ships with, the offer "
+                "documents or --network names")
     return (
-        "training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero); bought cards go into the "
-        "catalog's systems (desktop 2 cards, workstation 4, server 8, HGX/OAM nodes their board), several machines "
-        "only over a cluster network the system ships with, the offer documents or --network names; serving uses "
+        f"training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero); {machines}; serving uses "
         "the smallest TP that fits inside one machine, then replicas, each planned at its P99 SLO or, with none, at "
-        "80% of saturation",
+        "80% of saturation" if len(science) < len(request.workloads) else machines,
         *([f"one training job is {', '.join(jobs)} (--tokens)"] if jobs else []),
+        *(["one scientific job is, per workload, its --runs runs of its size and length (time per job is their sum); "
+           "independent runs take one GPU each, a parallel application's run splits over the GPUs left per run; speed "
+           "from each application's calibration on published per-GPU runs (benchmarks/calibrate_hpc.py)"]
+          if science else []),
         "buying: cards + host share + energy (GPUs at 70% of TDP + host) x PUE + expected repairs - residual value; "
         "renting: the offer's hourly list price (storage and egress not included)",
         f"prices as of their catalog dates; {u.hours_per_day:g} h/day for {u.years:g} years at {u.usd_per_kwh:g} "

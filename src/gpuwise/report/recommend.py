@@ -189,6 +189,11 @@ def markdown(rec: Recommendation) -> str:
         lines.append(f"| {i} | {o.count} x {o.gpu} | {o.acquisition} | {o.fit.per_gpu_bytes / 2**30:,.1f} | "
                      f"{_time_text(o)} | "
                      f"{job} | {o.tco_usd:,.0f} | {o.usd_per_hour:,.2f} | {o.why} |")
+    noted = [(i, o) for i, o in enumerate(rec.options[: rec.request.top], 1) if o.warnings]
+    if noted:
+        lines += ["", "## What to know about each option", ""]
+        for i, o in noted:
+            lines += [f"{i}. **{o.count} x {o.gpu} ({o.acquisition})**"] + [f"   - {w}" for w in o.warnings]
     if not rec.options:
         lines += ["", "Nothing meets every requirement. Nearest:", ""]
         lines += [f"- {r.count} x {r.gpu} ({r.acquisition}): {r.reason}" for r in rec.nearest]
