@@ -25,8 +25,8 @@ from gpuwise.catalog import load_catalog
 from gpuwise.cli.main import app
 from gpuwise.errors import GpuwiseError
 from gpuwise.recommend.request import load_scenario
-from gpuwise.workload.job import job_flag_fields, make_job
 from gpuwise.workload.hpc_job import APPS
+from gpuwise.workload.job import job_flag_fields, make_job
 from gpuwise.workload.presets import presets
 
 runner = CliRunner()
