@@ -51,6 +51,19 @@ def test_estimate_matches_the_cli_contract() -> None:
     assert web == direct
 
 
+def test_an_hpc_estimate_matches_the_cli_contract_and_refuses_a_model() -> None:
+    from gpuwise import api
+    from gpuwise.report.hpc import hpc_json
+
+    body = {"gpu": "rtx-4090", "task": "hpc", "options": {"app": "amber", "atoms": 23_558, "timestep_fs": 4}}
+    web = client.post("/api/estimate", json=body).json()
+    assert web == hpc_json(api.hpc_estimate(gpu="rtx-4090", app="amber", atoms=23_558, timestep_fs=4))
+    refused = client.post("/api/estimate", json={**body, "model": "/etc/passwd"})
+    assert refused.status_code == 422 and "no model" in refused.json()["detail"]
+    ranked = client.post("/api/recommend", json={"workloads": [{"task": "hpc", "options": {"app": "hpl"}}], "top": 3})
+    assert ranked.status_code == 200 and ranked.json()["options"][0]["hpc"]["unit"] == "TFLOPS"
+
+
 def test_uploaded_config_instead_of_a_preset() -> None:
     config = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
               "intermediate_size": 1024, "vocab_size": 1000}

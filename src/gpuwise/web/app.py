@@ -50,8 +50,9 @@ class EstimateBody(_Body):
     model: str | None = Field(default=None, max_length=200, description="preset id or a preset's hub id")
     config: dict[str, Any] | None = Field(default=None, description="an uploaded config.json (instead of model)")
     gpu: str = Field(max_length=100)
-    task: Literal["train", "infer"] = "train"
-    options: dict[str, Any] = Field(default_factory=dict, description="the job flags, e.g. {method: qlora}")
+    task: Literal["train", "infer", "hpc"] = "train"
+    options: dict[str, Any] = Field(default_factory=dict, description="the job flags, e.g. {method: qlora}; with task "
+                                                                      "hpc {app: gromacs, atoms: 250000} (no model)")
 
 
 class TcoBody(Purchase, Usage):
@@ -95,7 +96,18 @@ def _image(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
     return image_json(api.image_estimate(body.model, gpu=body.gpu, job=job))
 
 
+def _hpc(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
+    """A scientific application (task hpc): its profile and the options' size and length; no model."""
+    from gpuwise.report.hpc import hpc_json
+
+    if fit or body.model is not None or body.config is not None:
+        raise HTTPException(422, detail="task hpc is answered by /api/estimate with options.app (no model or config)")
+    return hpc_json(api.hpc_estimate(gpu=body.gpu, **body.options))
+
+
 def _estimate(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
+    if body.task == "hpc":
+        return _hpc(body, fit=fit)
     if body.config is None and body.model and api.pipeline(body.model) is not None:
         return _image(body, fit=fit)
     job = api.job(body.task, **body.options)  # only job fields: nothing in a body reaches a file-taking keyword
@@ -171,8 +183,8 @@ def _api_routes(app: FastAPI, heavy: HeavyRunner) -> None:
 
     @app.post("/api/recommend")
     async def recommend(body: RecommendRequest, request: Request) -> dict[str, Any]:
-        for workload in body.workloads:
-            if workload.model.lower() not in hub_index():
+        for workload in body.workloads:  # a scientific workload's model is its application, checked by its job
+            if workload.task != "hpc" and workload.model.lower() not in hub_index():
                 raise HTTPException(422, detail=f"model {workload.model[:80]!r} is not a preset id")
         return await heavy.run(request, lambda: recommendation_json(api.recommend(body)))
 
