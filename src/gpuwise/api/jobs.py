@@ -32,7 +32,8 @@ from gpuwise.recommend.request import Request, parse_request
 from gpuwise.safe_io import check_size
 from gpuwise.workload.architecture import Architecture, from_config
 from gpuwise.workload.flags import build
-from gpuwise.workload.job import InferJob, Job, LoadTest, TrainJob, make_job
+from gpuwise.workload.job import InferJob, Job, TrainJob, make_job
+from gpuwise.workload.load_test import LoadTest
 from gpuwise.workload.presets import Preset, presets
 from gpuwise.workload.resolve import resolve_model
 

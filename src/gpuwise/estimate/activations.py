@@ -114,7 +114,7 @@ def activation_moments(arch: Architecture, job: TrainJob) -> tuple[float, float,
     if arch.kind == "cnn":
         from gpuwise.estimate.cnn import activation_bytes_per_image
 
-        whole = job.batch * activation_bytes_per_image(arch.config, activation_bytes(job.precision))
+        whole = job.batch * activation_bytes_per_image(arch.config, activation_bytes(job.precision), job.image_size)
         return whole, whole, whole
     return _transformer_activations(arch, job)
 

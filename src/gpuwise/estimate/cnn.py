@@ -1,30 +1,24 @@
-"""ResNet (HF ``resnet`` configs) as a list of convolutions: FLOPs, bytes and saved activations per image.
+"""Convolutional networks (ResNet, YOLOv8, U-Net) as lists of convolutions: FLOPs, bytes and saved activations per
+image at an image side.
 
-Each convolution producing an H x W x C_out map from C_in channels with a k x k kernel costs
-2 H W C_in C_out k^2 FLOPs; it is followed by batch norm and (mostly) ReLU, memory-bound elementwise
-passes over its output. Worked check: the sum over ResNet-50 at 224 x 224 is 8.2 GFLOP per image forward,
-twice torchvision's 4.09 "GFLOPS" (which counts multiply-accumulates).
+Each convolution producing an H x W x C_out map from C_in channels with a k x k kernel costs 2 H W C_in C_out k^2
+FLOPs; it is followed by batch norm and an activation, memory-bound elementwise passes over its output. The other
+passes (residual adds, concatenations, up-sampling, pooling) are the network's own (workload/convnets.py). Worked
+check: the sum over ResNet-50 at 224 x 224 is 8.2 GFLOP per image forward, twice torchvision's 4.09 "GFLOPS" (which
+counts multiply-accumulates); YOLOv8n at 640 is 8.74 GFLOP, Ultralytics' fused 8.7.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog import GPU
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate.roofline import Op
-
-
-@dataclass(frozen=True)
-class Conv:
-    in_hw: int
-    out_hw: int
-    c_in: int
-    c_out: int
-    kernel: int
-    ends_block: bool = False  # its output meets the shortcut: the residual add and ReLU follow
+from gpuwise.workload.convnets import DEFAULT_IMAGE, NETWORKS, Conv, Net
 
 
 def convolutions(config: Mapping[str, Any], image: int = 224) -> list[Conv]:
@@ -53,6 +47,29 @@ def convolutions(config: Mapping[str, Any], image: int = 224) -> list[Conv]:
     return convs
 
 
+def image_side(config: Mapping[str, Any], image: int | None) -> int:
+    """The job's image side, else the family's default (workload/convnets.py DEFAULT_IMAGE)."""
+    return image or DEFAULT_IMAGE.get(str(config.get("model_type")), 224)
+
+
+@functools.lru_cache(maxsize=64)
+def _network(config_json: str, image: int) -> Net:
+    config = json.loads(config_json)
+    build = NETWORKS.get(str(config.get("model_type")))
+    if build is not None:
+        return build(config, image)
+    convs = convolutions(config, image)
+    # torchvision's blocks end in `out += identity; out = relu(out)`: read two maps, write one, then read and write
+    ends = sum(c.out_hw**2 * c.c_out for c in convs if c.ends_block)
+    blocks = sum(c.ends_block for c in convs)
+    return Net(convs=convs, passes={"residual_add_relu": 5.0 * ends}, launches={"residual_add_relu": 2 * blocks})
+
+
+def network(config: Mapping[str, Any], image: int | None = None) -> Net:
+    """The network of ``config`` at an image side (a walk cached per config and side; do not modify it)."""
+    return _network(json.dumps(dict(config), sort_keys=True, default=str), image_side(config, image))
+
+
 def conv_dtype(dtype: str, gpu: GPU) -> Dtype:
     """What a convolution of ``dtype`` work runs in: fp32 ones in TF32 on tensor cores that have it, by PyTorch's
     default ``torch.backends.cudnn.allow_tf32 = True`` (PyTorch docs, 'TensorFloat-32 (TF32) on Ampere (and later)
@@ -60,33 +77,38 @@ def conv_dtype(dtype: str, gpu: GPU) -> Dtype:
     return "tf32" if dtype == "fp32" and gpu.peak_flops("tf32") else dtype  # type: ignore[return-value]
 
 
-def forward_flops_per_image(config: Mapping[str, Any], image: int = 224) -> float:
-    return sum(2.0 * c.out_hw**2 * c.c_in * c.c_out * c.kernel**2 for c in convolutions(config, image))
+def forward_flops_per_image(config: Mapping[str, Any], image: int | None = None) -> float:
+    return 2.0 * network(config, image).macs
 
 
-def conv_ops(config: Mapping[str, Any], *, batch: int, act_bytes: int, train: bool, image: int = 224) -> list[Op]:
+def conv_ops(config: Mapping[str, Any], *, batch: int, act_bytes: int, train: bool, image: int | None = None
+             ) -> list[Op]:
     """Forward (and, when training, backward: data and weight gradients, 2x the GEMM FLOPs and traffic; 2x the
     elementwise traffic) operators of one batch. Each convolution is its own operator, timed by its own roofline:
     a 1 x 1 convolution over 64 channels does ~50 FLOP per byte, below an A100's or V100's ridge point, so it is
     memory-bound while the 3 x 3 ones are compute-bound, and summing them before taking the maximum would hide it."""
+    net = network(config, image)
     scale = 3.0 if train else 1.0
     ops, elementwise = [], 0.0
-    convs = convolutions(config, image)
-    for c in convs:
+    for c in net.convs:
         out = batch * c.out_hw**2 * c.c_out
-        flops = 2.0 * out * c.c_in * c.kernel**2
         moved = (batch * c.in_hw**2 * c.c_in + out + c.c_in * c.c_out * c.kernel**2) * act_bytes
-        ops.append(Op("convolutions", "gemm", flops * scale, moved * scale, int(scale)))
-        elementwise += 4 * out * act_bytes  # batch norm and ReLU: read and write the map
-    # torchvision's blocks end in `out += identity; out = relu(out)`: an in-place add (read two maps, write one)
-    # and ReLU (read, write); backward reads the gradient and the output and writes the gradient, then adds the
-    # shortcut's gradient into the branch's (read two, write one): 5 passes forward, 6 backward
-    ends = sum(batch * c.out_hw**2 * c.c_out for c in convs if c.ends_block) * act_bytes
-    residual = Op("residual_add_relu", "memory", 0.0, ends * (11 if train else 5), (4 if train else 2) * sum(
-        c.ends_block for c in convs))
-    return [*ops, Op("batchnorm_relu", "memory", 0.0, elementwise * scale, 2 * len(convs)), residual]
+        ops.append(Op("convolutions", "gemm", 2.0 * batch * c.macs * scale, moved * scale, int(scale)))
+        if c.norm:
+            elementwise += 4 * out * act_bytes  # batch norm and the activation: read and write the map
+    ops.append(Op("batchnorm_activation", "memory", 0.0, elementwise * scale, 2 * len(net.convs)))
+    backward = 11 / 5 if train else 1.0  # a residual add's backward reads the gradient and the output, writes two
+    for name, elements in net.passes.items():
+        launches = net.launches.get(name, 1) * (2 if train else 1)
+        ops.append(Op(name, "memory", 0.0, batch * elements * act_bytes * (backward if train else 1.0), launches))
+    return ops
 
 
-def activation_bytes_per_image(config: Mapping[str, Any], act_bytes: int, image: int = 224) -> float:
-    """Saved for backward: each convolution's input, and its batch-norm input and ReLU output."""
-    return sum(3.0 * c.out_hw**2 * c.c_out * act_bytes for c in convolutions(config, image))
+def activation_bytes_per_image(config: Mapping[str, Any], act_bytes: int, image: int | None = None) -> float:
+    """Saved for backward: each convolution's input, and its batch-norm input and activation output."""
+    return sum(3.0 * c.out_hw**2 * c.c_out * act_bytes for c in network(config, image).convs)
+
+
+def largest_map_elements(config: Mapping[str, Any], image: int | None = None) -> float:
+    """The largest feature map of one image (inference keeps about two alive)."""
+    return max(c.out_hw**2 * c.c_out for c in network(config, image).convs)

@@ -277,3 +277,17 @@ FAILURE_RATE_CONSUMER = Constant(0.05, "of GPUs per year", "gpuwise assumption: 
                                  "cards at desk duty cycles; half the data-center rate of 24/7 training")
 REPAIR_COST = Constant(0.5, "of the card price per failure", "gpuwise assumption: an out-of-warranty repair or "
                        "replacement averaged over warranty coverage")
+
+# ---- feeding images to the GPU ---------------------------------------------------------------------------
+JPEG_DECODE_IMAGES_PER_CORE = Constant(
+    200.0, "images/s per CPU core",
+    "ternaus/imread_benchmark README @ f869db85 (arXiv 2605.08731), 'Peak DataLoader throughput': torchvision decoding "
+    "ImageNet validation JPEGs in a PyTorch DataLoader reached 1,596 images/s with 8 workers on an AMD EPYC 9B14 "
+    "(16 vCPU), 200 per worker; decode only -- random-resized-crop and the other augmentations cost more on top")
+JPEG_REFERENCE_SIDE = Constant(
+    224.0, "pixels", "gpuwise assumption: the per-core rate holds for ImageNet-sized sources feeding 224-pixel inputs; "
+                     "decoding costs per pixel, so larger inputs (read from larger sources) cost (side / 224)^2 more")
+DATALOADER_CORES_PER_GPU = Constant(
+    8.0, "CPU cores per GPU", "gpuwise policy: the DataLoader workers a typical node gives each GPU (a DGX A100: 128 "
+                              "cores for 8 GPUs, with threads for the trainer and NCCL; imread_benchmark peaks at 8 "
+                              "workers)")

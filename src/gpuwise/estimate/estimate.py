@@ -13,6 +13,7 @@ from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_memory import inference_memory, weight_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, Job, TrainJob
+from gpuwise.workload.vision import for_images
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
              calibration: Calibration | None = None) -> Estimate:
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
+    job = for_images(arch, job)  # a vision transformer's sequence is its image's patches
     require_tp(arch, job.tp)
     if isinstance(job, TrainJob):
         require_training_knobs(arch, job)
@@ -111,8 +113,22 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
                 else replace(infer_perf(arch, job, gpu, catalog, calibration=calibration),
                              replicas=job.count // job.replica_gpus))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
-    return Estimate(model=arch, gpu=gpu, job=job, memory=memory,
-                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu), perf=perf, cost=cost)
+    return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost,
+                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu) + _feeding(arch, job, perf))
+
+
+def _feeding(arch: Architecture, job: Job, perf: TrainPerf | InferPerf | None) -> tuple[str, ...]:
+    """A vision model fast enough to outrun the CPU's JPEG decoding (estimate/dataloader.py)."""
+    if arch.kind not in ("cnn", "vision") or perf is None or not perf.samples_per_s:
+        return ()
+    from gpuwise.estimate.cnn import image_side
+    from gpuwise.estimate.dataloader import dataloader_warning
+
+    gpus = job.count if isinstance(job, TrainJob) else job.replica_gpus
+    side = job.image_size or (image_side(arch.config, None) if arch.kind == "cnn" else
+                              int(arch.config.get("image_size", 224)))
+    warning = dataloader_warning(perf.samples_per_s / gpus, side)
+    return (warning,) if warning else ()
 
 
 def hourly_price(gpu: GPU, count: int, catalog: Catalog) -> tuple[float, str] | None:

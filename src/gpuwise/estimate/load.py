@@ -24,7 +24,8 @@ from gpuwise.estimate.serving import (
 )
 from gpuwise.estimate.serving_capacity import capacity, replica, require_room
 from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import InferJob, LoadTest
+from gpuwise.workload.job import InferJob
+from gpuwise.workload.load_test import LoadTest
 
 MAX_SIMULATED_TOKENS = 1_000_000  # requests x output tokens: about a second per simulated rate on one core
 

@@ -193,7 +193,8 @@ def _communication(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog
 
 
 def _cnn_ops(arch: Architecture, job: TrainJob) -> tuple[list[Op], list[Op], list[Op]]:
-    ops = conv_ops(arch.config, batch=job.batch, act_bytes=activation_bytes(job.precision), train=True)
+    ops = conv_ops(arch.config, batch=job.batch, act_bytes=activation_bytes(job.precision), train=True,
+                   image=job.image_size)
     return ops, [], []
 
 
@@ -222,7 +223,7 @@ def train_perf(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog, *,
     tokens_per_s = tokens_per_step / step
     peak = gpu.peak_flops("fp8" if job.precision == "fp8" else ("fp16" if job.precision == "fp16" else "bf16"))
     if arch.kind == "cnn":
-        flops_per_token = 3 * forward_flops_per_image(arch.config)
+        flops_per_token = 3 * forward_flops_per_image(arch.config, job.image_size)
     else:
         flops_per_token = model_flops_per_token(arch, job.seq, weight_gradients=not job.trains_adapters)
     mfu = flops_per_token * tokens_per_s / (job.count * (peak or m.peak_flops))
@@ -318,7 +319,7 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     if arch.kind == "cnn":
         m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
 
-        images = phase_time(conv_ops(arch.config, batch=job.batch, act_bytes=2, train=False), m)
+        images = phase_time(conv_ops(arch.config, batch=job.batch, act_bytes=2, train=False, image=job.image_size), m)
         return InferPerf(bound=images.bound, top_ops=_top(images.by_op, images.seconds),
                          samples_per_s=job.batch / images.seconds, assumptions=_infer_assumptions(m))
     causal = arch.kind == "decoder"

@@ -28,9 +28,9 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
     and fp32 logits of the last position of each sequence."""
     e = activation_bytes(job.weights)
     if arch.kind == "cnn":
-        from gpuwise.estimate.cnn import convolutions
+        from gpuwise.estimate.cnn import largest_map_elements
 
-        return 2.0 * job.batch * max(c.out_hw**2 * c.c_out for c in convolutions(arch.config)) * e
+        return 2.0 * job.batch * largest_map_elements(arch.config, job.image_size) * e
     tokens = job.local_batch * job.input_len
     width = (arch.intermediate * max(arch.experts_per_token, 1) + arch.shared_expert_intermediate) / job.tp
     live = e * tokens * (2 * arch.hidden + 3 * width)

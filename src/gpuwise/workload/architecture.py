@@ -18,12 +18,14 @@ from gpuwise.workload.config_check import check_config, check_total
 from gpuwise.workload.families import LAYOUTS, text_config
 from gpuwise.workload.layer_params import count_layout
 from gpuwise.workload.params import COUNTERS, ParamCount, count_params, need
+from gpuwise.workload.sam import SAM_FAMILY, sam_blocks, sam_shape
 
 Kind = Literal["decoder", "encoder", "encoder-decoder", "vision", "cnn", "unet"]
 
 SUPPORTED = tuple(sorted({*COUNTERS, *LAYOUTS}))  # every model_type gpuwise counts from its config alone
 _GATED_FAMILIES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3"}
 _ENCODERS = {"bert", "roberta"}
+CONV_FAMILIES = ("resnet", "yolov8", "unet")  # convolutional networks: kind "cnn" (estimate/cnn.py)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,8 @@ def _shape(config: Mapping[str, Any]) -> dict[str, Any]:
         return dict(hidden=h, layers=layers, heads=a, kv_heads=kv, head_dim=h // a,
                     intermediate=int(config.get("ffn_hidden_size") or 4 * h),
                     max_positions=config.get("max_position_embeddings"))
+    if family == SAM_FAMILY:
+        return sam_shape(config)
     if family == "vit":
         patches = (int(need(config, "image_size")) // int(need(config, "patch_size"))) ** 2
         return dict(hidden=h, layers=layers, heads=a, kv_heads=a, head_dim=h // a,
@@ -128,7 +132,7 @@ def _kind(family: str) -> Kind:
         return "encoder"
     if family in ("t5", "mt5"):
         return "encoder-decoder"
-    if family == "vit":
+    if family in ("vit", SAM_FAMILY):
         return "vision"
     return "decoder"
 
@@ -168,7 +172,7 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
     except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:  # a shape no model has
         raise ConfigError(f"{name}: config.json does not describe a {family} model: {excerpt(str(exc), 80)}") from None
     check_total(name, params.total)
-    if family == "resnet":
+    if family in CONV_FAMILIES:
         return Architecture(name=name, family=family, kind="cnn", params=params, hidden=0, layers=0, heads=0,
                             kv_heads=0, head_dim=0, intermediate=0, gated_mlp=False, vocab=0,
                             max_positions=None, source=source, config=dict(config))
@@ -195,7 +199,8 @@ def from_config(config: Mapping[str, Any], *, name: str, source: str = "") -> Ar
                                     "dropout_rate"),
         config=dict(config), **shape,
     )
-    return replace(arch, blocks=_uniform_blocks(arch), checkpoint=from_quantization_config(config))
+    blocks = sam_blocks(config) if family == SAM_FAMILY else _uniform_blocks(arch)
+    return replace(arch, blocks=blocks, checkpoint=from_quantization_config(config))
 
 
 def _from_layout(config: Mapping[str, Any], *, name: str, source: str) -> Architecture:

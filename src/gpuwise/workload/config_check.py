@@ -144,6 +144,25 @@ def _check_resnet(name: str, config: Mapping[str, Any]) -> None:
                           "must have one entry per stage")
 
 
+_CONV_NUMBERS = {"depth_multiple": (0.01, 10.0), "width_multiple": (0.01, 10.0), "max_channels": (8, 65_536),
+                 "num_classes": (1, 100_000), "base_channels": (1, 16_384), "depth": (1, 10), "in_channels": (1, 256)}
+"""The scaling keys of the convolutional families (workload/convnets.py) and their sane ranges."""
+
+
+def _check_convnet(name: str, config: Mapping[str, Any]) -> None:
+    if config.get("model_type") not in ("yolov8", "unet"):
+        return
+    for key, (low, high) in _CONV_NUMBERS.items():
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not low <= value <= high):
+            raise _fail(name, key, f"a number from {low:g} to {high:,}", value)
+    if config.get("model_type") == "yolov8" and any(config.get(k) is None for k in
+                                                     ("depth_multiple", "width_multiple", "max_channels")):
+        raise ConfigError(f"{name}: a yolov8 config names depth_multiple, width_multiple and max_channels (its scale "
+                          "row of yolov8.yaml)")
+
+
 def check_config(name: str, config: Mapping[str, Any]) -> None:
     """Raise a one-line ConfigError naming the first key that no real model of its family could have."""
     for key in _NESTED:
@@ -161,6 +180,7 @@ def _check_one(name: str, config: Mapping[str, Any]) -> None:
     _check_attention(name, config)
     _check_experts(name, config)
     _check_resnet(name, config)
+    _check_convnet(name, config)
 
 
 def check_total(name: str, total: int) -> None:

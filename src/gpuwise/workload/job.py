@@ -35,7 +35,7 @@ _TRAIN = frozenset({"estimate", "fit", "scale", "recommend"})
 _INFER = frozenset({"estimate", "fit", "serve-sim", "recommend"})
 _SPEC = frozenset({"estimate", "serve-sim", "recommend"})  # decode speed only: fit has no use for it
 _SIZED = frozenset({"estimate", "fit", "serve-sim"})  # scale and recommend choose the GPU count themselves
-HARDWARE, TRAINING, INFERENCE, LOAD = "Job: hardware and parallelism", "Job: training", "Job: inference", "Load test"
+HARDWARE, TRAINING, INFERENCE = "Job: hardware and parallelism", "Job: training", "Job: inference"
 _TASK_FLAG = Flag(frozenset({"estimate", "fit", "recommend"}), HARDWARE, accepted=("train", "infer", "hpc"))
 _TASK_HELP = "train (fine-tuning, pre-training), infer (serving, generation) or hpc (an application: --app)"
 TP_CHOSEN = "recommend picks the smallest tensor-parallel degree that fits each GPU for serving; leave --tp out"
@@ -75,6 +75,9 @@ class _Job(BaseModel):
         default=1, description="micro-batch per GPU (train) or concurrent sequences per replica (infer)")
     flash_attn: Annotated[bool, Flag(_ALL, HARDWARE)] = Field(
         default=True, description="FlashAttention / fused SDPA kernels: no s x s score tensor")
+    image_size: Annotated[int | None, Field(ge=32, le=8192), Flag(_ALL - {"serve-sim"}, HARDWARE)] = Field(
+        default=None, description="vision models: the input images' side in pixels (default: the model's own -- 224 "
+                                  "ResNet/ViT, 1024 SAM, 640 YOLO, 512 U-Net); a ViT's tokens follow: (side / patch)^2")
 
     def with_gpus(self, count: int, nodes: int = 1) -> Any:
         """This job spread over ``count`` GPUs in ``nodes`` machines (validated)."""
@@ -373,28 +376,3 @@ def job_flag_fields(command: str, tasks: tuple[str, ...] = ("train", "infer")) -
             if command in flag.commands:
                 found.setdefault(name, (info, flag))
     return found
-
-
-class LoadTest(BaseModel):
-    """What `gpuwise serve-sim` simulates: Poisson arrivals at a rate, and the SLO whose highest rate it finds."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    qps: Annotated[float, Field(gt=0, le=1_000_000), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
-        default=10.0, description="request rate to simulate (requests per second, Poisson arrivals)")
-    concurrency: Annotated[int | None, Field(ge=1, le=4096), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
-        default=None, description="clients in a closed loop, each sending its next request when the last finished "
-                                  "(as vllm bench serve --max-concurrency): TTFT and TPOT at that concurrency")
-    p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(frozenset({"serve-sim"}), LOAD, name="--p99-ms")] = (
-        Field(default=None, description="P99 latency SLO: also find the highest rate that meets it"))
-    slo: Annotated[Literal["e2e", "ttft"], Flag(frozenset({"serve-sim"}), LOAD)] = Field(
-        default="e2e", description="what the SLO bounds: end-to-end latency or time to first token")
-    requests: Annotated[int, Field(ge=20, le=100_000), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
-        default=400, description="requests to simulate (at least 20 for percentiles)")
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
-        default=0, description="random seed (same seed, same answer)")
-    prefix_hit: Annotated[float, Field(ge=0, le=1), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
-        default=0.0, description="share of each prompt already in the prefix cache (vLLM automatic prefix caching, "
-                                 "SGLang RadixAttention): only the rest is prefilled, at least its last token")
-    length_dist: Annotated[Literal["fixed", "exponential"], Flag(frozenset({"serve-sim"}), LOAD)] = Field(
-        default="fixed", description="input/output lengths: fixed, or exponential around the job's")

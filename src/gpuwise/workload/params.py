@@ -311,6 +311,22 @@ def resnet(config: Config) -> ParamCount:
     return ParamCount(0, 0, c_in * labels, conv + labels, conv + labels + c_in * labels, ())
 
 
+def convnet(config: Config) -> ParamCount:
+    """YOLOv8 and U-Net: every convolution's weights, biases and batch norms, counted from the built layers
+    (workload/convnets.py); the total does not depend on the image side."""
+    from gpuwise.workload.convnets import NETWORKS
+
+    total = NETWORKS[str(config["model_type"])](config, 256).params
+    return ParamCount(0, 0, 0, total, total, ())
+
+
+def sam(config: Config) -> ParamCount:
+    """Segment Anything's image encoder (workload/sam.py)."""
+    from gpuwise.workload.sam import sam_params
+
+    return sam_params(config)
+
+
 def _dense(*, embedding: int, linears: tuple[Linear, ...], head: int, other: int) -> ParamCount:
     linear = _linear_total(linears)
     return ParamCount(embedding, linear, head, other, embedding + linear + head + other, linears)
@@ -320,7 +336,8 @@ COUNTERS: Mapping[str, Callable[[Config], ParamCount]] = {
     **{f: llama_like for f in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3")},
     "gpt2": gpt2, "gpt_neox": gpt_neox, "opt": opt, "falcon": falcon, "mpt": mpt,
     "bert": bert, "roberta": bert,
-    "t5": t5, "mt5": t5, "vit": vit, "resnet": resnet,
+    "t5": t5, "mt5": t5, "vit": vit, "resnet": resnet, "yolov8": convnet, "unet": convnet,
+    "sam_vision_model": sam,
 }
 """model_type -> counter; these families accept any local config.json."""
 
