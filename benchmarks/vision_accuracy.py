@@ -48,7 +48,8 @@ def main() -> None:
     for r in rows:
         cells = (r["id"], f"{r['measured']:,.1f}", f"{r['predicted']:,.1f}" if r["predicted"] else "-",
                  f"{r['ratio']:.2f}" if r["ratio"] else "-")
-        print("| " + " | ".join(cells) + " |" if markdown else f"{cells[0]:52s} {cells[1]:>9} {cells[2]:>9} {cells[3]:>5}")
+        plain = f"{cells[0]:52s} {cells[1]:>9} {cells[2]:>9} {cells[3]:>5}"
+        print("| " + " | ".join(cells) + " |" if markdown else plain)
     for family in ("resnet-50", "vit-", "sam-vit-"):
         part = summary([r for r in rows if r["model"].startswith(family)])
         print(f"{family:10} {part['cases']:.0f} cases: median |error| {part['median_abs_error']:.1%}, worst "
