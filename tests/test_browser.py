@@ -95,6 +95,22 @@ def test_recommend_serves_one_user_on_your_own_desktop_with_used_cards(server: s
     tab.screenshot(path=str(ARTIFACTS / "recommend-one-user.png"), full_page=True)  # type: ignore[attr-defined]
 
 
+def test_recommend_per_watt_says_whether_a_75_watt_card_wins(server: str, page: object) -> None:
+    """Vision serving ranked per watt: the finding under the chart compares the best T4/L4 with the best bigger card."""
+    tab = page
+    tab.goto(server + "/recommend")  # type: ignore[attr-defined]
+    tab.select_option("select[name=model]", "resnet-50")  # type: ignore[attr-defined]
+    tab.select_option("select[name=task]", "serve")  # type: ignore[attr-defined]
+    tab.fill("input[name=qps]", "500")  # type: ignore[attr-defined]
+    tab.fill("input[name=p99]", "50")  # type: ignore[attr-defined]
+    tab.select_option("select[name=objective]", "perf-per-watt")  # type: ignore[attr-defined]
+    tab.click("#rec-go")  # type: ignore[attr-defined]
+    tab.wait_for_selector("#rec-findings li", timeout=20000)  # type: ignore[attr-defined]
+    finding = tab.inner_text("#rec-findings")  # type: ignore[attr-defined]
+    assert "500 QPS within P99 50 ms of resnet-50" in finding and "per W at the wall" in finding
+    assert "QPS per W" in tab.inner_text("#rec-table")  # type: ignore[attr-defined]
+
+
 def test_compare_and_tco_charts(server: str, page: object) -> None:
     tab = page
     tab.goto(server + "/compare")  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import cost
+from gpuwise.recommend.engine import Option
 from gpuwise.recommend.rank import recommend
 from gpuwise.recommend.request import load_scenario, parse_request
 
@@ -205,11 +206,34 @@ def test_serving_a_model_that_does_not_generate_uses_its_samples_per_second() ->
     # BERT and ResNet have no decode step: a replica's capacity is the estimate's samples/s at 80 % utilisation
     # (it was 8,000 QPS with "P99 inf" when the token-generation model was applied to them)
     rec = api.recommend({"workloads": [{"model": "bert-base-uncased", "task": "infer", "qps": 100,
-                                        "options": {"input_len": 128}}], "gpus": ["l4"], "acquisitions": ["buy-new"]})
+                                        "options": {"input_len": 128, "batch": 1}}], "gpus": ["l4"],
+                         "acquisitions": ["buy-new"]})
     best = rec.options[0]
     samples = api.estimate("bert-base-uncased", gpu="l4", task="infer", input_len=128).perf.samples_per_s
     assert best.fit.qps_capacity == pytest.approx(0.8 * samples * best.count)
     assert best.fit.p99_ms is not None and 0 < best.fit.p99_ms < 1000
+
+
+def test_a_free_batch_is_planned_as_a_dynamic_batcher_would() -> None:
+    # --batch left free: the batch of 1..128 that serves the most within the SLO; its capacity is that batch's
+    # samples/s (the estimate at that batch) at 80 % utilisation, above the one-at-a-time capacity
+    def served(options: dict[str, object], p99_ms: float | None = None) -> Option:
+        return api.recommend({"workloads": [{"model": "resnet-50", "task": "infer", "qps": 100, "p99_ms": p99_ms,
+                                             "options": options}], "gpus": ["l4"],
+                              "acquisitions": ["buy-new"]}).options[0]
+
+    free, single = served({}), served({"batch": 1})
+    batch = free.fit.settings[0]["batch"]
+    assert isinstance(batch, int) and batch > 1
+    samples = api.estimate("resnet-50", gpu="l4", task="infer", batch=batch).perf.samples_per_s
+    assert free.fit.qps_capacity == pytest.approx(0.8 * samples)
+    assert free.fit.qps_capacity > single.fit.qps_capacity
+    assert any("dynamic batcher" in note for note in free.warnings)
+    # an SLO of 1.5 batch times takes a smaller batch: at batch B an answer waits for at least two batches
+    slo_ms = 1.5 * batch / samples * 1e3
+    tight = served({}, p99_ms=slo_ms)
+    assert tight.fit.settings[0]["batch"] < batch
+    assert tight.fit.p99_ms is not None and tight.fit.p99_ms <= slo_ms
 
 
 @pytest.mark.parametrize("gpu", ["h100-sxm-80gb", "l40s", "rtx-4090"])

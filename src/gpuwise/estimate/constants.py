@@ -261,6 +261,11 @@ GPU_LOAD_POWER = Constant(0.70, "fraction of TDP", "aiinframap H100/H200/B200 TC
                           "x hours (" + DECISION + ")")
 HOST_POWER_DESKTOP = Constant(200.0, "W per host", "Tim Dettmers / decision notes: a desktop adds 150-250 W of CPU "
                               "and platform to the GPUs' draw (" + DECISION + ")")
+SERVER_GPU_SLOTS = Constant(8.0, "PCIe GPUs per server", "the catalog's pcie-server system (systems.yaml: "
+                            "Supermicro SYS-221GE-NR manual sec. 3.9, 8 double-width PCIe GPU bays)")
+SLOT_POWER_W = Constant(75.0, "W", "PCI-SIG, PCI Express x16 Graphics 150W-ATX spec 1.0: a x16 card draws at most 75 W "
+                        "through the slot (PCI Express CEM 1.1); cards within it (NVIDIA T4 70 W, L4 72 W) need no "
+                        "power cable and fit any server's low-profile slot")
 SERVER_POWER_OVERHEAD = Constant(0.30, "fraction of GPU TDP", "aiinframap: server wall power = GPU TDP x 1.3; an "
                                  "8x H100 node draws 10.2 kW (" + DECISION + ")")
 RESIDUAL_DATACENTER = Constant(0.30, "of purchase price after 3 years", "v2-pseo via decision notes: H100 nodes "

@@ -87,12 +87,16 @@ def host_cost(gpu: GPU, count: int, systems: Iterable[System]) -> float:
     return chosen.host_cost_usd(board) * -(-count // board)
 
 
-def wall_kw(gpu: GPU, count: int) -> float:
+def wall_kw(gpu: GPU, count: int, machines: int | None = None) -> float:
+    """The GPUs at their load share of TDP plus their hosts, ``machines`` of them (default: as many as the cards
+    fill, 8 to a server, 4 to a desktop): a server's share of its GPUs' TDP but never less than a host's own draw
+    per machine (one 72 W L4 does not run in a 22 W server)."""
     gpus = gpu.tdp_w * count * C.GPU_LOAD_POWER.value
     if gpu.segment == "datacenter":
-        host = gpu.tdp_w * count * C.SERVER_POWER_OVERHEAD.value
+        hosts = machines or -(-count // int(max(gpu.board_gpus or (C.SERVER_GPU_SLOTS.value,))))
+        host = max(gpu.tdp_w * count * C.SERVER_POWER_OVERHEAD.value, C.HOST_POWER_DESKTOP.value * hosts)
     else:
-        host = C.HOST_POWER_DESKTOP.value * max(1, -(-count // 4))
+        host = C.HOST_POWER_DESKTOP.value * (machines or max(1, -(-count // 4)))
     return (gpus + host) / 1000.0
 
 
@@ -108,11 +112,13 @@ def residual_fraction(gpu: GPU, years: float, unit_price_usd: float | None = Non
     return curve * (1 - C.SELLING_FEE.value)
 
 
-def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage, *, host_usd: float) -> BuyCost:
-    """Buying ``count`` cards at ``unit_price_usd`` into machines costing ``host_usd`` without them (0 for a
-    computer the user already owns; :func:`host_cost` for the catalog's systems)."""
+def buy_cost(gpu: GPU, count: int, unit_price_usd: float, usage: Usage, *, host_usd: float,
+             machines: int | None = None) -> BuyCost:
+    """Buying ``count`` cards at ``unit_price_usd`` into ``machines`` (default: :func:`wall_kw`'s) costing
+    ``host_usd`` without them (0 for a computer the user already owns; :func:`host_cost` for the catalog's
+    systems)."""
     gpus = unit_price_usd * count
-    kw = wall_kw(gpu, count)
+    kw = wall_kw(gpu, count, machines)
     energy = kw * usage.pue * usage.hours * usage.usd_per_kwh
     rate = C.FAILURE_RATE_DATACENTER.value if gpu.segment == "datacenter" else C.FAILURE_RATE_CONSUMER.value
     repairs = count * rate * usage.years * C.REPAIR_COST.value * unit_price_usd

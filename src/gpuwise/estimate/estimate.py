@@ -13,7 +13,7 @@ from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_memory import inference_memory, weight_bytes
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.job import InferJob, Job, TrainJob
-from gpuwise.workload.vision import for_images
+from gpuwise.workload.vision import for_encoder, for_images
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
              calibration: Calibration | None = None) -> Estimate:
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     _require_modelled(arch)
-    job = for_images(arch, job)  # a vision transformer's sequence is its image's patches
+    job = for_encoder(arch, for_images(arch, job))  # a ViT's sequence is its patches; an encoder generates nothing
     require_tp(arch, job.tp)
     if isinstance(job, TrainJob):
         require_training_knobs(arch, job)

@@ -79,6 +79,7 @@ class Recommendation:
     pareto: tuple[Option, ...]
     nearest: tuple[Rejected, ...] = ()
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    findings: tuple[str, ...] = ()  # what the ranking shows beyond its first row (recommend/low_power.py)
 
 
 def card_rejection(gpu: GPU, request: Request) -> Rejection | None:
@@ -174,7 +175,7 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
     if offer is not None:
         per_hour = tco.rent_usd_per_hour(offer, count)
         total = tco.rent_cost(offer, count, usage)
-        kw = tco.wall_kw(gpu, count)
+        kw = tco.wall_kw(gpu, count, place.machines)
         monthly = per_hour * usage.hours_per_day * 365 / 12 if usage.years >= 1 / 12 else per_hour * usage.hours
         if request.monthly_budget_usd is not None and monthly > request.monthly_budget_usd:
             return Rejected(gpu.id, count, label, "budget", f"{monthly:,.0f} USD a month > the monthly budget "
@@ -183,7 +184,7 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
         capex = None
     else:
         assert price is not None
-        buy = tco.buy_cost(gpu, count, price, usage, host_usd=place.host_usd)
+        buy = tco.buy_cost(gpu, count, price, usage, host_usd=place.host_usd, machines=place.machines)
         if request.budget_usd is not None and buy.capex_usd > request.budget_usd:
             what = "cards + host" if buy.host_usd else "cards; your own host"
             return Rejected(gpu.id, count, label, "budget", f"purchase {buy.capex_usd:,.0f} USD ({what}) > "

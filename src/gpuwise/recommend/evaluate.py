@@ -10,7 +10,7 @@ calibration where one was measured for this card.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import replace
 
@@ -23,6 +23,7 @@ from gpuwise.estimate.estimate import estimate, tp_divides
 from gpuwise.estimate.perf import TrainPerf
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
+from gpuwise.recommend.batch_serving import BatchPlan, plan_batches
 from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
 from gpuwise.recommend.hpc import evaluate_hpc
 from gpuwise.recommend.machines import Machines, default_machines
@@ -114,22 +115,26 @@ REPLICAS: ContextVar[dict[tuple[object, ...], object] | None] = ContextVar("gpuw
 """Replicas already planned in this recommendation: every count of a card reuses its TP-1 (TP-2 ...) replica."""
 
 
-def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
-             calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
-    """(per-GPU bytes, planned requests/s, P99 function) of one decoder replica, or why not (planned once per
-    recommendation: see REPLICAS)."""
+def _cached(plan: Callable[[], object], key: tuple[object, ...]) -> object:
+    """A replica planned once per recommendation (see REPLICAS): every count of a card reuses it."""
     cache = REPLICAS.get()
-    key = (gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, workload.slo, id(calibration))
     if cache is not None and key in cache:
-        return cache[key]  # type: ignore[return-value]
-    outcome = _plan_replica(arch, workload, job, gpu, catalog, calibration)
+        return cache[key]
+    outcome = plan()
     if cache is not None:
         cache[key] = outcome
     return outcome
 
 
+def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
+             calibration: Calibration | None) -> BatchPlan | Rejection:
+    """(per-GPU bytes, planned requests/s, P99 function, None) of one decoder replica, or why not."""
+    key = ("decoder", gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, workload.slo, id(calibration))
+    return _cached(lambda: _plan_replica(arch, workload, job, gpu, catalog, calibration), key)  # type: ignore[return-value]
+
+
 def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
-                  calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
+                  calibration: Calibration | None) -> BatchPlan | Rejection:
     rep = replica(arch, job, gpu, catalog, calibration=calibration)
     if not rep.holds_a_sequence:
         return too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
@@ -139,25 +144,17 @@ def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GP
         return Rejection("slo", f"P99 {workload.slo} {planned.idle_p99_s * 1e3:,.0f} ms > SLO "
                                 f"{planned.slo_s * 1e3:,.0f} ms even with no other request",
                          planned.idle_p99_s / planned.slo_s)
-    return rep.memory.per_gpu_bytes, planned.rate_qps, planned.p99_s
+    return rep.memory.per_gpu_bytes, planned.rate_qps, planned.p99_s, None
 
 
 def _batch_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
-                   calibration: Calibration | None) -> tuple[float, float, object] | Rejection:
-    """A model that does not generate tokens (encoder, CNN, ViT): a replica serves batches of --batch samples."""
-    result = estimate(arch, job, gpu, catalog, calibration=calibration)
-    if not result.memory.fits:
-        return too_big(result.memory, job.tp)
-    samples = getattr(result.perf, "samples_per_s", None)
-    if not samples:
-        return Rejection("stack", f"no throughput model for serving {arch.name}")
-    slo_s = _slo_s(workload)
-    rate, p99 = batch_capacity(seconds_per_batch=job.batch / samples, batch=job.batch, slo_s=slo_s)
-    if rate <= 0 and slo_s is not None:
-        idle = p99(0.0)
-        return Rejection("slo", f"P99 {idle * 1e3:,.0f} ms for a batch of {job.batch} > SLO {slo_s * 1e3:,.0f} ms; "
-                                "a smaller --batch is faster", idle / slo_s)
-    return result.memory.per_gpu_bytes, rate, p99
+                   calibration: Calibration | None) -> BatchPlan | Rejection:
+    """A model that does not generate tokens (encoder, CNN, ViT): a replica serves batches, of --batch samples or,
+    left free, of the size a dynamic batcher would use (recommend/batch_serving.py)."""
+    free = "batch" not in workload.job.model_fields_set
+    key = ("batch", gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, free, id(calibration))
+    return _cached(lambda: plan_batches(arch, job, gpu, catalog, calibration, slo_s=_slo_s(workload),  # type: ignore[return-value]
+                                        free_batch=free), key)
 
 
 def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
@@ -225,17 +222,20 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
             if outcome.code == "memory":
                 continue
             return outcome
-        per_gpu, rate, p99 = outcome
+        per_gpu, rate, p99, batch = outcome
         replicas = machines.replicas(count, tp)
         total = rate * replicas
         if workload.qps is not None and total < workload.qps:
             return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
                                     "QPS needed", workload.qps / max(total, 1e-9))
         at = workload.qps / replicas if workload.qps is not None else rate
-        latency = p99(at)  # type: ignore[operator]
+        latency = p99(at)
         return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
                    p99_ms=latency * 1e3 if math.isfinite(latency) else None,
-                   output_tokens_per_s=total * template.output_len if arch.decoder_layers else None)
+                   output_tokens_per_s=total * template.output_len if arch.decoder_layers else None,
+                   settings=({"batch": batch},) if batch is not None else (),
+                   notes=(f"batches {batch} requests per forward pass (--batch was left free: a dynamic batcher, "
+                          "e.g. Triton's max_batch_size)",) if batch is not None and batch > 1 else ())
     inside = f" inside one machine of {machines.gpus_per_node}" if machines.gpus_per_node < count else ""
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree{inside}")
 

@@ -10,6 +10,7 @@ from gpuwise.estimate.estimate import require_training_knobs
 from gpuwise.estimate.roofline import Calibration
 from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
 from gpuwise.recommend.evaluate import REPLICAS
+from gpuwise.recommend.low_power import delivered_per_watt, low_power_finding, needed_rate, per_watt_text
 from gpuwise.recommend.request import Request, Workload
 from gpuwise.workload.architecture import Architecture
 from gpuwise.workload.diffusion import Pipeline, find_pipeline
@@ -27,8 +28,9 @@ def _time(option: Option) -> float:
     return option.fit.p99_ms or 0.0
 
 
-def ranking_key(objective: str) -> Callable[[Option], tuple[float, float]]:
-    """Smaller is better; ties broken by total cost."""
+def ranking_key(objective: str, needed: float | None = None) -> Callable[[Option], tuple[float, float]]:
+    """Smaller is better; ties broken by total cost. ``needed``: the serving rate to meet (per watt counts only
+    the work the load uses)."""
     def key(o: Option) -> tuple[float, float]:
         if objective == "cost-per-job":
             primary = o.cost_per_job_usd if o.cost_per_job_usd is not None else o.usd_per_hour
@@ -37,7 +39,7 @@ def ranking_key(objective: str) -> Callable[[Option], tuple[float, float]]:
         elif objective == "perf-per-dollar":
             primary = -o.throughput / max(o.tco_usd, 1e-9)
         elif objective == "perf-per-watt":
-            primary = -o.throughput / max(o.wall_kw, 1e-9)
+            primary = -delivered_per_watt(o, needed)
         elif objective == "usd-per-mtok":
             primary = o.usd_per_mtok if o.usd_per_mtok is not None else math.inf
         else:
@@ -79,6 +81,8 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
         horizon = f"{option.tco_usd:,.0f} USD for the one job " + (
             "(rent billed for its hours)" if option.acquisition.startswith("rent") else
             f"(bought, {option.capex_usd or 0:,.0f} USD, and sold again at its end)")
+    if request.objective == "perf-per-watt":
+        parts.append(per_watt_text(option, needed_rate(request)))
     if rank == 0:
         lead = f"best by {request.objective}: {horizon}"
     elif best is not None:
@@ -176,13 +180,14 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
         options, rejected = enumerate_options(request, catalog, archs, calibrations)
     finally:
         REPLICAS.reset(planned)
-    key = ranking_key(request.objective)
+    key = ranking_key(request.objective, needed_rate(request))
     best = sorted(best_per_gpu_and_way(options, key), key=key)
     winner = best[0] if best else None
     explained = tuple(
         Option(**{**o.__dict__, "why": _why(o, i, winner, request, catalog.gpus[o.gpu].usable_memory_bytes / 2**30)})
         for i, o in enumerate(best)
     )
-    assumptions = _assumptions(request)
+    finding = low_power_finding(request, explained, rejected, catalog)
     return Recommendation(request, explained, tuple(rejected), tuple(pareto_front(list(best))),
-                          nearest=() if explained else _nearest(rejected), assumptions=assumptions)
+                          nearest=() if explained else _nearest(rejected), assumptions=_assumptions(request),
+                          findings=(finding,) if finding else ())

@@ -52,7 +52,7 @@ def recommendation_json(rec: Recommendation) -> dict[str, Any]:
                     "time": o.fit.job_hours if o.fit.job_hours is not None else o.fit.p99_ms} for o in rec.pareto],
         "rejected": [rejected_json(r) for r in rec.rejected],
         "nearest": [rejected_json(r) for r in rec.nearest],
-        "assumptions": list(rec.assumptions),
+        "assumptions": list(rec.assumptions), "findings": list(rec.findings),
     }
 
 
@@ -100,12 +100,19 @@ def _time_text(o: Option, *, short: bool = False) -> str:
         return f"{o.fit.seconds_per_image:,.1f} s/{'img' if short else 'image'}{per_hour}"
     if o.fit.qps_capacity is not None:
         if short:
-            return f"{o.fit.qps_capacity:,.1f}/s p99 " + (f"{o.fit.p99_ms / 1e3:,.1f}s" if o.fit.p99_ms else "sat.")
+            return f"{o.fit.qps_capacity:,.1f}/s p99 " + _latency_text(o.fit.p99_ms)
         p99 = f"{o.fit.p99_ms:,.0f} ms" if o.fit.p99_ms is not None else "— (saturated)"
         return f"{o.fit.qps_capacity:,.1f} QPS, P99 {p99}"
     if o.fit.tokens_per_s is not None:
         return f"{o.fit.tokens_per_s:,.0f} tok/s" if short else f"{o.fit.tokens_per_s:,.1f} tokens/s for one user"
     return "—"
+
+
+def _latency_text(p99_ms: float | None) -> str:
+    """'38ms', '2.4s', 'sat.' (saturated: no SLO) for the short speed column."""
+    if not p99_ms:
+        return "sat."
+    return f"{p99_ms:,.0f}ms" if p99_ms < 1e3 else f"{p99_ms / 1e3:,.1f}s"
 
 
 def _usd(value: float | None) -> str:
@@ -165,6 +172,7 @@ def recommendation_view(rec: Recommendation) -> Group:
         parts.append(f"[bold]why #1:[/bold] {winner.why}")
         for note in winner.warnings:
             parts.append(f"[yellow]note:[/yellow] {note}")
+        parts += [f"[bold]finding:[/bold] {f}" for f in rec.findings]
         front = ", ".join(f"{o.count} x {o.gpu} ({o.acquisition})" for o in rec.pareto[:6])
         parts.append(f"[dim]Pareto front (cost vs time): {front}[/dim]")
     else:
@@ -194,6 +202,8 @@ def markdown(rec: Recommendation) -> str:
         lines += ["", "## What to know about each option", ""]
         for i, o in noted:
             lines += [f"{i}. **{o.count} x {o.gpu} ({o.acquisition})**"] + [f"   - {w}" for w in o.warnings]
+    if rec.findings:
+        lines += ["", "## Findings", ""] + [f"- {f}" for f in rec.findings]
     if not rec.options:
         lines += ["", "Nothing meets every requirement. Nearest:", ""]
         lines += [f"- {r.count} x {r.gpu} ({r.acquisition}): {r.reason}" for r in rec.nearest]

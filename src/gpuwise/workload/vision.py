@@ -1,4 +1,5 @@
-"""Images into a job: a vision transformer's sequence is its image's patches, not a text length.
+"""Images into a job: a vision transformer's sequence is its image's patches, not a text length; and a text
+encoder's request is one forward pass over at most its positions.
 
 ViT cuts a side-s image into (s / patch)^2 patches and adds a class token (Dosovitskiy et al. 2020, eq. 1): 197
 tokens at 224 px with 16-pixel patches. SAM's encoder has no class token: 4,096 at 1024 px. A convolutional network
@@ -47,3 +48,18 @@ def for_images(arch: Architecture, job: TrainJob | InferJob) -> TrainJob | Infer
         # (image_encoder.py Attention.forward, modeling_sam.py SamVisionAttention): no fused attention kernel
         changes["flash_attn"] = False
     return job.model_copy(update=changes)
+
+
+def for_encoder(arch: Architecture, job: TrainJob | InferJob) -> TrainJob | InferJob:
+    """A text encoder (BERT) served: one forward pass over the prompt, generating nothing; the default prompt capped
+    at the model's positions (BERT's 512). A given --output-len is refused: an encoder has nothing to generate."""
+    if not isinstance(job, InferJob) or arch.kind != "encoder":
+        return job
+    defaults = InferJob.model_fields
+    if job.output_len not in (0, defaults["output_len"].default):
+        raise ConfigError(f"--output-len {job.output_len}: {arch.name} is an encoder and generates nothing; give "
+                          "--input-len, the tokens of each request")
+    prompt = job.input_len
+    if prompt == defaults["input_len"].default and arch.max_positions:
+        prompt = min(prompt, arch.max_positions)
+    return job.model_copy(update={"input_len": prompt, "output_len": 0})

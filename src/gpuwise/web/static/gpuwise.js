@@ -126,6 +126,7 @@ const gpuwise = (() => {
           + `<td>${esc(machinesOf(o))}</td><td>${o.per_gpu_gib.toFixed(1)}</td><td>${esc(speedOf(o))}</td>`
           + `<td>${unit(o) == null ? "—" : unit(o).toLocaleString(undefined, { maximumFractionDigits: training ? 0 : 3 })}</td>`
           + `<td>${Math.round(o.tco_usd).toLocaleString()}</td><td>${esc(o.why)}</td></tr>`).join("");
+        $("#rec-findings").innerHTML = (data.findings || []).map((x) => `<li><b>finding:</b> ${esc(x)}</li>`).join("");
         const groups = {};
         for (const r of data.rejected) (groups[r.code] ||= []).push(r);
         $("#rec-rejected").innerHTML = Object.entries(groups).map(([code, rs]) =>
