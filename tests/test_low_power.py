@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from gpuwise import api
 from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
+from gpuwise.errors import ConfigError
 from gpuwise.estimate import cost
 from gpuwise.recommend.engine import Recommendation
 
@@ -81,3 +82,14 @@ def test_findings_reach_json_and_markdown(tmp_path: Path) -> None:
     (finding,) = json.loads(result.stdout)["findings"]
     assert "200 QPS within P99 20 ms of bert-base-uncased" in finding
     assert f"## Findings\n\n- {finding}" in report.read_text()
+
+
+def test_an_encoder_request_is_one_forward_pass_within_its_positions() -> None:
+    # BERT (Devlin et al. 2018) embeds 512 positions and generates nothing: a served request is one forward pass of
+    # at most 512 tokens, so the default prompt is capped there and no output tokens are counted
+    served = api.estimate("bert-large-uncased", gpu="l4", task="infer")
+    explicit = api.estimate("bert-large-uncased", gpu="l4", task="infer", input_len=512)
+    assert served.perf.samples_per_s == pytest.approx(explicit.perf.samples_per_s)
+    assert not any("exceeds" in w for w in served.warnings)
+    with pytest.raises(ConfigError, match="encoder and generates nothing"):
+        api.estimate("bert-large-uncased", gpu="l4", task="infer", output_len=64)
