@@ -106,8 +106,9 @@ def _likely(task: str, key: str, value: float, fmt: str) -> str:
 def perf_lines(est: Estimate) -> str:
     perf = est.perf
     if isinstance(perf, TrainPerf):
-        text = (f"{_likely('train', 'tokens_per_s', perf.tokens_per_s, ',.0f')} tokens/s, step "
-                f"{perf.step_time_s:,.3f} s ({perf.tokens_per_s_per_gpu:,.0f} tokens/s per GPU), MFU {perf.mfu:.0%}, "
+        unit = "images/s" if est.model.kind == "cnn" else "tokens/s"  # a CNN's sample is an image, not a sequence
+        text = (f"{_likely('train', 'tokens_per_s', perf.tokens_per_s, ',.0f')} {unit}, step "
+                f"{perf.step_time_s:,.3f} s ({perf.tokens_per_s_per_gpu:,.0f} {unit} per GPU), MFU {perf.mfu:.0%}, "
                 f"{perf.bound}-bound")
         if perf.epoch_time_s:
             text += f"; epoch {_likely('train', 'epoch_time_s', perf.epoch_time_s / 3600, ',.2f')} h"
