@@ -169,10 +169,12 @@ def trace_training(config: Mapping[str, Any], job: Any) -> Trace:
         autocast = job.precision == "bf16"
         tracker = mem_tracker()
         tracker.track_external(model, *(getattr(optimizer, "optimizers", None) or [optimizer]))
+        _name_kernel_wrappers(tracker._mod_tracker, model)
         with tracker:
             _skip_frozen(tracker, model)
             _step(torch, loss_of, optimizer, tokens, autocast)  # creates the optimizer states
         counter, flops = _Counter(), flop_counter(display=False)
+        _name_kernel_wrappers(flops.mod_tracker, model)
         with counter, flops:  # counted on a step of its own: FlopCounterMode's module hooks keep tensors alive
             _step(torch, loss_of, optimizer, tokens, autocast)
         tracker.reset_mod_stats()
@@ -205,6 +207,8 @@ def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
         tracker = mem_tracker()
         tracker.track_external(model)
         counter, flops = _Counter(), flop_counter(display=False)
+        _name_kernel_wrappers(tracker._mod_tracker, model)
+        _name_kernel_wrappers(flops.mod_tracker, model)
         with tracker, warnings.catch_warnings():  # transformers 5.x renames past_key_values (FutureWarning)
             warnings.simplefilter("ignore", FutureWarning)
             cache = model(input_ids=prompt, use_cache=True, logits_to_keep=1).past_key_values
@@ -230,6 +234,24 @@ def _skip_frozen(tracker: Any, model: Any) -> None:
     for param in model.parameters():
         if not param.requires_grad:
             handles[param] = (_NoHook(), _NoHook())
+
+
+def _name_kernel_wrappers(module_tracker: Any, model: Any) -> None:
+    """Give the model's hidden hub-kernel wrappers names of their own in a module tracker.
+
+    transformers 5.2x requires the ``kernels`` package, whose ``use_kernelized_func`` gives each attention module a
+    private wrapper module per hub-kernel function (``module._kernel_funcs``, e.g. ``apply_rotary_pos_emb``), called
+    from inside the global wrapper of the same class ``Func`` (kernels _internals/layer/layer.py). Neither is a child
+    of the model, so torch's ModTracker names both by their class: the inner call enters "Func" while "Func" is open,
+    and ModTracker warns that its hierarchy is broken (an error under ``-W error``, where the forward then fails). The
+    private wrappers are named under their owner's path, as ModTracker names children; the global one keeps "Func".
+    """
+    known = module_tracker._known_modules
+    root = type(model).__name__
+    for path, module in model.named_modules():
+        wrappers = module.__dict__.get("_kernel_funcs") or {}
+        for name, wrapper in wrappers.items():
+            known[wrapper] = f"{root}.{path}._kernel_funcs.{name}" if path else f"{root}._kernel_funcs.{name}"
 
 
 def _by_kind(peak: Mapping[Any, Mapping[Any, float]]) -> tuple[float, dict[str, float]]:
