@@ -4,7 +4,7 @@ benchmarks/data/hpc-measurements.yaml, and score it: in sample, and with each GP
     python benchmarks/calibrate_hpc.py            # fit, print the scores, write the calibration file
     python benchmarks/calibrate_hpc.py --check    # fit and print only (nothing written)
 
-The model is the estimator's own roofline (estimate/hpc.py): a step is
+The model is the estimator's own roofline (estimate/hpc/model.py): a step is
     overhead + s x (N / N_ref)^beta x sum over kernels of max(arithmetic at peak, rho x traffic at datasheet bandwidth)
 so compute_eff = 1/s and memory_eff = 1/(s x rho). Per *series* (one software and version, on one set of benchmark
 inputs) (overhead, s) are a linear least-squares fit of the measured step times. Three shape parameters are found by
@@ -36,9 +36,9 @@ import yaml
 
 from gpuwise import api
 from gpuwise.catalog import GPU, Catalog
-from gpuwise.estimate.hpc import host_link_bytes_per_s, kernel_parts, value_of
-from gpuwise.workload.hpc import apps, resolved
-from gpuwise.workload.hpc_job import HpcJob
+from gpuwise.estimate.hpc.model import host_link_bytes_per_s, kernel_parts, value_of
+from gpuwise.workload.hpc.apps import apps, resolved
+from gpuwise.workload.jobs.hpc import HpcJob
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / "data" / "hpc-measurements.yaml"

@@ -9,8 +9,8 @@ import time
 
 from gpuwise.catalog import load_catalog
 from gpuwise.estimate.estimate import estimate
-from gpuwise.workload.job import InferJob, TrainJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.workload.jobs.job import InferJob, TrainJob
+from gpuwise.workload.model.resolve import resolve_model
 
 
 def rate(jobs: list[TrainJob | InferJob], seconds: float = 2.0) -> float:

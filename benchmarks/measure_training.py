@@ -30,7 +30,7 @@ def measure(preset: str, batch: int, seq: int, ckpt: str, steps: int) -> dict[st
     import torch
     import transformers
 
-    from gpuwise.workload.presets import presets
+    from gpuwise.workload.model.presets import presets
 
     config = transformers.AutoConfig.for_model(**presets()[preset].config)
     config._attn_implementation = "sdpa"

@@ -20,9 +20,9 @@ from typing import Any
 
 from gpuwise import api
 from gpuwise.report.trace import allocated_bytes
-from gpuwise.workload.architecture import from_config
-from gpuwise.workload.job import TrainJob
-from gpuwise.workload.presets import presets
+from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.workload.model.architecture import from_config
+from gpuwise.workload.model.presets import presets
 
 ARCHITECTURES = {  # what each stands for in the grid
     "llama-3.2-1b": "dense GQA, tied", "qwen2.5-0.5b": "GQA with q/k/v biases, tied", "mixtral-8x7b": "MoE",

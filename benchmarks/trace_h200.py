@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpuwise import api
 from gpuwise.report.trace import allocated_bytes
-from gpuwise.workload.job import TrainJob
+from gpuwise.workload.jobs.job import TrainJob
 
 ROWS = Path(__file__).parent / "results" / "h200-2026-11-29" / "training.jsonl"
 

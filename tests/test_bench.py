@@ -13,7 +13,7 @@ from gpuwise import api
 from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
-from gpuwise.estimate.perf import TrainPerf
+from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.probe import bench
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
-from gpuwise.estimate.serving import closed_loop_requests, simulate
-from gpuwise.estimate.serving_capacity import engine_limits
+from gpuwise.estimate.serving.capacity import engine_limits
+from gpuwise.estimate.serving.simulate import closed_loop_requests, simulate
 
 
 def _flat(step_s: float, per_token_s: float):  # type: ignore[no-untyped-def]
@@ -80,10 +80,10 @@ def test_serve_sim_answers_at_a_concurrency_in_json() -> None:
 def test_a_moe_layer_pays_its_routing_kernels() -> None:
     """vLLM fused_moe runs, besides the two grouped GEMMs, the router GEMM, fused_topk, moe_align_block_size and
     moe_sum: four more kernels per MoE layer, each at least a kernel's floor; a dense layer has none of them."""
-    from gpuwise.estimate.operators import forward_ops
-    from gpuwise.estimate.perf import _infer_pass
-    from gpuwise.workload.job import InferJob
-    from gpuwise.workload.resolve import resolve_model
+    from gpuwise.estimate.speed.inference import _infer_pass
+    from gpuwise.estimate.speed.operators import forward_ops
+    from gpuwise.workload.jobs.job import InferJob
+    from gpuwise.workload.model.resolve import resolve_model
 
     job = InferJob(batch=1)
     moe, dense = resolve_model("qwen3-30b-a3b"), resolve_model("qwen3-8b")

@@ -9,9 +9,9 @@ import pytest
 
 from gpuwise import api
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.image import component_bytes, denoiser_bytes, image_estimate, image_fit, resolved
-from gpuwise.workload.diffusion import find_pipeline
-from gpuwise.workload.image_job import ImageJob
+from gpuwise.estimate.image.pipeline import component_bytes, denoiser_bytes, image_estimate, image_fit, resolved
+from gpuwise.workload.diffusion.pipeline import find_pipeline
+from gpuwise.workload.jobs.image import ImageJob
 
 GIB = 2**30
 HEADER = 1_000_000  # a safetensors header is JSON of tensor names and shapes: well under 1 MB here

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.engine_memory import vllm_batch_defaults
-from gpuwise.estimate.serving_memory import inference_memory
-from gpuwise.workload.job import InferJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.memory.engine import vllm_batch_defaults
+from gpuwise.estimate.memory.inference import inference_memory
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.resolve import resolve_model
 
 GIB = 2**30
 # model: (weights GiB, activation peak GiB, KV tokens) as vLLM v0.19.0 reported them (TP 1, max_model_len 8192)

@@ -9,11 +9,11 @@ from gpuwise.catalog import Catalog
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.parallel import intra_node_link
-from gpuwise.estimate.perf import _tp_comm_s
-from gpuwise.estimate.weights import weights
-from gpuwise.workload.job import InferJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.memory.weights import weights
+from gpuwise.estimate.speed.inference import _tp_comm_s
+from gpuwise.estimate.speed.parallel import intra_node_link
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.resolve import resolve_model
 
 # DeepSeek-V3: 58 MoE layers of 256 routed experts, each 3 x 7168 x 2048 weights (config.json)
 ROUTED = 58 * 256 * 3 * 7168 * 2048

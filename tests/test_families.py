@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from gpuwise.estimate.kv_cache import kv_bytes_per_token, sequence_cache_bytes, state_bytes_per_sequence
-from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import InferJob
-from gpuwise.workload.presets import presets
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token, sequence_cache_bytes, state_bytes_per_sequence
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.architecture import Architecture
+from gpuwise.workload.model.presets import presets
+from gpuwise.workload.model.resolve import resolve_model
 
 PUBLISHED = sorted(p for p, v in presets().items() if v.published and (v.published.total or v.published.active))
 
@@ -134,8 +134,8 @@ def test_vision_towers_are_counted_and_not_active() -> None:
 def test_sliding_windows_and_dsa_limit_the_keys_each_query_attends() -> None:
     """A causal prefill of s tokens averages s/2 keys per query; under a window w < s the query at i attends
     min(i, w): (w (s - w) + w^2 / 2) / s = w - w^2 / (2 s). Decode attends min(context, w)."""
-    from gpuwise.estimate.operators import Pass, _context
-    from gpuwise.workload.blocks import Attention
+    from gpuwise.estimate.speed.operators import Pass, _context
+    from gpuwise.workload.model.blocks import Attention
 
     windowed = Attention("gqa", 8, 8, 64, 64, window=128)
     prefill = Pass(batch=1, query=8192, context=4096, act_bytes=2, weight_bytes=2, kv_bytes=2)
@@ -150,7 +150,7 @@ def test_sliding_windows_and_dsa_limit_the_keys_each_query_attends() -> None:
 
 def test_the_dsa_indexer_scores_every_key() -> None:
     """DeepSeek-V3.2 lightning indexer: 2 x query tokens x keys x n_I x d_I FLOPs per layer (GLM-5: 32 x 128)."""
-    from gpuwise.estimate.operators import Pass, _indexer
+    from gpuwise.estimate.speed.operators import Pass, _indexer
 
     glm5 = next(b.attention for b in resolve_model("zai-org/GLM-5").blocks if b.attention.kind == "mla")
     decode = Pass(batch=1, query=1, context=30_000, act_bytes=2, weight_bytes=2, kv_bytes=1)

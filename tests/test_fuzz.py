@@ -25,9 +25,9 @@ from gpuwise.catalog import load_catalog
 from gpuwise.cli.main import app
 from gpuwise.errors import GpuwiseError
 from gpuwise.recommend.request import load_scenario
-from gpuwise.workload.hpc_job import APPS
-from gpuwise.workload.job import job_flag_fields, make_job
-from gpuwise.workload.presets import presets
+from gpuwise.workload.jobs.hpc import APPS
+from gpuwise.workload.jobs.job import job_flag_fields, make_job
+from gpuwise.workload.model.presets import presets
 
 runner = CliRunner()
 SCALE = float(os.environ.get("GPUWISE_FUZZ_SCALE", "1"))  # a longer campaign: GPUWISE_FUZZ_SCALE=50 pytest ...
@@ -94,7 +94,7 @@ def _bounds(info: Any) -> tuple[float, float]:
 
 def _valid(info: Any) -> st.SearchStrategy[str]:
     """Values the field's own type and range accept, most of the time (so that answers are fuzzed too)."""
-    from gpuwise.workload.flags import choices
+    from gpuwise.flags import choices
 
     accepted = choices(info)
     if accepted:

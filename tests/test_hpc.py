@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from conftest import load_benchmark
 from gpuwise import api
 from gpuwise.errors import ConfigError
-from gpuwise.estimate.hpc import kernels_of, value_of
-from gpuwise.estimate.hpc_estimate import hpc_estimate
-from gpuwise.estimate.hpc_rates import flop_rate, fp64_cut
-from gpuwise.workload.hpc import apps
-from gpuwise.workload.hpc_job import APPS, HpcJob
+from gpuwise.estimate.hpc.estimate import hpc_estimate
+from gpuwise.estimate.hpc.model import kernels_of, value_of
+from gpuwise.estimate.hpc.rates import flop_rate, fp64_cut
+from gpuwise.workload.hpc.apps import apps
+from gpuwise.workload.jobs.hpc import APPS, HpcJob
 
 CATALOG = api.load_catalog()
 
@@ -151,7 +151,7 @@ def test_namd_gpu_resident_ranks_ampere_cards_it_did_not_see(calibrate: ModuleTy
 
 
 def test_the_estimator_and_the_calibration_compute_the_same_step(calibrate: ModuleType) -> None:
-    """Two code paths, one model: the calibration file's numbers through estimate/hpc.py reproduce the fit's own
+    """Two code paths, one model: the calibration file's numbers through estimate/hpc/model.py reproduce the fit's own
     prediction of every run of the series each app is calibrated on."""
     runs = calibrate.load_runs()
     params = calibrate.fit(runs)

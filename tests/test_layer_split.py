@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.layer_split import layer_split
+from gpuwise.estimate.serving.layer_split import layer_split
 from gpuwise.recommend.rank import recommend
 from gpuwise.recommend.request import parse_request
-from gpuwise.workload.job import InferJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.resolve import resolve_model
 
 JOB = InferJob(engine="llamacpp", quant="gguf-q4_k_m", batch=1)
 GIB = 2**30

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.parallel import links
+from gpuwise.estimate.speed.parallel import links
 
 
 @pytest.mark.parametrize("gpu", ["rtx-3090", "rtx-a6000", "a100-pcie-40gb", "h100-pcie-80gb"])
@@ -27,8 +27,8 @@ def test_an_nvswitch_board_joins_all_eight(shipped: Catalog) -> None:
 
 def test_eight_bridged_3090s_train_slower_than_the_bridge_would_allow(shipped: Catalog) -> None:
     from gpuwise.estimate.estimate import estimate
-    from gpuwise.workload.job import TrainJob
-    from gpuwise.workload.resolve import resolve_model
+    from gpuwise.workload.jobs.job import TrainJob
+    from gpuwise.workload.model.resolve import resolve_model
 
     arch = resolve_model("llama-3.1-8b")
     job = TrainJob(method="lora", ckpt="full", count=8, tp=8, batch=1, seq=2048)

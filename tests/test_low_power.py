@@ -13,7 +13,7 @@ from gpuwise import api
 from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
-from gpuwise.estimate import cost
+from gpuwise.estimate.cost import tco as cost
 from gpuwise.recommend.engine import Recommendation
 
 runner = CliRunner()

@@ -7,10 +7,11 @@ import pytest
 
 from gpuwise.catalog import Catalog
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.perf import InferPerf, TrainPerf
-from gpuwise.estimate.roofline import machine
-from gpuwise.workload.job import InferJob, TrainJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.speed.inference import InferPerf
+from gpuwise.estimate.speed.roofline import machine
+from gpuwise.estimate.speed.training import TrainPerf
+from gpuwise.workload.jobs.job import InferJob, TrainJob
+from gpuwise.workload.model.resolve import resolve_model
 
 LLAMA_BENCH = InferJob(engine="llamacpp", quant="gguf-q4_k_m", batch=1, input_len=1, output_len=128)
 
@@ -54,7 +55,7 @@ def _train(card: str, catalog: Catalog) -> TrainPerf:
 def test_training_on_an_unmeasured_stack_is_discounted_and_says_so(shipped: Catalog) -> None:
     """RDNA cards have matmul measurements but no published end-to-end training run: the stated 30% cut applies and
     the assumptions name it; CUDA and data-center ROCm keep the model's speed."""
-    from gpuwise.estimate.roofline import Calibration
+    from gpuwise.estimate.speed.roofline import Calibration
 
     rdna = _train("rx-7900-xtx", shipped)
     assert any("no published end-to-end training measurement for rocm" in a for a in rdna.assumptions)

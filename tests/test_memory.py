@@ -7,45 +7,47 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.activations import layer_activation_bytes
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.fit import fit, gradient_accumulation, largest_batch
-from gpuwise.estimate.memory import lora_params, model_states
-from gpuwise.estimate.serving_memory import kv_bytes_per_token
-from gpuwise.workload.architecture import from_config
-from gpuwise.workload.job import InferJob, TrainJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.memory.activations import layer_activation_bytes
+from gpuwise.estimate.memory.fit import fit, gradient_accumulation, largest_batch
+from gpuwise.estimate.memory.inference import kv_bytes_per_token
+from gpuwise.estimate.memory.training import model_states
+from gpuwise.estimate.plan import adapter_params
+from gpuwise.workload.jobs.job import InferJob, TrainJob
+from gpuwise.workload.model.architecture import from_config
+from gpuwise.workload.model.resolve import resolve_model
+from plans import train_plan
 
 LLAMA3_8B = 8_030_261_248
 
 
 def test_mixed_precision_adamw_is_18_bytes_per_parameter() -> None:
     # HF 'Model training anatomy': 6 B weights (fp32 + 16-bit copy) + 4 B gradients + 8 B AdamW
-    states = model_states(resolve_model("llama-3-8b"), TrainJob(precision="bf16"))
+    states = model_states(train_plan(resolve_model("llama-3-8b"), TrainJob(precision="bf16")))
     assert sum(states.values()) == pytest.approx(18 * LLAMA3_8B)
-    pure = model_states(resolve_model("llama-3-8b"), TrainJob(precision="pure-bf16"))
+    pure = model_states(train_plan(resolve_model("llama-3-8b"), TrainJob(precision="pure-bf16")))
     assert sum(pure.values()) == pytest.approx((2 + 2 + 4) * LLAMA3_8B)
 
 
 def test_zero_stages_shard_what_the_zero_paper_says() -> None:
     arch = resolve_model("llama-3-8b")
-    base = model_states(arch, TrainJob(count=8, zero=0, precision="bf16"))
-    z1 = model_states(arch, TrainJob(count=8, zero=1, precision="bf16"))
-    z2 = model_states(arch, TrainJob(count=8, zero=2, precision="bf16"))
+    base = model_states(train_plan(arch, TrainJob(count=8, zero=0, precision="bf16")))
+    z1 = model_states(train_plan(arch, TrainJob(count=8, zero=1, precision="bf16")))
+    z2 = model_states(train_plan(arch, TrainJob(count=8, zero=2, precision="bf16")))
     assert z1["optimizer"] == pytest.approx(base["optimizer"] / 8)
     assert z1["gradients"] == base["gradients"] and z2["gradients"] == pytest.approx(base["gradients"] / 8)
-    z3 = model_states(arch, TrainJob(count=8, zero=3, precision="bf16"))
+    z3 = model_states(train_plan(arch, TrainJob(count=8, zero=3, precision="bf16")))
     assert z3["weights"] < base["weights"] / 4
     # several data-parallel GPUs shard with ZeRO-3 unless the job says otherwise (the FSDP2 default of torchtune's
     # and torchtitan's distributed recipes); one GPU, or tensor parallelism alone, has nothing to shard over
-    assert model_states(arch, TrainJob(count=8, precision="bf16")) == z3
+    assert model_states(train_plan(arch, TrainJob(count=8, precision="bf16"))) == z3
     assert TrainJob(count=1).zero_stage == 0 and TrainJob(count=8, tp=8).zero_stage == 0
 
 
 def test_lora_adapter_count_by_hand() -> None:
     # Llama-3-8B, r=16 on q,k,v,o: 32 layers x 16 x ((4096+4096) + 2 x (4096+1024) + (4096+4096))
     arch = resolve_model("llama-3-8b")
-    assert lora_params(arch, TrainJob(method="lora", lora_rank=16, lora_targets="attn")) == \
+    assert adapter_params(arch, TrainJob(method="lora", lora_rank=16, lora_targets="attn")) == \
         32 * 16 * (8192 + 2 * 5120 + 8192) == 13_631_488
 
 
@@ -53,9 +55,9 @@ def test_qlora_base_weights_use_nf4_double_quant_bits() -> None:
     arch = resolve_model("llama-3.1-8b")
     job = TrainJob(method="qlora", precision="pure-bf16", lora_rank=8)
     linear = arch.params.linear
-    adapters = lora_params(arch, job)
+    adapters = adapter_params(arch, job)
     expected = linear * 4.127 / 8 + (arch.total_params - linear) * 2 + adapters * 2
-    assert model_states(arch, job)["weights"] == pytest.approx(expected)
+    assert model_states(train_plan(arch, job))["weights"] == pytest.approx(expected)
 
 
 def test_activation_formula_reproduces_korthikanti_table_2() -> None:
@@ -64,17 +66,18 @@ def test_activation_formula_reproduces_korthikanti_table_2() -> None:
     gpt = from_config({"model_type": "gpt2", "n_embd": 1024, "n_layer": 24, "n_head": 16, "n_positions": 1024,
                        "vocab_size": 50257, "attn_pdrop": 0.1, "resid_pdrop": 0.1}, name="gpt-like")
     s, b, h, a = 1024, 4, 1024, 16
-    got = layer_activation_bytes(gpt, batch=b, seq=s, element=2, flash=False, tp=1)
+    got = layer_activation_bytes(gpt, gpt.blocks[0], batch=b, seq=s, element=2, flash=False, tp=1)
     assert got == pytest.approx(s * b * h * (34 + 5 * a * s / h))
-    assert layer_activation_bytes(gpt, batch=b, seq=s, element=2, flash=False, tp=8) == pytest.approx(got / 8)
+    split = layer_activation_bytes(gpt, gpt.blocks[0], batch=b, seq=s, element=2, flash=False, tp=8)
+    assert split == pytest.approx(got / 8)
 
 
 def test_flash_attention_removes_the_quadratic_term() -> None:
     arch = resolve_model("llama-3-8b")
-    short = layer_activation_bytes(arch, batch=1, seq=1024, element=2, flash=True, tp=1)
-    long = layer_activation_bytes(arch, batch=1, seq=2048, element=2, flash=True, tp=1)
+    short = layer_activation_bytes(arch, arch.blocks[0], batch=1, seq=1024, element=2, flash=True, tp=1)
+    long = layer_activation_bytes(arch, arch.blocks[0], batch=1, seq=2048, element=2, flash=True, tp=1)
     assert long == pytest.approx(2 * short)  # linear in s
-    eager = layer_activation_bytes(arch, batch=1, seq=2048, element=2, flash=False, tp=1)
+    eager = layer_activation_bytes(arch, arch.blocks[0], batch=1, seq=2048, element=2, flash=False, tp=1)
     assert eager - long == pytest.approx(2 * 32 * 2048 * 2048 - 4 * 32 * 2048)
 
 
@@ -204,7 +207,7 @@ def test_zero3_with_parameter_offload_keeps_two_whole_layers_on_the_gpu() -> Non
     arch = resolve_model("llama-3.1-8b")
     for count, pp in ((8, 1), (64, 1), (8, 2), (8, 4)):  # a pipeline stage holds fewer layers, each still whole
         job = TrainJob(count=count, nodes=count // 8, zero=3, offload="optimizer+params", pp=pp)
-        states = model_states(arch, job)
+        states = model_states(train_plan(arch, job))
         assert states["weights"] == pytest.approx(2 * 2 * 8_030_261_248 / 32), (count, pp)
         assert states["optimizer"] == 0 and states["master_weights"] == 0
 

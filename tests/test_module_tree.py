@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gpuwise.errors import ConfigError
-from gpuwise.workload.architecture import SUPPORTED, from_config
-from gpuwise.workload.module_tree import DERIVED
+from gpuwise.workload.model.architecture import SUPPORTED, from_config
+from gpuwise.workload.trace.module_tree import DERIVED
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("torch")
@@ -26,7 +26,7 @@ def _config(model_type: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("model_type", UNSUPPORTED)
 def test_derived_counts_equal_the_meta_build(model_type: str) -> None:
-    from gpuwise.workload.exact import meta_param_count
+    from gpuwise.workload.trace.exact import meta_param_count
 
     assert model_type not in SUPPORTED
     config = _config(model_type)
@@ -67,8 +67,8 @@ def test_a_deep_config_is_refused_before_the_build() -> None:
 
 def test_layers_without_softmax_attention_keep_no_kv_cache() -> None:
     """Mamba mixes with a state-space layer (in_proj, x_proj, dt_proj, out_proj): nothing to cache per token."""
-    from gpuwise.estimate.kv_cache import kv_bytes_per_token
-    from gpuwise.workload.job import InferJob
+    from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
+    from gpuwise.workload.jobs.job import InferJob
 
     mamba = from_config(_config("mamba"), name="mamba")
     assert mamba.decoder_layers == mamba.layers and kv_bytes_per_token(mamba, InferJob()) == 0  # it still decodes
@@ -92,8 +92,8 @@ def test_encoders_cache_nothing(model_type: str, architecture: str) -> None:
 def test_mla_and_hybrid_caches_come_from_the_attention_modules() -> None:
     """DeepSeek-V2 caches its latent + RoPE key (kv_lora_rank + qk_rope_head_dim per layer); RecurrentGemma caches
     only its attention layers (block_types recurrent, recurrent, attention); RWKV caches nothing."""
-    from gpuwise.estimate.kv_cache import kv_bytes_per_token
-    from gpuwise.workload.job import InferJob
+    from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
+    from gpuwise.workload.jobs.job import InferJob
 
     config = {**_config("deepseek_v2"), "architectures": ["DeepseekV2ForCausalLM"]}
     v2 = from_config(config, name="v2")
@@ -114,7 +114,7 @@ def test_a_model_without_attention_or_generation_is_refused_with_its_count() -> 
 
 def test_infinity_as_transformers_writes_it_is_read_nan_is_not(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Mamba-2's config.json carries time_step_limit [0.0, Infinity] (MambaConfig default, written by json)."""
-    from gpuwise.workload.resolve import resolve_model
+    from gpuwise.workload.model.resolve import resolve_model
 
     path = tmp_path / "config.json"
     text = '{"model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"], "time_step_limit": [0.0, Infinity]}'

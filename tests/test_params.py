@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 import pytest
 
 from gpuwise.errors import ConfigError, UnknownModel
-from gpuwise.workload.params import count_params
-from gpuwise.workload.presets import presets
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.workload.model.params import count_params
+from gpuwise.workload.model.presets import presets
+from gpuwise.workload.model.resolve import resolve_model
 
 CONFIGS = Path(__file__).parents[1] / "benchmarks" / "data" / "configs"
 
@@ -58,7 +58,8 @@ def test_every_preset_matches_its_published_count(preset_id: str) -> None:
     if "model_type" not in preset.config:  # sdxl-unet: only the published total exists
         assert resolve_model(preset_id).total_params == preset.published_params
         return
-    raw = json.loads((Path(__file__).parents[1] / "src/gpuwise/workload/presets" / f"{preset_id}.json").read_text())
+    folder = Path(__file__).parents[1] / "src/gpuwise/workload/model/presets"
+    raw = json.loads((folder / f"{preset_id}.json").read_text())
     counted_as = raw["_preset"].get("counted_as")  # the class the published figure is for (BertModel ...)
     config = {**preset.config, "architectures": [counted_as]} if counted_as else preset.config
     assert count_params(config).total == preset.published_params
@@ -129,7 +130,7 @@ build of the same layers (tests/test_vision.py)."""
 @pytest.mark.parametrize("preset_id", sorted(p for p, v in presets().items() if "model_type" in v.config
                                              and v.config["model_type"] not in NOT_IN_TRANSFORMERS))
 def test_formula_agrees_with_transformers_on_the_meta_device(preset_id: str) -> None:
-    from gpuwise.workload.exact import meta_param_count
+    from gpuwise.workload.trace.exact import meta_param_count
 
     config = dict(presets()[preset_id].config)
     if config.get("model_type") == "mistral3":
@@ -232,7 +233,7 @@ def test_an_unreachable_hub_fails_fast_and_says_offline(fake_hub: str, monkeypat
 def test_a_stalled_hub_is_given_up_on(fake_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # accepts the connection, never answers (a stalled proxy): the lookup ends at its deadline, not never
     hub = pytest.importorskip("huggingface_hub.constants")
-    from gpuwise.workload import resolve
+    from gpuwise.workload.model import resolve as resolve
 
     stalled = socket.socket()
     stalled.bind(("127.0.0.1", 0))

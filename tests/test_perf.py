@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 from gpuwise.catalog import Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.parallel import all_reduce_s, pipeline_bubble
-from gpuwise.estimate.perf import InferPerf, TrainPerf, decode_step_s
-from gpuwise.estimate.roofline import Op, machine, op_time
-from gpuwise.estimate.serving import Request, percentile, poisson_requests, simulate
-from gpuwise.workload.job import InferJob, TrainJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.serving.simulate import Request, percentile, poisson_requests, simulate
+from gpuwise.estimate.speed.inference import InferPerf, decode_step_s
+from gpuwise.estimate.speed.parallel import all_reduce_s, pipeline_bubble
+from gpuwise.estimate.speed.roofline import Op, machine, op_time
+from gpuwise.estimate.speed.training import TrainPerf
+from gpuwise.workload.jobs.job import InferJob, TrainJob
+from gpuwise.workload.model.resolve import resolve_model
 
 
 def test_a_single_large_gemm_is_compute_bound_at_the_measured_efficiency(shipped: Catalog) -> None:
@@ -154,7 +155,7 @@ def test_percentile() -> None:
 
 
 def test_every_speed_figure_carries_a_band_from_the_measured_errors(shipped: Catalog) -> None:
-    from gpuwise.estimate.bands import _regimes, band
+    from gpuwise.estimate.speed.bands import _regimes, band
     from gpuwise.report.estimate import estimate_json
 
     regimes = _regimes()
@@ -176,7 +177,7 @@ def test_every_speed_figure_carries_a_band_from_the_measured_errors(shipped: Cat
 def test_forward_matmul_flops_per_token_are_twice_the_active_linear_parameters(model: str) -> None:
     # 2 FLOPs per multiply-add: one token through every linear it activates (routed experts, and Qwen2-MoE's
     # shared expert, which the operator list once left out). Qwen1.5-MoE-A2.7B activates 2.7B of 14.3B (model card).
-    from gpuwise.estimate.operators import Pass, layer_ops
+    from gpuwise.estimate.speed.operators import Pass, layer_ops
 
     arch = resolve_model(model)
     ops = layer_ops(arch, Pass(batch=1, query=1, context=1, act_bytes=2, weight_bytes=2, kv_bytes=2), arch.layers)
@@ -193,7 +194,7 @@ def test_forward_matmul_flops_per_token_are_twice_the_active_linear_parameters(m
 def test_decode_reads_only_the_window_on_sliding_layers(shipped: Catalog) -> None:
     # Mistral 7B slides a 4096-token window on every layer: decoding at 32k of context reads the same KV as at 4k,
     # while Llama 3.1 8B (same 8 KV heads x 128 dims x 32 layers, no window) reads 8x more
-    from gpuwise.estimate.perf import decode_step_s
+    from gpuwise.estimate.speed.inference import decode_step_s
 
     gpu, job = shipped.gpu("h100-sxm-80gb"), InferJob(batch=32)
     mistral, llama = resolve_model("mistral-7b"), resolve_model("llama-3.1-8b")
@@ -207,7 +208,7 @@ def test_fp32_convolutions_run_in_tf32_where_pytorch_allows_it_by_default() -> N
     """torch.backends.cudnn.allow_tf32 defaults to True: an fp32 ResNet on an A100 convolves in TF32; a V100 has
     no TF32 and stays fp32; 16-bit work is untouched."""
     from gpuwise.catalog.catalog import load_catalog
-    from gpuwise.estimate.cnn import conv_dtype
+    from gpuwise.estimate.speed.convolutions import conv_dtype
 
     catalog = load_catalog()
     assert conv_dtype("fp32", catalog.gpu("a100-sxm-80gb")) == "tf32"
@@ -221,9 +222,9 @@ def test_each_convolution_is_timed_by_its_own_roofline() -> None:
     at the rates we plan with): memory-bound. The following 3 x 3 convolution (64 -> 64) does 2 x 64 x 64 x 9 FLOP
     per pixel against (64 + 64) x 2 bytes: 288 FLOP/byte, compute-bound."""
     from gpuwise.catalog.catalog import load_catalog
-    from gpuwise.estimate.cnn import conv_ops
-    from gpuwise.estimate.roofline import machine, op_time
-    from gpuwise.workload.resolve import resolve_model
+    from gpuwise.estimate.speed.convolutions import conv_ops
+    from gpuwise.estimate.speed.roofline import machine, op_time
+    from gpuwise.workload.model.resolve import resolve_model
 
     arch = resolve_model("resnet-50")
     ops = [op for op in conv_ops(arch.config, batch=256, act_bytes=2, train=False) if op.name == "convolutions"]

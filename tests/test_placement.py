@@ -45,8 +45,8 @@ def test_a_narrower_slot_slows_data_parallel_training(shipped: Catalog) -> None:
     """An RTX 6000 Ada has PCIe P2P and no NVLink: its gradient all-reduce runs at the PCIe link, so x8 (13 GB/s
     achieved) is slower than x16 (24 GB/s) for the same job."""
     from gpuwise.estimate.estimate import estimate
-    from gpuwise.workload.job import TrainJob
-    from gpuwise.workload.resolve import resolve_model
+    from gpuwise.workload.jobs.job import TrainJob
+    from gpuwise.workload.model.resolve import resolve_model
 
     arch, card = resolve_model("qwen2.5-1.5b"), shipped.gpus["rtx-6000-ada"]
     job = TrainJob(method="full", count=2, zero=0, batch=1, seq=1024)
@@ -172,7 +172,7 @@ def test_serving_stays_at_24_hours_a_day_when_other_usage_is_given() -> None:
 
 def test_one_sxm_module_is_costed_on_the_smallest_board_that_holds_it(shipped: Catalog) -> None:
     """H100 SXM comes on 4- and 8-GPU HGX boards (its record); one module means the 4-GPU server: 4 x 13,750 USD."""
-    from gpuwise.estimate.cost import host_cost
+    from gpuwise.estimate.cost.tco import host_cost
 
     systems = shipped.systems.values()
     assert host_cost(shipped.gpus["h100-sxm-80gb"], 1, systems) == 4 * 13750

@@ -20,7 +20,7 @@ from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError, InputTooLarge, TimeLimitExceeded
 from gpuwise.safe_io import atomic_write_text, excerpt, parse_json, parse_yaml
 from gpuwise.troubleshoot.matcher import anchors, diagnose_text
-from gpuwise.workload.job import job_flag_fields
+from gpuwise.workload.jobs.job import job_flag_fields
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[1]
@@ -263,8 +263,8 @@ def test_a_budget_stops_a_computation_at_its_next_checkpoint() -> None:
 # ---------------------------------------------------------------- defects found by the adversarial review
 def test_mpt_heads_are_validated(tmp_path: Path) -> None:
     """MPT calls its heads n_heads; a 0 there divided by zero (exit 1) before the check knew the key."""
-    config = {k: v for k, v in json.loads((Path(api.__file__).parents[1] / "workload" / "presets" / "mpt-7b.json")
-                                          .read_text()).items() if k != "_preset"}
+    preset = Path(api.__file__).parents[1] / "workload" / "model" / "presets" / "mpt-7b.json"
+    config = {k: v for k, v in json.loads(preset.read_text()).items() if k != "_preset"}
     for bad in (0, "x", [1], 0.5, False):
         path = tmp_path / "config.json"
         path.write_text(json.dumps({**config, "n_heads": bad}))

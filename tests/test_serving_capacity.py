@@ -1,4 +1,4 @@
-"""The one serving-capacity model (estimate/serving_capacity.py) against independent derivations: hand-worked
+"""The one serving-capacity model (estimate/serving/capacity.py) against independent derivations: hand-worked
 Poisson quantiles and batch queues, and serve-sim's discrete-event simulation of the same replica.
 
 The closed form replaced a P99 = 1.2 x mean factor whose only source was our own simulator; its tail is now the
@@ -16,11 +16,11 @@ import pytest
 
 from gpuwise import api
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.serving import poisson_requests, simulate
-from gpuwise.estimate.serving_capacity import batch_capacity, capacity, latency_at, poisson_quantile, replica
+from gpuwise.estimate.serving.capacity import batch_capacity, capacity, latency_at, poisson_quantile, replica
+from gpuwise.estimate.serving.simulate import poisson_requests, simulate
 from gpuwise.probe.bench import CalibrationRecord
-from gpuwise.workload.job import make_job
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.workload.jobs.job import make_job
+from gpuwise.workload.model.resolve import resolve_model
 
 
 def test_poisson_quantiles_by_hand() -> None:

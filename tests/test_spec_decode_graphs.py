@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 
 from gpuwise.catalog.catalog import load_catalog
 from gpuwise.cli.main import app
-from gpuwise.estimate.cuda_graphs import captured_sizes, graph_batch
-from gpuwise.estimate.perf import decode_step_s
-from gpuwise.workload.job import InferJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.speed.cuda_graphs import captured_sizes, graph_batch
+from gpuwise.estimate.speed.inference import decode_step_s
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.resolve import resolve_model
 
 runner = CliRunner()
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from gpuwise.errors import ConfigError
-from gpuwise.workload.job import TrainJob
+from gpuwise.workload.jobs.job import TrainJob
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from gpuwise.workload.trace import trace_training
+from gpuwise.workload.trace.steps import trace_training
 
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
@@ -43,7 +43,7 @@ def test_pure_bf16_halves_weights_and_states() -> None:
 
 @pytest.mark.parametrize("batch", [4, 8])  # 4 x 2048 without checkpointing, 8 x 2048 with full checkpointing
 def test_the_trace_lands_within_5_percent_of_a_measured_h200_run(batch: int) -> None:
-    from gpuwise.workload.presets import presets
+    from gpuwise.workload.model.presets import presets
 
     row = next(json.loads(line) for line in RESULTS.read_text().splitlines()
                if '"llama-3.2-1b"' in line and f'"batch": {batch},' in line)
@@ -107,8 +107,8 @@ def test_the_optimizer_in_backward_holds_no_full_gradient_set() -> None:
 
 
 def test_inference_holds_the_16_bit_weights_and_the_cache_of_the_prompt() -> None:
-    from gpuwise.workload.job import InferJob
-    from gpuwise.workload.trace import trace_inference
+    from gpuwise.workload.jobs.job import InferJob
+    from gpuwise.workload.trace.steps import trace_inference
 
     traced = trace_inference(TINY, InferJob(batch=2, input_len=128, output_len=1, engine="hf"))
     assert traced.breakdown_bytes["parameters"] == 2 * PARAMS
@@ -126,8 +126,8 @@ def test_an_encoder_trains_through_its_own_masked_lm_head() -> None:
 
 
 def test_an_inference_trace_says_what_it_ran() -> None:
-    from gpuwise.workload.job import InferJob
-    from gpuwise.workload.trace import trace_inference
+    from gpuwise.workload.jobs.job import InferJob
+    from gpuwise.workload.trace.steps import trace_inference
 
     traced = trace_inference(TINY, InferJob(batch=1, input_len=32, output_len=1, engine="hf"))
     assert "decode step" in traced.method and traced.attention == "sdpa"

@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 from conftest import load_benchmark
-from gpuwise.workload.job import TrainJob
+from gpuwise.workload.jobs.job import TrainJob
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.activations import activations
-from gpuwise.estimate.memory import logits, model_states, training_memory
-from gpuwise.workload.job import TrainJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.estimate.memory.activations import activations
+from gpuwise.estimate.memory.training import logits, model_states, training_memory
+from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.workload.model.resolve import resolve_model
+from plans import train_plan
 
 V, H, BT = 128_256, 4_096, 2 * 2_048
 GIB = 2**30
@@ -18,8 +19,8 @@ GIB = 2**30
 def _parts(**options: object) -> dict[str, float]:
     """Each component's own peak (not the step's peak moment): logits, activations at the loss, model states."""
     job = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, ckpt="full", **options)  # type: ignore[arg-type]
-    arch = resolve_model("llama-3.1-8b")
-    return {**model_states(arch, job), "logits": logits(arch, job), "activations": activations(arch, job)}
+    plan = train_plan(resolve_model("llama-3.1-8b"), job)
+    return {**model_states(plan), "logits": logits(plan), "activations": activations(plan)}
 
 
 def test_the_standard_loss_peaks_at_three_fp32_tensors_in_log_softmax_backward() -> None:
@@ -60,14 +61,12 @@ def test_torchtune_single_device_full_finetune_fits_a_24_gb_card(shipped: Catalo
     ships for one 24 GB card. The paged optimizer's states take what room is left and page out the rest."""
     job = TrainJob(method="full", precision="pure-bf16", optimizer="paged-adamw-8bit", batch=2, seq=2048,
                    ckpt="full", loss="chunked", optimizer_in_backward=True)
-    memory = training_memory(resolve_model("llama-3.1-8b"), job,
-                             capacity_bytes=shipped.gpus["rtx-4090"].usable_memory_bytes)
+    memory = training_memory(train_plan(resolve_model("llama-3.1-8b"), job, "rtx-4090"))
     assert memory.fits
     assert any("page out to host" in note for note in memory.assumptions)
     plain = TrainJob(method="full", precision="pure-bf16", optimizer="paged-adamw-8bit", batch=2, seq=2048,
                      ckpt="full")
-    assert not training_memory(resolve_model("llama-3.1-8b"), plain,
-                               capacity_bytes=shipped.gpus["rtx-4090"].usable_memory_bytes).fits
+    assert not training_memory(train_plan(resolve_model("llama-3.1-8b"), plain, "rtx-4090")).fits
 
 
 def test_an_encoder_decoder_gets_logits_only_for_its_labels() -> None:
@@ -76,8 +75,8 @@ def test_an_encoder_decoder_gets_logits_only_for_its_labels() -> None:
     arch = resolve_model("t5-3b")
     short = TrainJob(precision="fp32", batch=8, seq=128, decoder_seq=4)
     same = TrainJob(precision="fp32", batch=8, seq=128)
-    assert logits(arch, short) == 8 * 4 * arch.vocab * 12
-    assert activations(arch, short) < activations(arch, same)
+    assert logits(train_plan(arch, short)) == 8 * 4 * arch.vocab * 12
+    assert activations(train_plan(arch, short)) < activations(train_plan(arch, same))
 
 
 def test_framework_fills_only_what_the_user_left_out() -> None:
@@ -98,10 +97,10 @@ def test_framework_fills_only_what_the_user_left_out() -> None:
 def test_the_estimate_lists_the_framework_defaults_it_applied(shipped: Catalog) -> None:
     job = TrainJob(framework="torchtune", batch=2, seq=2048)
     card = shipped.gpus["rtx-4090"]
-    memory = training_memory(resolve_model("llama-3.1-8b"), job, capacity_bytes=card.usable_memory_bytes)
+    memory = training_memory(train_plan(resolve_model("llama-3.1-8b"), job, card.id))
     assert memory.fits
-    notes = [n for n in memory.assumptions if n.startswith("--framework torchtune filled")]
-    assert notes and "loss chunked" in notes[0]
+    notes = [n for n in memory.assumptions if "torchtune's default" in n]
+    assert "--loss: chunked" in " ".join(notes) and all("recipes/configs" in n for n in notes)
 
 
 def test_torchtune_with_accumulation_keeps_its_plain_optimizer_step() -> None:
@@ -110,7 +109,7 @@ def test_torchtune_with_accumulation_keeps_its_plain_optimizer_step() -> None:
 
 
 def test_fit_plans_with_knobs_that_keep_full_fine_tuning_before_changing_the_method(shipped: Catalog) -> None:
-    from gpuwise.estimate.fit import plan
+    from gpuwise.estimate.memory.fit import plan
 
     job = TrainJob(method="full", precision="pure-bf16", optimizer="paged-adamw-8bit", batch=2, seq=2048,
                    ckpt="full")
@@ -148,13 +147,13 @@ def test_a_framework_filled_flag_can_be_turned_off() -> None:
 def test_compile_keeps_only_matmul_and_attention_outputs() -> None:
     """Inductor's min-cut partitioner: two bf16 residual inputs (2 x 2 x H), Q, K, V and the attention output
     ((32 + 2 x 8 + 32) x 128), log-sum-exp (4 x 32 heads) and the gate and up outputs (2 x 14,336) per token."""
-    from gpuwise.estimate.activations import compiled_layer_bytes
+    from gpuwise.estimate.memory.activations import compiled_layer_bytes
 
     arch = resolve_model("llama-3.1-8b")
     job = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, compile=True)
     per_token = 2 * 2 * H + 2 * ((32 + 16 + 32) * 128 + 2 * 14_336) + 4 * 32
-    assert compiled_layer_bytes(arch, job, 2048) == BT * per_token
-    assert activations(arch, job) < activations(arch, job.updated(compile=False))
+    assert compiled_layer_bytes(train_plan(arch, job), arch.blocks[0], 2048) == BT * per_token
+    assert activations(train_plan(arch, job)) < activations(train_plan(arch, job.updated(compile=False)))
 
 
 def test_a_compiled_loss_keeps_the_16_bit_logits_and_writes_a_16_bit_gradient() -> None:
@@ -167,17 +166,18 @@ def test_packed_sequences_without_flash_attention_hold_the_block_causal_mask() -
     """torchtune create_block_causal_mask: a bool (batch, seq, seq) tensor."""
     arch = resolve_model("llama-3.1-8b")
     eager = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, flash_attn=False)
-    assert activations(arch, eager.updated(packed=True)) - activations(arch, eager) == 2 * 2048 * 2048
+    packed = activations(train_plan(arch, eager.updated(packed=True)))
+    assert packed - activations(train_plan(arch, eager)) == 2 * 2048 * 2048
     flash = eager.updated(flash_attn=True)
-    assert activations(arch, flash.updated(packed=True)) == activations(arch, flash)
+    assert activations(train_plan(arch, flash.updated(packed=True))) == activations(train_plan(arch, flash))
 
 
 def test_axolotl_packs_and_checkpoints_and_megatron_keeps_its_gradient_buffer() -> None:
-    from gpuwise.estimate.memory import gradients_persist
-
     axolotl = TrainJob(framework="axolotl", method="qlora")
     assert axolotl.packed and axolotl.ckpt == "full"
-    assert gradients_persist(TrainJob(framework="megatron")) and not gradients_persist(TrainJob())
+    llama = resolve_model("llama-3.1-8b")
+    assert train_plan(llama, TrainJob(framework="megatron")).gradients_persist
+    assert not train_plan(llama, TrainJob()).gradients_persist
     assert TrainJob(framework="torchtitan", count=8).zero == 3 and TrainJob(framework="megatron", count=8).zero == 0
 
 
@@ -187,8 +187,7 @@ def test_torchtune_readme_single_4090_rows(method: str, measured_gib: float, shi
     dataset packed to 2048 tokens, torch.compile on: LoRA 16.2 GiB, QLoRA 7.4 GiB peak memory per GPU. The recipe
     defaults come from --framework torchtune; the allocated part (no CUDA context or allocator slack) is compared."""
     job = TrainJob(framework="torchtune", method=method, batch=2, seq=2048, packed=True, compile=True)
-    memory = training_memory(resolve_model("llama-3.1-8b"), job,
-                             capacity_bytes=shipped.gpus["rtx-4090"].usable_memory_bytes)
+    memory = training_memory(train_plan(resolve_model("llama-3.1-8b"), job, "rtx-4090"))
     parts = memory.breakdown_bytes
     allocated = memory.per_gpu_bytes - parts["framework_overhead"] - parts["allocator_reserve"]
     assert allocated / GIB == pytest.approx(measured_gib, rel=0.10)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.errors import ConfigError, GpuwiseError
-from gpuwise.workload.presets import hub_index
+from gpuwise.workload.model.presets import hub_index
 
 if TYPE_CHECKING:  # the knowledge base loads when a log is diagnosed, not when gpuwise is imported
     from gpuwise.troubleshoot.context import RunContext

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.errors import ConfigError
+from gpuwise.flags import build
 from gpuwise.safe_io import check_writable
-from gpuwise.workload.flags import build
 
 if TYPE_CHECKING:  # the probe modules load when a hardware command runs, not when gpuwise is imported
     from gpuwise.probe.bench import BenchRun

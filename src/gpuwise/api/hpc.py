@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.errors import ConfigError
-from gpuwise.estimate.hpc_estimate import HpcEstimate
-from gpuwise.estimate.hpc_estimate import hpc_estimate as _estimate
-from gpuwise.workload.hpc import HpcApp, apps, resolved
-from gpuwise.workload.hpc_job import HpcJob, make_hpc_job
+from gpuwise.estimate.hpc.estimate import HpcEstimate
+from gpuwise.estimate.hpc.estimate import hpc_estimate as _estimate
+from gpuwise.workload.hpc.apps import HpcApp, apps, resolved
+from gpuwise.workload.jobs.hpc import HpcJob, make_hpc_job
 
 
 def hpc_apps() -> list[HpcApp]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.errors import UnknownModel
-from gpuwise.estimate.image import ImageEstimate, ImageFit
-from gpuwise.estimate.image import image_estimate as _estimate
-from gpuwise.estimate.image import image_fit as _fit
-from gpuwise.workload.diffusion import Pipeline, find_pipeline, pipelines
-from gpuwise.workload.image_job import ImageJob, make_image_job
+from gpuwise.estimate.image.pipeline import ImageEstimate, ImageFit
+from gpuwise.estimate.image.pipeline import image_estimate as _estimate
+from gpuwise.estimate.image.pipeline import image_fit as _fit
+from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline, pipelines
+from gpuwise.workload.jobs.image import ImageJob, make_image_job
 
 
 def pipeline(name: str) -> Pipeline | None:

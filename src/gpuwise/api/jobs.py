@@ -14,28 +14,28 @@ from typing import Any
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import AmbiguousGPU, ConfigError, UnknownGPU
-from gpuwise.estimate.cost import Usage
+from gpuwise.estimate.cost.report import Purchase, TcoReport, tco_report
+from gpuwise.estimate.cost.tco import Usage
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
-from gpuwise.estimate.fit import FitReport
-from gpuwise.estimate.fit import fit as _fit
-from gpuwise.estimate.layer_split import LayerSplit
-from gpuwise.estimate.layer_split import layer_split as _layer_split
-from gpuwise.estimate.load import serving_report
-from gpuwise.estimate.roofline import Calibration
-from gpuwise.estimate.scaling import ScaleRow, scaling
-from gpuwise.estimate.serving import ServingReport
-from gpuwise.estimate.tco_report import Purchase, TcoReport, tco_report
+from gpuwise.estimate.memory.fit import FitReport
+from gpuwise.estimate.memory.fit import fit as _fit
+from gpuwise.estimate.serving.layer_split import LayerSplit
+from gpuwise.estimate.serving.layer_split import layer_split as _layer_split
+from gpuwise.estimate.serving.load import serving_report
+from gpuwise.estimate.serving.simulate import ServingReport
+from gpuwise.estimate.speed.roofline import Calibration
+from gpuwise.estimate.speed.scaling import ScaleRow, scaling
+from gpuwise.flags import build
 from gpuwise.recommend.engine import Recommendation
 from gpuwise.recommend.rank import recommend as _recommend
 from gpuwise.recommend.request import Request, parse_request
 from gpuwise.safe_io import check_size
-from gpuwise.workload.architecture import Architecture, from_config
-from gpuwise.workload.flags import build
-from gpuwise.workload.job import InferJob, Job, TrainJob, make_job
-from gpuwise.workload.load_test import LoadTest
-from gpuwise.workload.presets import Preset, presets
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, make_job
+from gpuwise.workload.jobs.load_test import LoadTest
+from gpuwise.workload.model.architecture import Architecture, from_config
+from gpuwise.workload.model.presets import Preset, presets
+from gpuwise.workload.model.resolve import resolve_model
 
 ModelRef = str | Architecture
 CALIBRATION_ABOVE_PEAK = 1.25  # GeForce boost clocks run matmuls up to ~1.05x the spec; more is not this card
@@ -55,7 +55,7 @@ def model_from_config(config: Mapping[str, Any], *, name: str = "uploaded config
 
 def exact_params(name: ModelRef) -> int:
     """Parameter count from transformers on the meta device (the ``hf`` extra and torch are needed)."""
-    from gpuwise.workload.exact import meta_param_count
+    from gpuwise.workload.trace.exact import meta_param_count
 
     arch = model(name)
     if not arch.config.get("model_type"):
@@ -64,10 +64,10 @@ def exact_params(name: ModelRef) -> int:
 
 
 def trace(name: ModelRef, job: Job) -> Any:
-    """The model's own transformers code on fake tensors (workload/trace.py): one steady-state training step, or a
+    """The model's own transformers code on fake tensors (workload/trace/steps.py): one steady-state training step, or a
     prefill and a decode step; peak allocated bytes by kind, FLOPs and kernels. Needs the ``hf`` extra and torch
     (PEFT for adapters); no GPU."""
-    from gpuwise.workload.trace import trace_inference, trace_training
+    from gpuwise.workload.trace.steps import trace_inference, trace_training
 
     arch = model(name)
     if not arch.config.get("model_type") or arch.kind not in ("decoder", "encoder"):

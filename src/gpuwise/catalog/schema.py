@@ -133,7 +133,7 @@ class GPU(_Record):
                                    "FP32 lanes per warp scheduler (GA10x, AD10x, GH100, GB100, GB20x), AMD RDNA 3 "
                                    "dual issue and CDNA 3 packed FP32. Integer, load and special-function "
                                    "instructions a kernel mixes in then cost FP32 throughput; parts with 16 lanes per "
-                                   "scheduler (V100, T4, A100) fill those slots for free (estimate/hpc_rates.py)")
+                                   "scheduler (V100, T4, A100) fill those slots for free (estimate/hpc/rates.py)")
     tf32_dense_tflops: float | None = Field(default=None, gt=0)
     tf32_sparse_tflops: float | None = Field(default=None, gt=0)
     fp16_dense_tflops: float | None = Field(default=None, gt=0)

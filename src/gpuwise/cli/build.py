@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from gpuwise.cli.output import emit_error, guard
-from gpuwise.workload.flags import Flag, choices, flag_fields
+from gpuwise.flags import Flag, choices, flag_fields
 
 OUTPUT = "Output and data"
 # typer vendors its own click: its usage errors derive from the ClickException that typer.BadParameter derives from
@@ -250,7 +250,7 @@ class GpuwiseGroup(typer.core.TyperGroup):
 
 def alias_spellings() -> dict[str, str]:
     """Every alias of a job flag (and its --no- form) -> the flag's own spelling."""
-    from gpuwise.workload.job import JOB_MODELS
+    from gpuwise.workload.jobs.job import JOB_MODELS
 
     table: dict[str, str] = {}
     for model in JOB_MODELS.values():

@@ -28,8 +28,8 @@ def _serve(given: Given) -> None:
     """Start the web app (needs the web extra: pip install 'gpuwise[web]'); OpenAPI docs at /docs."""
     import sys
 
+    from gpuwise.flags import build
     from gpuwise.web.settings import ServeSettings
-    from gpuwise.workload.flags import build
 
     settings = build(ServeSettings, given["server"])
     try:

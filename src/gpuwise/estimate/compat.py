@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.catalog import FEATURES, GPU
-from gpuwise.workload.hpc_job import HpcJob
-from gpuwise.workload.image_job import ImageJob
-from gpuwise.workload.job import InferJob, Job, TrainJob
+from gpuwise.workload.jobs.hpc import HpcJob
+from gpuwise.workload.jobs.image import ImageJob
+from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def requirements(job: Job | ImageJob | HpcJob) -> tuple[Requirement, ...]:
     """Every feature ``job`` relies on, in table order (an image pipeline: none -- diffusers runs on PyTorch's
     CUDA, ROCm and MPS backends, and fp8/nf4 weights are only stored so)."""
     if isinstance(job, (ImageJob, HpcJob)):
-        return ()  # an HPC job's needs are its profile's (ports, FP64): estimate/hpc_estimate.py, recommend/engine.py
+        return ()  # an HPC job's needs are its profile's (ports, FP64): estimate/hpc/estimate.py, recommend/engine.py
     if isinstance(job, TrainJob):
         needed = [r for applies, r in _TRAIN_ROWS if applies(job)]
     else:

@@ -183,7 +183,7 @@ GEMM_HALF_EFFICIENCY_FLOP = Constant(
 LLAMACPP_DECODE_REFERENCE = {
     # stack -> (the card it was measured on, llama-bench tg128 tokens/s of llama 7B Q4_0): one published single-user
     # decode measurement of llama.cpp on a backend other than CUDA. Its ratio to the model's own figure for that run
-    # scales llama.cpp decode on the stack's consumer and workstation cards (estimate/backends.py); CUDA's decode is
+    # scales llama.cpp decode on the stack's consumer and workstation cards (estimate/speed/stacks.py); CUDA's decode is
     # modelled from the kernels and held to its measurements in benchmarks/
     "rocm": ("rx-7900-xtx", Constant(136.5, "tokens/s", "github.com/ggml-org/llama.cpp/issues/20934 (2026-03-24): "
                                                          "RX 7900 XTX, LLaMA 7B Q4_0, ROCm tg128 129-144 tokens/s "

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuwise.workload.flags import Flag
+from gpuwise.flags import Flag
 
 _MEASURE = "Measurement"
 

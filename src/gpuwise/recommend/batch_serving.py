@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.roofline import Calibration
-from gpuwise.estimate.serving_capacity import batch_capacity
+from gpuwise.estimate.serving.capacity import batch_capacity
+from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.recommend.fit import Rejection, too_big
-from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import InferJob
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.architecture import Architecture
 
 DYNAMIC_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 """gpuwise policy: the batch sizes tried when --batch is free, powers of two up to 128 (Triton's and TorchServe's

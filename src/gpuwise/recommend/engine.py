@@ -15,21 +15,21 @@ from dataclasses import dataclass, field
 from gpuwise import budget
 from gpuwise.catalog import FEATURES, GPU, Catalog, CloudOffer
 from gpuwise.catalog.schema import STREET_MAX_AGE_DAYS
-from gpuwise.estimate import cost as tco
 from gpuwise.estimate.compat import describe, unmet
-from gpuwise.estimate.roofline import Calibration
+from gpuwise.estimate.cost import tco as tco
+from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.recommend.evaluate import evaluate
 from gpuwise.recommend.fit import Fit, Rejection
 from gpuwise.recommend.hpc import hpc_card_rejection, talks_between_gpus
 from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.placement import Placement, bought, rented
 from gpuwise.recommend.request import Request
-from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.diffusion import Pipeline
-from gpuwise.workload.hpc import HpcApp
-from gpuwise.workload.hpc_job import HpcJob
-from gpuwise.workload.image_job import ImageJob
-from gpuwise.workload.job import InferJob, TrainJob
+from gpuwise.workload.diffusion.pipeline import Pipeline
+from gpuwise.workload.hpc.apps import HpcApp
+from gpuwise.workload.jobs.hpc import HpcJob
+from gpuwise.workload.jobs.image import ImageJob
+from gpuwise.workload.jobs.job import InferJob, TrainJob
+from gpuwise.workload.model.architecture import Architecture
 
 COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
 

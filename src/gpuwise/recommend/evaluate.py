@@ -3,7 +3,7 @@
 Training on several GPUs runs the workload's job over them (ZeRO-3/FSDP when data-parallel, the job's own rule)
 on the machines recommend/placement.py chose (nodes of 8 when none is given). Serving uses the smallest
 tensor-parallel degree that fits the model inside one machine, then replicas; a replica's capacity is the closed
-form of ``estimate/serving_capacity.py``, the model ``serve-sim`` brackets its simulation with, with the user's
+form of ``estimate/serving/capacity.py``, the model ``serve-sim`` brackets its simulation with, with the user's
 calibration where one was measured for this card.
 """
 
@@ -16,25 +16,26 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
-from gpuwise.estimate.backends import unmeasured_stack_note
-from gpuwise.estimate.bands import band
 from gpuwise.estimate.compat import unmet
-from gpuwise.estimate.estimate import estimate, tp_divides
-from gpuwise.estimate.perf import TrainPerf
-from gpuwise.estimate.roofline import Calibration
-from gpuwise.estimate.serving_capacity import batch_capacity, capacity, replica
+from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.plan import tp_divides
+from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
+from gpuwise.estimate.speed.bands import band
+from gpuwise.estimate.speed.roofline import Calibration
+from gpuwise.estimate.speed.stacks import unmeasured_stack_note
+from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.recommend.batch_serving import BatchPlan, plan_batches
 from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
 from gpuwise.recommend.hpc import evaluate_hpc
 from gpuwise.recommend.machines import Machines, default_machines
 from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
-from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.diffusion import Pipeline
-from gpuwise.workload.hpc import HpcApp
-from gpuwise.workload.hpc_job import HpcJob
-from gpuwise.workload.image_job import ImageJob
-from gpuwise.workload.job import InferJob, TrainJob
+from gpuwise.workload.diffusion.pipeline import Pipeline
+from gpuwise.workload.hpc.apps import HpcApp
+from gpuwise.workload.jobs.hpc import HpcJob
+from gpuwise.workload.jobs.image import ImageJob
+from gpuwise.workload.jobs.job import InferJob, TrainJob
+from gpuwise.workload.model.architecture import Architecture
 
 
 def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
@@ -242,7 +243,7 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
 
 def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
     """A diffusers pipeline runs on one GPU; ``count`` GPUs are that many independent pipelines sharing the load."""
-    from gpuwise.estimate.image import image_estimate
+    from gpuwise.estimate.image.pipeline import image_estimate
 
     job = workload.job
     assert isinstance(job, ImageJob)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpuwise.estimate.memory import MemoryEstimate
+from gpuwise.estimate.memory.breakdown import MemoryEstimate
 
 GIB = 2**30
 

@@ -10,12 +10,12 @@ arithmetic costs) stays an option, with a note that says so.
 from __future__ import annotations
 
 from gpuwise.catalog import GPU, Catalog
-from gpuwise.estimate.hpc_estimate import HpcEstimate, hpc_estimate
-from gpuwise.estimate.hpc_rates import fp64_cut, fp64_ratio_text
+from gpuwise.estimate.hpc.estimate import HpcEstimate, hpc_estimate
+from gpuwise.estimate.hpc.rates import fp64_cut, fp64_ratio_text
 from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
 from gpuwise.recommend.machines import Machines
-from gpuwise.workload.hpc import apps
-from gpuwise.workload.hpc_job import HpcJob
+from gpuwise.workload.hpc.apps import apps
+from gpuwise.workload.jobs.hpc import HpcJob
 
 
 def hpc_card_rejection(job: HpcJob, gpu: GPU) -> Rejection | None:

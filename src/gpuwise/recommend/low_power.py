@@ -9,8 +9,8 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.recommend.engine import Option, Rejected
 from gpuwise.recommend.request import Request, Workload
-from gpuwise.workload.hpc_job import HpcJob
-from gpuwise.workload.job import TrainJob
+from gpuwise.workload.jobs.hpc import HpcJob
+from gpuwise.workload.jobs.job import TrainJob
 
 _UNINFORMATIVE = ("offer", "count", "budget")  # no price, sold in boards, over budget: not the card's speed
 

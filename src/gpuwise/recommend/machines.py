@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from gpuwise.estimate import constants as C
-from gpuwise.workload.job import InferJob, TrainJob
+from gpuwise.workload.jobs.job import InferJob, TrainJob
 
 GPUS_PER_NODE = int(C.GPUS_PER_NODE.value)
 

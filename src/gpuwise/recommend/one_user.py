@@ -1,20 +1,21 @@
 """One user's decode speed (--min-tokens-per-s): one copy of the model over the option's cards, tensor parallel
 where the heads divide over them and the engine runs it, else split by layers (llama.cpp, exllamav2, or a pipeline
-for any other engine; estimate/layer_split.py)."""
+for any other engine; estimate/serving/layer_split.py)."""
 
 from __future__ import annotations
 
 from gpuwise.catalog import GPU, Catalog
-from gpuwise.estimate.bands import band
-from gpuwise.estimate.estimate import estimate, tp_divides
-from gpuwise.estimate.layer_split import SPLIT_MAX_CARDS, layer_split
-from gpuwise.estimate.perf import InferPerf
-from gpuwise.estimate.roofline import Calibration
+from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.plan import tp_divides
+from gpuwise.estimate.serving.layer_split import SPLIT_MAX_CARDS, layer_split
+from gpuwise.estimate.speed.bands import band
+from gpuwise.estimate.speed.inference import InferPerf
+from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.recommend.fit import GIB, Fit, Rejection, fullness, too_big
 from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.request import Workload
-from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import InferJob
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.architecture import Architecture
 
 LAYER_SPLIT_ENGINES = ("llamacpp", "exllamav2")  # their multi-GPU default splits by layers (llama.cpp -sm layer)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog, CloudOffer, System
 from gpuwise.catalog.systems import ALL_KINDS, SystemChoice, choose
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.parallel import intra_node_link
+from gpuwise.estimate.speed.parallel import intra_node_link
 from gpuwise.recommend.fit import Rejection
 from gpuwise.recommend.request import Request
 

@@ -6,18 +6,18 @@ import math
 from collections.abc import Callable, Mapping
 
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.estimate import require_training_knobs
-from gpuwise.estimate.roofline import Calibration
+from gpuwise.estimate.plan import require_training_knobs
+from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
 from gpuwise.recommend.evaluate import REPLICAS
 from gpuwise.recommend.low_power import delivered_per_watt, low_power_finding, needed_rate, per_watt_text
 from gpuwise.recommend.request import Request, Workload
-from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.diffusion import Pipeline, find_pipeline
-from gpuwise.workload.hpc import HpcApp, app_profile
-from gpuwise.workload.hpc_job import HpcJob
-from gpuwise.workload.job import TrainJob
-from gpuwise.workload.resolve import resolve_model
+from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
+from gpuwise.workload.hpc.apps import HpcApp, app_profile
+from gpuwise.workload.jobs.hpc import HpcJob
+from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.workload.model.architecture import Architecture
+from gpuwise.workload.model.resolve import resolve_model
 
 
 def _time(option: Option) -> float:

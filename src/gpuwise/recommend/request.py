@@ -17,13 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gpuwise.catalog import FEATURES
 from gpuwise.catalog.schema import Vendor
 from gpuwise.errors import ConfigError, GpuwiseError
-from gpuwise.estimate.cost import Usage
+from gpuwise.estimate.cost.tco import Usage
+from gpuwise.flags import Flag
 from gpuwise.safe_io import excerpt, parse_yaml, read_text
-from gpuwise.workload.diffusion import find_pipeline
-from gpuwise.workload.flags import Flag
-from gpuwise.workload.hpc_job import HpcJob, make_hpc_job
-from gpuwise.workload.image_job import ImageJob, make_image_job
-from gpuwise.workload.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
+from gpuwise.workload.diffusion.pipeline import find_pipeline
+from gpuwise.workload.jobs.hpc import HpcJob, make_hpc_job
+from gpuwise.workload.jobs.image import ImageJob, make_image_job
+from gpuwise.workload.jobs.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
 
 Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt", "usd-per-mtok"]
 Acquisition = Literal["buy-new", "buy-used", "rent"]

@@ -7,13 +7,14 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.estimate.bands import band
 from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.fit import FitReport
-from gpuwise.estimate.perf import InferPerf, TrainPerf
-from gpuwise.workload.architecture import Architecture
-from gpuwise.workload.job import TrainJob
-from gpuwise.workload.module_tree import DERIVED
+from gpuwise.estimate.memory.fit import FitReport
+from gpuwise.estimate.speed.bands import band
+from gpuwise.estimate.speed.inference import InferPerf
+from gpuwise.estimate.speed.training import TrainPerf
+from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.workload.model.architecture import Architecture
+from gpuwise.workload.trace.module_tree import DERIVED
 
 GB = 1e9
 GIB = 2**30

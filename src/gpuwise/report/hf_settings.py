@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuwise.estimate.fit import FitReport
-from gpuwise.workload.job import TrainJob
+from gpuwise.estimate.memory.fit import FitReport
+from gpuwise.workload.jobs.job import TrainJob
 
 _OPTIM = {"adamw": "adamw_torch", "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit",
           "sgd": "sgd", "adafactor": "adafactor"}

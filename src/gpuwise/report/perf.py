@@ -8,11 +8,12 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.estimate.bands import band
 from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.perf import InferPerf, TrainPerf
-from gpuwise.estimate.scaling import ScaleRow
-from gpuwise.estimate.serving import LoadResult, ServingReport
+from gpuwise.estimate.serving.simulate import LoadResult, ServingReport
+from gpuwise.estimate.speed.bands import band
+from gpuwise.estimate.speed.inference import InferPerf
+from gpuwise.estimate.speed.scaling import ScaleRow
+from gpuwise.estimate.speed.training import TrainPerf
 
 
 def scale_row_json(row: ScaleRow) -> dict[str, Any]:
@@ -21,7 +22,7 @@ def scale_row_json(row: ScaleRow) -> dict[str, Any]:
 
 
 def scale_table(model: str, gpu: str, rows: list[ScaleRow], network: str | None = None) -> Table:
-    from gpuwise.estimate.parallel import DEFAULT_NETWORK
+    from gpuwise.estimate.speed.parallel import DEFAULT_NETWORK
 
     joined = network or f"{DEFAULT_NETWORK} (assumed; --network names yours: eth-100g, eth-400g, ib-hdr ...)"
     table = Table(title=f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "

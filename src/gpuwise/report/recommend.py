@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.estimate.tco_report import TcoReport
+from gpuwise.estimate.cost.report import TcoReport
 from gpuwise.recommend.engine import Option, Recommendation, Rejected
 
 

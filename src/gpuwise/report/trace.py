@@ -1,11 +1,11 @@
-"""A traced training step (workload/trace.py) beside the closed form's estimate."""
+"""A traced training step (workload/trace/steps.py) beside the closed form's estimate."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.estimate.memory import MemoryEstimate
-from gpuwise.workload.trace import Trace
+from gpuwise.estimate.memory.breakdown import MemoryEstimate
+from gpuwise.workload.trace.steps import Trace
 
 _NOT_ALLOCATED = ("framework_overhead", "allocator_reserve")  # CUDA context and the caching allocator's slack
 

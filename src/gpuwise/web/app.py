@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwise import __version__, api
 from gpuwise.errors import GpuwiseError, http_status_for
-from gpuwise.estimate.cost import Usage
-from gpuwise.estimate.tco_report import Purchase
+from gpuwise.estimate.cost.report import Purchase
+from gpuwise.estimate.cost.tco import Usage
 from gpuwise.recommend.request import Request as RecommendRequest
 from gpuwise.report.catalog import comparison_json, gpu_json
 from gpuwise.report.diagnose import diagnosis_json
@@ -33,7 +33,7 @@ from gpuwise.report.recommend import recommendation_json, tco_json
 from gpuwise.web.runner import HeavyRunner
 from gpuwise.web.security import Guard
 from gpuwise.web.settings import ServeSettings
-from gpuwise.workload.presets import hub_index
+from gpuwise.workload.model.presets import hub_index
 
 MAX_CONFIG_BYTES = 1_000_000
 PAGES = ("fit", "recommend", "compare", "tco", "doctor")
@@ -85,7 +85,7 @@ def _model(body: EstimateBody) -> Any:
 def _image(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
     """An image pipeline (sdxl, flux.1-dev): its own job (resolution, steps, offload, quant, batch)."""
     from gpuwise.report.image import image_fit_json, image_json
-    from gpuwise.workload.image_job import make_image_job
+    from gpuwise.workload.jobs.image import make_image_job
 
     if body.task != "infer" and "task" in body.model_fields_set:
         raise HTTPException(422, detail="an image pipeline is modelled for generation: task infer (or leave it out)")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuwise.workload.flags import Flag
+from gpuwise.flags import Flag
 
 _SERVE = frozenset({"serve"})
 _HOST_NAME = r"^[A-Za-z0-9.:\[\]-]{1,253}$"

@@ -1,0 +1,236 @@
+"""Memory and seconds per image of a diffusers text-to-image pipeline on one GPU.
+
+Memory (what is on the GPU at its peak, by diffusers' offload mode, diffusers 0.42.1 pipeline_utils.py):
+  none        every component resident, plus the larger of the denoiser's and the VAE decode's activations
+  model-cpu   enable_model_cpu_offload moves one whole component to the GPU when it runs and back when the next
+              one starts: the peak is the largest component with its own activations
+  sequential  enable_sequential_cpu_offload streams each submodule's weights for every forward: the peak is the
+              largest block plus the activations
+Denoiser weights: bf16/fp16 2 bytes; fp8 layerwise casting 1 byte except the layers it skips (norm*, the
+modulation linears: diffusers hooks/layerwise_casting.py, FluxTransformer2DModel._skip_layerwise_casting_patterns);
+nf4 (bitsandbytes) 4.5 bits per nn.Linear weight, the rest 2 bytes. Both upcast to the compute dtype per layer, so
+the matmuls run at the 16-bit rate.
+
+Time per pipeline call: the text encoders once per prompt, ``steps`` denoiser forwards of batch x guidance passes
+images, one VAE decode of the batch (SDXL's in fp32, which cuDNN runs on TF32 tensor cores: torch.backends.cudnn
+.allow_tf32 defaults to True), plus the host copies the offload mode makes. Each forward is a roofline over its
+matmuls, attention and weight reads, with eager PyTorch's per-kernel launch floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.catalog.schema import Dtype
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.dtypes import activation_bytes
+from gpuwise.estimate.memory.breakdown import MemoryEstimate
+from gpuwise.estimate.speed.roofline import Op, machine, phase_time
+from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.workload.diffusion.denoisers import Tally
+from gpuwise.workload.diffusion.pipeline import Pipeline
+from gpuwise.workload.jobs.image import ImageJob
+
+
+@dataclass(frozen=True)
+class ImageEstimate:
+    pipeline: Pipeline
+    gpu: GPU
+    job: ImageJob  # with the pipeline's defaults filled in
+    memory: MemoryEstimate
+    weights_bytes: Mapping[str, float]  # each component as stored for this job
+    seconds_per_call: float | None  # one pipeline call of job.batch images
+    phases_s: Mapping[str, float]  # text, denoise, decode, host copies
+    warnings: tuple[str, ...]
+    assumptions: tuple[str, ...]
+
+    @property
+    def seconds_per_image(self) -> float | None:
+        return None if self.seconds_per_call is None else self.seconds_per_call / self.job.batch
+
+    @property
+    def images_per_s(self) -> float | None:
+        per = self.seconds_per_image
+        return 1 / per if per else None
+
+
+def resolved(pipeline: Pipeline, job: ImageJob) -> ImageJob:
+    d = pipeline.defaults
+    return job.model_copy(update={"resolution": job.resolution or d.resolution, "steps": job.steps or d.steps,
+                                  "guidance_passes": job.guidance_passes or d.guidance_passes,
+                                  "quant": job.quant or d.dtype})
+
+
+def denoiser_bytes(tally: Tally, quant: str) -> float:
+    if quant == "fp8":
+        return (tally.params - tally.kept_by_casting) * 1 + tally.kept_by_casting * 2
+    if quant == "nf4":
+        return tally.linear_weights * C.NF4_BNB_BITS.value / 8 + (tally.params - tally.linear_weights) * 2
+    return tally.params * activation_bytes(quant)
+
+
+def component_bytes(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
+    assert job.resolution is not None and job.quant is not None
+    encoder, decoder = pipeline.vae_parts(job.resolution)
+    parts = {pipeline.denoiser_name: denoiser_bytes(pipeline.denoiser(job.resolution), job.quant)}
+    parts.update({t.name: t.params * activation_bytes(pipeline.defaults.dtype) for t in pipeline.text_encoders})
+    parts["vae"] = (encoder.params + decoder.params) * activation_bytes(pipeline.defaults.vae_dtype)
+    return parts
+
+
+def _activations(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
+    """Peak activation bytes of each component: the most tensors alive in one layer plus what is held across
+    layers, for every image the forward carries."""
+    assert job.resolution is not None and job.guidance_passes is not None
+    den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
+    images = job.batch * job.guidance_passes
+    act = activation_bytes(pipeline.defaults.dtype)
+    found = {pipeline.denoiser_name: (den.live_elements + den.held_elements) * images * act,
+             "vae": dec.live_elements * job.batch * activation_bytes(pipeline.defaults.vae_dtype)}
+    found.update({t.name: 0.0 for t in pipeline.text_encoders})  # 77-512 tokens: megabytes
+    return found
+
+
+def shares_host_memory(gpu: GPU) -> bool:
+    """The GPU and the CPU use one DRAM (Apple, DGX Spark, Strix Halo, Jetson): offloading to the CPU frees none."""
+    return gpu.unified_memory is not None or gpu.form_factor == "module"
+
+
+def _peak_parts(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], shared: bool) -> dict[str, float]:
+    acts = _activations(pipeline, job)
+    if job.offload == "none" or shared:
+        parts = {f"weights: {name}": b for name, b in weights.items()}
+        parts["activations"] = max(acts.values())
+        return parts
+    if job.offload == "model-cpu":
+        biggest = max(weights, key=lambda n: weights[n] + acts[n])
+        return {f"weights: {biggest} (the others on the CPU)": weights[biggest], "activations": acts[biggest]}
+    assert job.resolution is not None and job.quant is not None
+    den = pipeline.denoiser(job.resolution)
+    block = max(den.blocks) * denoiser_bytes(den, job.quant) / den.params
+    return {"weights: the largest block (streamed)": block, "activations": max(acts.values())}
+
+
+def image_memory(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> tuple[MemoryEstimate, dict[str, float]]:
+    weights = component_bytes(pipeline, job)
+    parts = _peak_parts(pipeline, job, weights, shares_host_memory(gpu))
+    parts["CUDA context, workspaces"] = C.CUDA_CONTEXT.value + C.CUBLAS_WORKSPACE.value
+    parts["allocator reserve"] = sum(parts.values()) * C.ALLOCATOR_RESERVE.value
+    assumptions = (
+        f"{pipeline.name}: {pipeline.total_params:,} parameters ("
+        + ", ".join(f"{n} {p:,}" for n, p in pipeline.params().items()) + "), counted from each config.json",
+        f"denoiser weights {job.quant}; text encoders {pipeline.defaults.dtype}; VAE decodes in "
+        f"{pipeline.defaults.vae_dtype} ({pipeline.defaults.source.split(':')[0]})",
+        f"offload {job.offload}: " + {"none": "every component stays on the GPU",
+                                      "model-cpu": "one component on the GPU at a time (enable_model_cpu_offload)",
+                                      "sequential": "weights streamed per submodule (enable_sequential_cpu_offload)"
+                                      }[job.offload],
+        "attention through PyTorch SDPA (flash / memory-efficient): no score matrix is kept",
+    )
+    memory = MemoryEstimate(breakdown_bytes=parts, capacity_bytes=gpu.usable_memory_bytes,
+                            cuda_context_bytes=C.CUDA_CONTEXT.value, assumptions=assumptions)
+    return memory, weights
+
+
+def _forward_ops(name: str, tally: Tally, images: int, weight_bytes: float, act_bytes: int) -> list[Op]:
+    traffic = weight_bytes + (tally.live_elements + tally.held_elements) * images * act_bytes
+    return [Op(f"{name} matmuls", "gemm", tally.gemm_flops * images, traffic, tally.kernels),
+            Op(f"{name} attention", "attention", tally.attention_flops * images, 0.0, 0),
+            Op(f"{name} norms and activations", "memory", 0.0, tally.elementwise_elements * images * act_bytes, 0)]
+
+
+def _dequant_op(tally: Tally, quant: str) -> list[Op]:
+    """fp8 and nf4 weights are upcast to 16-bit each forward: read the stored bytes, write and read 16-bit ones."""
+    if quant not in ("fp8", "nf4"):
+        return []
+    stored = denoiser_bytes(tally, quant) - (tally.params - tally.linear_weights) * 2
+    return [Op("weight upcast", "memory", 0.0, stored + 2 * tally.linear_weights * 2, tally.kernels // 3)]
+
+
+def _transfer_s(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], gpu: GPU,
+                catalog: Catalog) -> float:
+    link = catalog.interconnects.get(gpu.native_link)
+    if job.offload == "none" or link is None:  # a unified-memory machine maps host memory, it does not copy
+        return 0.0
+    rate = link.achieved_bytes_per_s * C.HOST_COPY_PAGEABLE.value
+    if job.offload == "model-cpu":  # each component to the GPU and back once per call
+        return 2 * sum(weights.values()) / rate
+    assert job.steps is not None
+    others = sum(b for n, b in weights.items() if n != pipeline.denoiser_name)
+    return (job.steps * weights[pipeline.denoiser_name] + others) / rate
+
+
+def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
+                 weights: Mapping[str, float]) -> dict[str, float]:
+    assert job.resolution is not None and job.steps is not None and job.guidance_passes is not None
+    assert job.quant is not None
+    dtype: Dtype = "bf16" if pipeline.defaults.dtype == "bf16" else "fp16"
+    m = machine(gpu, dtype, eager=True)
+    den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
+    act = activation_bytes(pipeline.defaults.dtype)
+    step = phase_time(_forward_ops("denoiser", den, job.batch * job.guidance_passes,
+                                   weights[pipeline.denoiser_name], act) + _dequant_op(den, job.quant), m)
+    vae_dtype: Dtype = "tf32" if pipeline.defaults.vae_dtype == "fp32" else dtype
+    vae_act = activation_bytes(pipeline.defaults.vae_dtype)
+    decode = phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act),
+                        machine(gpu, vae_dtype, eager=True))
+    text = sum(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
+                              weights[t.name], 1)], m).seconds for t in pipeline.text_encoders)
+    slower = 1 / unmeasured_stack_factor(gpu)  # a stack no published diffusers timing checks (estimate/speed/stacks.py)
+    return {"text encoders": text * slower, "denoising": job.steps * step.seconds * slower,
+            "VAE decode": decode.seconds * slower, "host copies (offload)": _transfer_s(pipeline, job, weights, gpu,
+                                                                                        catalog)}
+
+
+def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog | None = None) -> ImageEstimate:
+    """Memory of ``job`` on ``gpu``; with ``catalog`` (its host links) also the seconds per image."""
+    job = resolved(pipeline, job)
+    memory, weights = image_memory(pipeline, job, gpu)
+    phases = image_phases(pipeline, job, gpu, catalog, weights) if catalog is not None else {}
+    warnings = []
+    if job.quant == "fp16" and pipeline.defaults.dtype == "bf16":
+        warnings.append(f"{pipeline.name} is trained in bf16: fp16 activations can overflow (black images)")
+    if shares_host_memory(gpu) and job.offload != "none":
+        warnings.append(f"{gpu.id} shares one memory between CPU and GPU: offloading to the CPU frees nothing, "
+                        "every component counts")
+    if gpu.software.stack != "cuda":
+        backend = {"rocm": "ROCm", "oneapi": "XPU", "metal": "MPS", "synapseai": "HPU"}[gpu.software.stack]
+        cut = unmeasured_stack_note(gpu, None, "diffusers")
+        warnings.append(f"diffusers runs here through PyTorch's {backend} backend and no published diffusers timing "
+                        "checks it" + (f"; {cut[0]}" if cut else ""))
+    return ImageEstimate(pipeline, gpu, job, memory, weights, sum(phases.values()) if phases else None, phases,
+                         tuple(warnings), memory.assumptions)
+
+
+@dataclass(frozen=True)
+class ImageOption:
+    flags: str  # what to add to the command line
+    estimate: ImageEstimate
+
+
+@dataclass(frozen=True)
+class ImageFit:
+    estimate: ImageEstimate
+    options: tuple[ImageOption, ...]  # the settings that fit, fastest first
+
+
+def image_fit(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog) -> ImageFit:
+    """The estimate, and every offload mode x denoiser format (at batch 1 when a batch does not fit) that fits,
+    fastest first: the changes a user can make on this card."""
+    asked = image_estimate(pipeline, job, gpu, catalog)
+    found: list[ImageOption] = []
+    offloads = ("none",) if shares_host_memory(gpu) else ("none", "model-cpu", "sequential")
+    for batch in dict.fromkeys((job.batch, 1)):
+        for offload in offloads:
+            for quant in dict.fromkeys((pipeline.defaults.dtype, "fp8", "nf4")):
+                tried = job.model_copy(update={"batch": batch, "offload": offload, "quant": quant})
+                result = image_estimate(pipeline, tried, gpu, catalog)
+                if result.memory.fits:
+                    flags = f"--offload {offload} --quant {quant}" + (f" --batch {batch}" if batch != job.batch else "")
+                    found.append(ImageOption(flags, result))
+        if found:
+            break
+    found.sort(key=lambda o: o.estimate.seconds_per_image or float("inf"))
+    return ImageFit(asked, tuple(found))

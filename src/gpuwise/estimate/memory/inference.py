@@ -1,0 +1,146 @@
+"""Inference memory per GPU: weights by storage format, KV cache, activation workspace, engine overhead.
+
+``per_gpu`` is the minimum the job needs; a serving engine that pre-reserves a fraction of the card
+(vLLM's gpu_memory_utilization ...) holds more, reported as ``engine_reserved_bytes``. The KV cache of
+one token is 2 (K and V) x decoder layers x KV heads x head dim x bytes per element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.dtypes import activation_bytes
+from gpuwise.estimate.memory.breakdown import COMPONENTS, MemoryEstimate, framework_overhead
+from gpuwise.estimate.memory.engine import engine_activations, kv_budget_bytes
+from gpuwise.estimate.memory.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
+from gpuwise.estimate.memory.weights import weights
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.architecture import Architecture
+from gpuwise.workload.vision.convnets import network
+
+
+def weight_bytes(arch: Architecture, quant: str) -> float:
+    """Stored weights (estimate/memory/weights.py): GGUF quantizes every tensor; the other formats the block linears
+    they cover, keeping embeddings, head and norms 16-bit."""
+    return weights(arch, quant).bytes
+
+
+def workspace_bytes(arch: Architecture, job: InferJob) -> float:
+    """Live activations of the prefill of the whole batch: residual, MLP tensors, scores without FlashAttention,
+    and fp32 logits of the last position of each sequence."""
+    e = activation_bytes(job.weights)
+    if arch.kind == "cnn":
+        return 2.0 * job.batch * largest_map_elements(arch.config, job.image_size) * e
+    tokens = job.local_batch * job.input_len
+    width = (arch.intermediate * max(arch.experts_per_token, 1) + arch.shared_expert_intermediate) / job.tp
+    live = e * tokens * (2 * arch.hidden + 3 * width)
+    if not job.flash_attn:
+        live += e * job.local_batch * arch.heads / job.tp * job.input_len ** 2
+    return live + 4 * job.local_batch * arch.vocab
+
+
+def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float, gpu_id: str = "") -> MemoryEstimate:
+    parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
+    stored = weights(arch, job.weights)
+    # --ep keeps a whole copy of attention, dense and shared weights on every GPU and 1/ep of the routed experts
+    # the dense part sharded over --tp; routed experts over --ep GPUs when set, else TP-sharded with the rest
+    experts_per_gpu = stored.expert_bytes / (job.ep if job.ep > 1 else job.tp)
+    parts["weights"] = (stored.bytes - stored.expert_bytes) / job.tp + experts_per_gpu
+    per_sequence = sequence_cache_bytes(arch, job, job.context)
+    if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
+        parts["weights"] += arch.params.mtp * weight_bytes(arch, job.weights) / arch.total_params / job.tp
+        per_sequence *= 1 + 1 / max(arch.decoder_layers, 1)
+    parts["kv_cache"] = per_sequence * job.local_batch
+    engine = engine_activations(arch, job, capacity_bytes, gpu_id, workspace_bytes(arch, job))
+    parts["activations"] = engine.bytes
+    parts["framework_overhead"] = engine_overhead_bytes(job)
+    if job.engine not in ("vllm", "sglang"):  # the Python engines' pools are sized exactly; the rest use the allocator
+        parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
+            C.ALLOCATOR_RESERVE.value)
+    needed = sum(parts.values())
+    fraction = engine_fraction(job)
+    reserved = _engine_reserved(job, capacity_bytes, parts["weights"], needed)
+    kv_budget = kv_budget_bytes(job, capacity_bytes, parts["weights"], parts["activations"], needed - parts[
+        "kv_cache"] - parts["weights"] - parts["activations"], fraction)
+    max_concurrency = int(kv_budget // per_sequence) if per_sequence > 0 and kv_budget > 0 else 0
+    per_token = kv_bytes_per_token(arch, job)
+    max_context = int(kv_budget // (per_token * job.batch)) if per_token > 0 and kv_budget > 0 else 0
+    details = {"kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence}
+    if arch.decoder_layers and per_token > 0:
+        details["kv_tokens_per_gpu"] = max(kv_budget, 0.0) / per_token
+    return MemoryEstimate(
+        breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
+        engine_reserved_bytes=reserved, kv_budget_bytes=kv_budget if arch.decoder_layers else None,
+        max_concurrency=max_concurrency if arch.decoder_layers else None,
+        max_context=max_context if arch.decoder_layers else None,
+        assumptions=(*_assumptions(arch, job), engine.note), warnings=_warnings(arch, job), details=details,
+    )
+
+
+def engine_fraction(job: InferJob) -> float | None:
+    """The share the engine sizes its KV pool from: --mem-fraction, else the engine's default (None: no pool)."""
+    default = C.ENGINE_RESERVE_FRACTION.get(job.engine)
+    if default is None:
+        return None
+    return job.memory_fraction if job.memory_fraction is not None else default.value
+
+
+def engine_overhead_bytes(job: InferJob) -> float:
+    """CUDA context and libraries, NCCL buffers, the engine's CUDA graphs: vLLM and SGLang as measured on vLLM
+    v0.19 (llm-d-planner's report), the others the CUDA context, cuBLAS workspace and NCCL buffers."""
+    if job.engine in ("vllm", "sglang"):
+        non_torch = C.VLLM_NON_TORCH_TP.value if job.tp > 1 else C.VLLM_NON_TORCH.value
+        return non_torch + C.VLLM_CUDA_GRAPHS.value
+    return framework_overhead(job.tp)
+
+
+def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: float) -> float | None:
+    fraction = engine_fraction(job)
+    if fraction is None:
+        return None
+    unit = C.ENGINE_RESERVE_FRACTION[job.engine].unit
+    if "free" in unit:
+        return max(needed, weights + (capacity - weights) * fraction)
+    return max(needed, capacity * fraction)
+
+
+def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
+    notes = [f"{arch.name}: {arch.total_params:,} parameters; {_weights_note(arch, job.weights)}",
+             f"KV cache {job.kv_dtype}: {describe_cache(arch)}"]
+    if job.mtp and arch.params.mtp:
+        notes.append(f"--mtp: {arch.params.mtp:,} multi-token-prediction parameters loaded beside the model, with "
+                     "their KV cache; the speed is plain decoding (speculative acceptance is not modelled)")
+    default = C.ENGINE_RESERVE_FRACTION.get(job.engine)
+    fraction = engine_fraction(job)
+    if default is not None and fraction is not None:
+        given = " (--mem-fraction)" if job.memory_fraction is not None else f" ({default.source})"
+        notes.append(f"{job.engine} sizes its KV pool from {fraction:.0%} {default.unit}{given}")
+    return tuple(notes)
+
+
+def _weights_note(arch: Architecture, quant: str) -> str:
+    w = weights(arch, quant)
+    if quant in ("bf16", "fp16", "fp32"):
+        return f"weights as {quant}"
+    covered = "the routed experts" if w.experts_only else "every block linear"
+    own = arch.checkpoint is not None and arch.checkpoint.quant == quant
+    origin = f" (as the checkpoint ships: {arch.checkpoint.source})" if own and arch.checkpoint else ""
+    return f"{covered} as {quant} at {w.bits:.4g} bits per weight with its scales{origin}, the rest 16-bit"
+
+
+def _warnings(arch: Architecture, job: InferJob) -> tuple[str, ...]:
+    warnings = []
+    if arch.max_positions and job.context > arch.max_positions:
+        warnings.append(f"context {job.context} exceeds the model's {arch.max_positions} positions")
+    if not arch.decoder_layers:
+        warnings.append(f"{arch.name} is not a generative model: no KV cache, the workspace is one forward pass")
+    if job.mtp and not arch.params.mtp:
+        warnings.append(f"--mtp: {arch.name}'s checkpoint has no multi-token-prediction layers; nothing is added")
+    return tuple(warnings)
+
+
+def largest_map_elements(config: Mapping[str, Any], image: int | None = None) -> float:
+    """The largest feature map of one image (inference keeps about two alive)."""
+    return max(c.out_hw**2 * c.c_out for c in network(config, image).convs)

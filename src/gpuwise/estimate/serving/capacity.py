@@ -1,0 +1,233 @@
+"""One serving replica and the request rate it sustains: the single capacity model behind serve-sim and recommend.
+
+:func:`replica` sets up what both the discrete-event simulation (``serving.simulate``, used by ``serve-sim``) and
+the closed form here (used by ``recommend``, and by ``serve-sim`` to bracket its search) run on: the memory of one
+replica of ``job.tp`` GPUs, the KV-cache room it leaves (computed once, in ``serving_memory``), the engine's batch
+limit, and the roofline's prefill and decode-step times (with the user's ``bench`` calibration when given).
+
+The closed form (continuous batching, Poisson arrivals at rate r; Orca/vLLM iteration-level scheduling):
+    P   prefill of one request's prompt;  S(B)  one decode step of a batch of B;  O  output tokens
+    mean end-to-end T:  T = (P + (O - 1) S(B)) / (1 - r P),   B = r T  (Little's law), unstable when r P >= 1
+                        or B passes the batch limit -- every other request's prefill, r T of them on average
+                        during a request's life, stalls its decoding for P (prefills run in the same iterations)
+    P99 end-to-end:     S(B) (the iteration in flight at arrival) + P + (O - 1) S(B) + P x q99(Poisson(r T))
+    P99 TTFT:           S(B) + P x (1 + q99(Poisson(r (S(B) + P))))  (arrivals prefilled in the same iteration)
+The tail is the 99th percentile of the Poisson number of interfering arrivals: a property of the arrival process the
+workload states, not a factor read off a simulator. tests/test_serving_capacity.py checks it against serve-sim.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuwise import budget
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.errors import NotEstimable
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.memory.breakdown import MemoryEstimate
+from gpuwise.estimate.memory.inference import inference_memory
+from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
+from gpuwise.estimate.serving.simulate import step_table
+from gpuwise.estimate.speed.inference import decode_step_s, prefill_s
+from gpuwise.estimate.speed.roofline import Calibration
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.architecture import Architecture
+
+QUANTILE = 0.99
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One serving replica (``job.tp`` GPUs): memory at batch 1, the KV cache room, and the engine's clock."""
+
+    job: InferJob
+    memory: MemoryEstimate
+    kv_capacity_tokens: float  # tokens of K/V the cache holds on each GPU of the replica
+    max_num_seqs: int  # the engine's batch limit
+    kv_sequences: int  # whole sequences of the job's length the cache holds at once
+    prefill: Callable[[int], float]  # prompt tokens prefilled together -> seconds
+    decode_step: Callable[[int, float], float]  # (batch, mean context) -> seconds
+    max_batched_tokens: int | None = None  # the scheduler's token budget per iteration (chunked prefill)
+    _steps: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
+
+    def step_at(self, batch: int) -> float:
+        """One decode step of ``batch`` sequences at the job's mean context (half the output generated)."""
+        if batch not in self._steps:
+            self._steps[batch] = self.decode_step(batch, self.job.input_len + self.job.output_len / 2)
+        return self._steps[batch]
+
+    @property
+    def batch_limit(self) -> int:
+        return max(1, min(self.max_num_seqs, self.kv_sequences))
+
+    @property
+    def holds_a_sequence(self) -> bool:
+        """The weights fit and leave KV room for at least one whole sequence of the job's length."""
+        return self.memory.fits and self.kv_capacity_tokens >= self.job.input_len + self.job.output_len
+
+
+PREFILL_GRAIN = 64  # tokens: prefill times are computed once per 64-token step of chunk size (at most budget / 64)
+SGLANG_UNBOUNDED = 65_536  # no engine cap; the KV room admits fewer long before this
+
+
+def engine_limits(engine: str, gpu: GPU) -> tuple[int, int | None]:
+    """The engine's default batch limit and per-iteration token budget on ``gpu``, from each engine's own code
+    (constants.VLLM_BATCH_DEFAULTS, SGLANG_CHUNKED_PREFILL, TRTLLM_BATCH_DEFAULTS); other engines: the vLLM small-GPU
+    batch limit and no chunking."""
+    gib = gpu.memory_gb
+    if engine == "vllm":
+        seqs, tokens = C.VLLM_BATCH_DEFAULTS[gib >= C.VLLM_LARGE_GPU_GIB and not gpu.id.startswith("a100")]
+        return int(seqs.value), int(tokens.value)
+    if engine == "sglang":
+        # max_running_requests has no fixed default: the KV pool bounds it, as kv_sequences does here
+        return SGLANG_UNBOUNDED, next(t for limit, t in C.SGLANG_CHUNKED_PREFILL if gib < limit)
+    if engine == "trtllm":
+        return int(C.TRTLLM_BATCH_DEFAULTS[0].value), int(C.TRTLLM_BATCH_DEFAULTS[1].value)
+    return int(C.MAX_NUM_SEQS.value), None
+
+
+def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
+            calibration: Calibration | None = None) -> Replica:
+    """The replica ``job`` describes (its ``tp`` GPUs of type ``gpu``); see ``holds_a_sequence`` before using it."""
+    one = job.for_checkpoint(arch.checkpoint).updated(batch=1, count=job.replica_gpus, nodes=1)
+    memory = inference_memory(arch, one, capacity_bytes=gpu.usable_memory_bytes, gpu_id=gpu.id)
+    room = max(memory.kv_budget_bytes or 0.0, 0.0)
+    kv_tokens = room / kv_bytes_per_token(arch, one) if kv_bytes_per_token(arch, one) > 0 else math.inf
+    default_seqs, token_budget = engine_limits(job.engine, gpu)
+    max_seqs = job.max_num_seqs or default_seqs
+    step = step_table(lambda b, c: decode_step_s(arch, one, gpu, catalog, batch=b, context=c,
+                                                 calibration=calibration), max_seqs, job.input_len + job.output_len / 2)
+    prefills: dict[int, float] = {}
+
+    def prefill(tokens: int) -> float:
+        bucket = -(-max(tokens, 1) // PREFILL_GRAIN) * PREFILL_GRAIN  # chunks rounded up; whole prompts stay whole
+        if bucket not in prefills:
+            prefills[bucket] = prefill_s(arch, one, gpu, catalog, tokens=bucket, calibration=calibration)
+        return prefills[bucket]
+
+    return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step,
+                   max_batched_tokens=token_budget)
+
+
+def require_room(rep: Replica, arch: Architecture, gpu: GPU) -> None:
+    if not rep.holds_a_sequence:
+        job = rep.job
+        raise NotEstimable(f"{arch.name} leaves no room for one {job.input_len}+{job.output_len}-token sequence on "
+                           f"{gpu.id} at TP {job.tp} (KV budget {(rep.memory.kv_budget_bytes or 0) / 2**30:.1f} GiB)")
+
+
+def poisson_quantile(mean: float, q: float = QUANTILE) -> float:
+    """Smallest n with P(N <= n) >= q for N ~ Poisson(mean); the normal approximation (continuity-corrected) above
+    a mean of 500, where the series' first term underflows. ``poisson_quantile(1.0) == 4``."""
+    if mean <= 0:
+        return 0.0
+    if mean > 500:
+        return float(math.ceil(mean + statistics.NormalDist().inv_cdf(q) * math.sqrt(mean) - 0.5))
+    term = cdf = math.exp(-mean)
+    n = 0
+    while cdf < q and n < 10_000:
+        n += 1
+        term *= mean / n
+        cdf += term
+    return float(n)
+
+
+@dataclass(frozen=True)
+class Latency:
+    mean_e2e_s: float
+    p99_e2e_s: float
+    p99_ttft_s: float
+    mean_batch: float
+
+
+def latency_at(rep: Replica, rate: float) -> Latency | None:
+    """The closed form's latencies at ``rate`` requests/s (module docstring); None where the replica is unstable."""
+    job = rep.job
+    first = rep.prefill(job.input_len)
+    steps = max(job.output_len - 1, 0)
+    busy = rate * first
+    if busy >= 1:
+        return None
+    limit = rep.batch_limit
+    mean = first + steps * rep.step_at(1)
+    for _ in range(60):  # fixed point of T = (P + (O - 1) S(r T)) / (1 - r P), damped
+        batch = rate * mean
+        if batch > limit:
+            return None
+        new = (first + steps * rep.step_at(max(1, round(batch)))) / (1 - busy)
+        converged = abs(new - mean) <= 1e-4 * mean
+        mean = new if converged else (mean + new) / 2
+        if converged:
+            break
+    batch = max(1.0, rate * mean)
+    step = rep.step_at(round(batch))
+    in_flight = step if rate * mean > 0.01 else 0.0  # an idle engine has no iteration to wait for
+    p99 = in_flight + first + steps * step + first * poisson_quantile(rate * mean)
+    ttft = in_flight + first * (1 + poisson_quantile(rate * (step + first)))
+    return Latency(mean, p99, ttft, batch)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one replica sustains: ``rate_qps`` to plan with (within the SLO, or the planning utilisation of the
+    stable maximum when there is none), and the P99 latency (SLO's kind) at any rate."""
+
+    rate_qps: float
+    stable_qps: float
+    slo_s: float | None
+    slo: str
+    idle_p99_s: float
+    p99_s: Callable[[float], float]
+
+
+def capacity(rep: Replica, *, slo_s: float | None, slo: str = "e2e") -> Capacity:
+    """Highest rate whose P99 (``slo``: "e2e" or "ttft") meets ``slo_s``, by bisection on a log scale; 0 when even
+    an idle replica misses it."""
+    def p99(rate: float) -> float:
+        found = latency_at(rep, rate)
+        if found is None:
+            return math.inf
+        return found.p99_e2e_s if slo == "e2e" else found.p99_ttft_s
+
+    stable = _highest(lambda r: math.isfinite(p99(r)))
+    idle = p99(0.0)
+    if slo_s is None:
+        return Capacity(stable * C.SERVING_PLANNING_UTILISATION.value, stable, None, slo, idle, p99)
+    rate = 0.0 if idle > slo_s else _highest(lambda r: p99(r) <= slo_s)
+    return Capacity(rate, stable, slo_s, slo, idle, p99)
+
+
+def _highest(ok: Callable[[float], bool], low: float = 1e-4, high: float = 1e5) -> float:
+    """Largest rate in [low, high] where ``ok`` holds (monotone: true below, false above), 0 when none does."""
+    if not ok(low):
+        return 0.0
+    for _ in range(40):
+        budget.checkpoint()
+        mid = math.sqrt(low * high)
+        low, high = (mid, high) if ok(mid) else (low, mid)
+    return low
+
+
+def batch_capacity(*, seconds_per_batch: float, batch: int,
+                   slo_s: float | None) -> tuple[float, Callable[[float], float]]:
+    """A replica that serves requests in batches of ``batch`` (encoders, CNNs, ViTs), each taking
+    ``seconds_per_batch``: (planned rate, P99 latency at a rate).
+
+    An arrival waits for the batch in flight, then for the requests queued ahead of it -- at most
+    q99(Poisson(r D)) of them arrived during the last batch -- served ``batch`` at a time:
+    P99 = D x (1 + ceil((q99 + 1) / batch)). Stable below batch / D."""
+    def p99(rate: float) -> float:
+        if rate * seconds_per_batch >= batch:
+            return math.inf
+        ahead = poisson_quantile(rate * seconds_per_batch)
+        return seconds_per_batch * (1 + math.ceil((ahead + 1) / batch))
+
+    stable = batch / seconds_per_batch
+    if slo_s is None:
+        return stable * C.SERVING_PLANNING_UTILISATION.value, p99
+    if p99(0.0) > slo_s:
+        return 0.0, p99
+    return _highest(lambda r: p99(r) <= slo_s, high=stable), p99

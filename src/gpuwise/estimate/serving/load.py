@@ -1,0 +1,101 @@
+"""serve-sim: the discrete-event simulation of one replica under Poisson load, wired to the shared replica model.
+
+The replica (memory, KV room, batch limit, step times with calibration) is ``serving_capacity.replica``, the same
+the recommender plans with; the closed-form capacity brackets the simulated search for the highest rate meeting
+the SLO, and is reported beside it so the two derivations can be compared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.errors import ConfigError, NotEstimable
+from gpuwise.estimate.plan import require_tp
+from gpuwise.estimate.serving.capacity import capacity, replica, require_room
+from gpuwise.estimate.serving.simulate import (
+    LoadResult,
+    ServingReport,
+    closed_loop_requests,
+    highest_rate,
+    poisson_requests,
+    simulate,
+)
+from gpuwise.estimate.speed.roofline import Calibration
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.jobs.load_test import LoadTest
+from gpuwise.workload.model.architecture import Architecture
+
+MAX_SIMULATED_TOKENS = 1_000_000  # requests x output tokens: about a second per simulated rate on one core
+
+
+MAX_CLOSED_LOOP_STEPS = 400_000  # engine iterations of one closed-loop run: about a second on one core
+STEADY_ROUNDS = 4  # a closed loop of C clients runs 4 x C requests by default: the first C (the opening burst) are
+# dropped, the rest are steady state
+
+
+def closed_loop_count(load: LoadTest, output: int) -> int:
+    """Requests of a closed-loop run: --requests if given, else STEADY_ROUNDS x the clients (at least 400)."""
+    assert load.concurrency is not None
+    if "requests" in load.model_fields_set:
+        return load.requests
+    wanted = max(load.requests, STEADY_ROUNDS * load.concurrency)
+    return max(20, min(wanted, MAX_CLOSED_LOOP_STEPS * load.concurrency // output))
+
+
+def _closed_loop_bounds(load: LoadTest, output: int) -> None:
+    assert load.concurrency is not None
+    steps = closed_loop_count(load, output) * output / load.concurrency
+    if steps > MAX_CLOSED_LOOP_STEPS:
+        raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} over {load.concurrency} clients is "
+                          f"more than the {MAX_CLOSED_LOOP_STEPS:,} engine steps serve-sim simulates; use at most "
+                          f"{MAX_CLOSED_LOOP_STEPS * load.concurrency // output:,} requests")
+
+
+def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, load: LoadTest, *,
+                   calibration: Calibration | None = None) -> ServingReport:
+    if not arch.decoder_layers:
+        raise NotEstimable(f"{arch.name} does not generate tokens; serve-sim models decoder LLMs")
+    require_tp(arch, job.tp)
+    output = max(job.output_len, 1)
+    if load.concurrency is not None and "qps" not in load.model_fields_set:
+        _closed_loop_bounds(load, output)
+    elif load.requests * output > MAX_SIMULATED_TOKENS:
+        raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} is more than the "
+                          f"{MAX_SIMULATED_TOKENS:,} tokens serve-sim simulates; use at most "
+                          f"{MAX_SIMULATED_TOKENS // output:,} requests")
+    rep = replica(arch, job, gpu, catalog, calibration=calibration)
+    require_room(rep, arch, gpu)
+    replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
+
+    def closed(clients: int) -> LoadResult:
+        per_replica = max(1, round(clients / replicas))  # a round-robin balancer gives each replica its share
+        stream = closed_loop_requests(closed_loop_count(load, output), job.input_len, output, seed=load.seed,
+                                      exponential_lengths=load.length_dist == "exponential")
+        one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
+                       kv_capacity_tokens=rep.kv_capacity_tokens, concurrency=per_replica,
+                       max_batched_tokens=rep.max_batched_tokens, prefix_hit=load.prefix_hit)
+        return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas,
+                       requests_per_s=one.requests_per_s * replicas, concurrency=clients)
+
+    def run(rate: float) -> LoadResult:
+        stream = poisson_requests(rate / replicas, load.requests, job.input_len, output, seed=load.seed,
+                                  exponential_lengths=load.length_dist == "exponential")
+        one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
+                       kv_capacity_tokens=rep.kv_capacity_tokens, prefix_hit=load.prefix_hit)
+        return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
+
+    slo_s = load.p99_ms / 1e3 if load.p99_ms is not None else None
+    planned = capacity(rep, slo_s=slo_s, slo=load.slo)
+    best_rate, at_best = None, None
+    if load.p99_ms is not None:
+        total = planned.rate_qps * replicas
+        bracket = dict(low=total / 8, high=total * 8, iterations=10) if total > 0 else {}
+        best_rate, at_best = highest_rate(run, p99_ms=load.p99_ms, key=load.slo, **bracket)  # type: ignore[arg-type]
+    at_rate_p99 = planned.p99_s(load.qps / replicas)
+    rate_asked = load.concurrency is None or "qps" in load.model_fields_set
+    return ServingReport(run(load.qps) if rate_asked else None, load.p99_ms, load.slo, best_rate, at_best,
+                         rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
+                         at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
+                         closed(load.concurrency) if load.concurrency is not None else None)

@@ -1,0 +1,252 @@
+"""Speed of a training step, operator by operator, with communication.
+
+Per micro-batch on one GPU: forward + backward (2x the GEMM FLOPs of trainable weights, 1x for frozen ones, 2.5x for
+FlashAttention) + recompute under checkpointing + QLoRA dequantization; per step: the optimizer update
+(memory-bound) and the collectives: tensor-parallel all-reduces per layer (not overlapped), data-parallel gradient
+all-reduce or ZeRO-3 all-gathers and reduce-scatter (overlapped with the backward pass, Calculon's 15 % slowdown),
+and the pipeline bubble (p - 1) / (m + p - 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog import Catalog
+from gpuwise.catalog.schema import Dtype
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.dtypes import bytes_per_element
+from gpuwise.estimate.plan import TrainPlan
+from gpuwise.estimate.speed.breakdown import merged_seconds, top_ops
+from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops, forward_flops_per_image
+from gpuwise.estimate.speed.operators import Pass, forward_ops, layer_ops, model_flops_per_token
+from gpuwise.estimate.speed.parallel import (
+    DEFAULT_NETWORK,
+    all_gather_s,
+    all_reduce_s,
+    links,
+    pipeline_bubble,
+)
+from gpuwise.estimate.speed.roofline import Calibration, Machine, Op, PhaseTime, machine, phase_time
+from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.workload.jobs.job import TrainJob
+
+_UPDATE_BYTES = {"adamw": 30.0, "adamw-8bit": 18.0, "paged-adamw-8bit": 18.0, "sgd": 18.0, "adafactor": 18.0}
+"""Bytes read and written per trainable parameter by one optimizer step (derived: AdamW reads weight, gradient and
+two fp32 moments and writes weight and moments = 7 x 4 B, plus the 16-bit weight copy = 30 B)."""
+
+
+@dataclass(frozen=True)
+class TrainPerf:
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    samples_per_s: float
+    mfu: float
+    epoch_time_s: float | None
+    bound: str
+    compute_s: float
+    communication_s: float
+    bubble_s: float
+    top_ops: tuple[tuple[str, float], ...]
+    assumptions: tuple[str, ...] = ()
+
+
+def _train_dtype(precision: str) -> Dtype:
+    return {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16"}.get(precision, "bf16")  # type: ignore[return-value]
+
+
+def _backward(ops: list[Op], *, frozen_gemms: bool) -> list[Op]:
+    out = []
+    for op in ops:
+        if op.kind == "gemm":
+            factor = 1.0 if frozen_gemms and op.name != "lm_head" else 2.0
+            out.append(Op(op.name + ".bwd", "gemm", op.flops * factor, op.bytes * factor, op.count * int(factor)))
+        elif op.kind == "attention":
+            out.append(Op(op.name + ".bwd", "attention", op.flops * 2.5, op.bytes * 2, op.count))
+        else:
+            out.append(Op(op.name + ".bwd", "memory", 0.0, op.bytes * 2, op.count))
+    return out
+
+
+def _micro_batch_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
+    """Forward, backward and recompute operators of one micro-batch on one GPU."""
+    arch, job = plan.arch, plan.job
+    e = plan.act_bytes
+    causal = arch.kind == "decoder"
+    p = Pass(batch=job.batch, query=job.seq, context=job.seq / 2 if causal else job.seq, act_bytes=e,
+             weight_bytes=float(plan.weight_bytes), kv_bytes=e, tp=job.tp, flash=job.flash_attn,
+             loss=True, eager_modules=plan.eager_modules, stream_bytes=plan.stream_bytes)
+    layers = plan.layers_per_stage
+    fwd = forward_ops(arch, p, layers)
+    bwd = _backward(fwd, frozen_gemms=job.trains_adapters)
+    recompute: list[Op] = []
+    if job.ckpt == "full":
+        recompute = layer_ops(arch, p, layers)
+    elif job.ckpt == "selective":
+        recompute = [op for op in layer_ops(arch, p, layers) if op.kind == "attention" or "softmax" in op.name]
+    if job.trains_adapters:
+        rank_flops = 2.0 * p.tokens * plan.trainable_params / plan.model_parallel
+        fwd.append(Op("lora_adapters", "gemm", rank_flops, 0.0, 2 * int(layers)))
+        bwd.append(Op("lora_adapters.bwd", "gemm", 2 * rank_flops, 0.0, 4 * int(layers)))
+    fwd += _framework_traffic(plan, p)
+    if job.method == "qlora":
+        passes = 3 if job.ckpt == "full" else 2
+        nf4 = bytes_per_element("nf4")
+        linear = arch.params.linear / plan.model_parallel
+        fwd.append(Op("nf4_dequantize", "memory", 0.0, linear * (nf4 + 2) * passes, 7 * int(layers) * passes))
+    return fwd, bwd, recompute
+
+
+def _dispatch_bound(phase: PhaseTime, ops: list[Op], eager: bool) -> float:
+    """A phase's seconds: its GPU time, or in eager PyTorch the CPU's time to launch its kernels when that is
+    longer (each costs EAGER_OVERHEAD of Python dispatch; the GPU runs ahead only while kernels outlast it)."""
+    return max(phase.seconds, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value) if eager else phase.seconds
+
+
+def _framework_traffic(plan: TrainPlan, p: Pass) -> list[Op]:
+    """Memory traffic a training framework adds per micro-batch beyond the model's own operators.
+
+    - mixed precision (torch autocast): each forward casts the fp32 weights to 16 bit (read 4 B, write 2 B) and
+      each backward adds the 16-bit weight gradient into the fp32 ``.grad`` (read 2 + 4 B, write 4 B): 16 B per
+      trainable parameter; pure bf16 only accumulates (read 2 + 2, write 2). Under ZeRO-3 the cast happens on the
+      local shard and the all-gather writes the full 16-bit layer (2 B per parameter).
+    - FP8 (Transformer Engine / torchao Float8): every linear quantizes its input, its weight and, in backward,
+      its output gradient (read 2 B, write 1 B each, plus amax reductions).
+    """
+    arch, job = plan.arch, plan.job
+    ops: list[Op] = []
+    shard = 1.0 / plan.model_parallel
+    trainable = plan.trainable_params * shard
+    if job.precision in ("bf16", "fp16", "fp8"):
+        per_param = 16.0 / (job.data_parallel if job.zero_stage == 3 else 1)
+    else:
+        per_param = 6.0 if job.precision == "pure-bf16" else 12.0
+    if job.zero_stage == 3 and job.data_parallel > 1:
+        per_param += 2.0 * 2  # gathered 16-bit layers written in forward and in backward
+    ops.append(Op("weight_casts_grad_accumulation", "memory", 0.0, trainable * per_param, 4 * arch.layers))
+    if job.precision == "fp8":
+        linear = arch.params.linear * shard
+        activations = sum(p.tokens * (x.d_in + x.d_out) * x.layers / job.pp for x in arch.params.linears) / job.tp
+        ops.append(Op("fp8_casts", "memory", 0.0, 3.0 * (linear + 2 * activations), 12 * arch.layers))
+    return ops
+
+
+def _communication(plan: TrainPlan, catalog: Catalog, window_s: float) -> tuple[float, float]:
+    """(exposed communication seconds, overlap slowdown seconds) of one optimizer step."""
+    arch, job, microbatches = plan.arch, plan.job, plan.microbatches
+    link = links(plan.gpu, catalog, network=job.network, nodes=job.nodes, slot_link=job.slot_link)
+    e = plan.act_bytes
+    layers = plan.layers_per_stage
+    tp_s = 0.0
+    if job.tp > 1:
+        passes = 3 if job.ckpt == "full" else 2
+        size = job.batch * job.seq * arch.hidden * e
+        tp_s = microbatches * passes * 2 * layers * all_reduce_s(size, job.tp, link.for_group(job.tp,
+                                                                                                spans_nodes=False))
+    dp = job.data_parallel
+    spans = job.nodes > 1 and dp > 1
+    dp_link = link.for_group(dp, spans_nodes=spans)
+    shard_params = plan.trainable_params / plan.model_parallel
+    grad_bytes = shard_params * plan.state_bytes
+    if job.zero_stage == 3 and dp > 1:
+        weight_bytes = arch.total_params / plan.model_parallel * 2
+        # forward and backward each gather every layer once (recompute runs inside the backward gather)
+        overlappable = microbatches * 2 * all_gather_s(weight_bytes, dp, dp_link)
+        overlappable += all_gather_s(grad_bytes, dp, dp_link)
+    else:
+        overlappable = all_reduce_s(grad_bytes, dp, dp_link)
+    exposed = max(0.0, overlappable - window_s)
+    slowdown = C.OVERLAP_SLOWDOWN.value * min(overlappable, window_s)
+    return tp_s + exposed, slowdown
+
+
+def _cnn_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
+    job = plan.job
+    ops = conv_ops(plan.arch.config, batch=job.batch, act_bytes=plan.act_bytes, train=True, image=job.image_size)
+    return ops, [], []
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One optimizer step's parts, in seconds, and the per-operator times it was built from."""
+
+    compute_s: float
+    bubble_s: float
+    communication_s: float
+    slowdown_s: float
+    by_op: dict[str, float]
+    bound: str
+
+    @property
+    def seconds(self) -> float:
+        return self.compute_s + self.bubble_s + self.communication_s + self.slowdown_s
+
+
+def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibration | None) -> _Step:
+    arch, job, microbatches = plan.arch, plan.job, plan.microbatches
+    fwd, bwd, recompute = _cnn_ops(plan) if arch.kind == "cnn" else _micro_batch_ops(plan)
+    t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
+    eager = not job.compile and arch.kind != "cnn"
+    per_micro = sum(_dispatch_bound(t, ops, eager) for t, ops in ((t_fwd, fwd), (t_bwd, bwd), (t_re, recompute)))
+    trainable = plan.trainable_params / plan.model_parallel
+    if job.zero_stage >= 1:
+        trainable /= job.data_parallel
+    update = phase_time([Op("optimizer_step", "memory", 0.0, trainable * _UPDATE_BYTES[job.optimizer], 10)], m)
+    bubble = pipeline_bubble(job.pp, microbatches) * microbatches * per_micro / (1 - pipeline_bubble(
+        job.pp, microbatches)) if job.pp > 1 else 0.0
+    window = microbatches * (t_bwd.seconds + (t_fwd.seconds if job.zero_stage == 3 else 0.0))
+    comm, slowdown = _communication(plan, catalog, window)
+    compute = (microbatches * per_micro + update.seconds) / unmeasured_stack_factor(plan.gpu, calibration)
+    by_op = merged_seconds([t_fwd.by_op, t_bwd.by_op, t_re.by_op], microbatches)
+    by_op["optimizer_step"] = update.seconds
+    if comm + slowdown > 0:
+        by_op["communication (exposed)"] = comm + slowdown
+    bound = "communication" if comm > 0.5 * compute else (
+        "compute" if (t_fwd.compute_s + t_bwd.compute_s) >= (t_fwd.memory_s + t_bwd.memory_s) else "memory")
+    return _Step(compute, bubble, comm, slowdown, by_op, bound)
+
+
+def _mfu(plan: TrainPlan, m: Machine, tokens_per_s: float) -> float:
+    arch, job = plan.arch, plan.job
+    peak = plan.gpu.peak_flops("fp8" if job.precision == "fp8" else ("fp16" if job.precision == "fp16" else "bf16"))
+    if arch.kind == "cnn":
+        flops_per_token = 3 * forward_flops_per_image(arch.config, job.image_size)
+    else:
+        flops_per_token = model_flops_per_token(arch, job.seq, weight_gradients=not job.trains_adapters)
+    return flops_per_token * tokens_per_s / (job.count * (peak or m.peak_flops))
+
+
+def train_perf(plan: TrainPlan, catalog: Catalog, *, calibration: Calibration | None = None) -> TrainPerf:
+    arch, job, gpu = plan.arch, plan.job, plan.gpu
+    m = machine(gpu, _train_dtype(job.precision), calibration=calibration)
+    if arch.kind == "cnn":
+        m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
+    step = _step(plan, catalog, m, calibration)
+    seq = 1 if arch.kind == "cnn" else job.seq  # a CNN "token" is an image
+    tokens_per_s = job.data_parallel * plan.microbatches * job.batch * seq / step.seconds
+    mfu = _mfu(plan, m, tokens_per_s)
+    return TrainPerf(
+        step_time_s=step.seconds, tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=tokens_per_s / job.count,
+        samples_per_s=tokens_per_s / seq, mfu=mfu,
+        epoch_time_s=job.tokens / tokens_per_s if job.tokens else None, bound=step.bound, compute_s=step.compute_s,
+        communication_s=step.communication_s + step.slowdown_s, bubble_s=step.bubble_s,
+        top_ops=top_ops(step.by_op, step.seconds),
+        assumptions=_train_assumptions(m, job, plan.microbatches) + unmeasured_stack_note(gpu, calibration,
+                                                                                          "training") + (
+            ("MFU counts the full s x s attention matrix (PaLM appendix B, as llm-foundry and torchtitan report "
+             "it); a causal kernel computes half of it, so at this sequence length MFU overstates the hardware's "
+             "utilisation and can pass 100%",) if mfu > 0.9 * m.gemm_efficiency else ()),
+    )
+
+
+def _train_assumptions(m: Machine, job: TrainJob, microbatches: int) -> tuple[str, ...]:
+    return (
+        f"matmuls in {m.dtype} at {m.gemm_efficiency:.0%} of the {m.peak_flops / 1e12:,.0f} TFLOPS dense peak "
+        f"(measured maximum for this card or architecture), less for small GEMMs",
+        f"attention kernels at {m.attention_efficiency:.0%} of peak; memory traffic at "
+        f"{m.memory_bytes_per_s / 1e9:,.0f} GB/s ({C.MEMORY_EFFICIENCY.value:.0%} of the datasheet)",
+        f"{microbatches} micro-batch(es) of {job.batch} x {job.seq} tokens per optimizer step on each "
+        f"data-parallel rank",
+        *((f"{job.nodes} nodes joined by {job.network or DEFAULT_NETWORK}" + ("" if job.network else
+           " (assumed: --network names yours)"),) if job.nodes > 1 else ()),
+    )

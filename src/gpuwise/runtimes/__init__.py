@@ -1,0 +1,40 @@
+"""Runtime profiles: one record per inference engine and training framework (what it runs, what it does unless told
+otherwise, how it launches work), each fact with its source. The one place a runtime's name is compared.
+
+It sits at the catalog's level, below workload and estimate: the job (workload) validates the formats an engine runs
+and fills a framework's defaults, and the estimators read how each runtime takes memory and time.
+"""
+
+from __future__ import annotations
+
+from gpuwise.errors import ConfigError
+from gpuwise.runtimes.engines import ENGINES, IMAGE_ENGINE
+from gpuwise.runtimes.frameworks import FRAMEWORKS
+from gpuwise.runtimes.schema import EngineProfile, FrameworkProfile
+
+ENGINE_IDS: tuple[str, ...] = tuple(ENGINES)
+FRAMEWORK_IDS: tuple[str, ...] = tuple(FRAMEWORKS)
+DEFAULT_FRAMEWORK = "hf"  # a training job without --framework runs as transformers' Trainer
+
+
+def engine(engine_id: str) -> EngineProfile:
+    """The profile of ``--engine engine_id`` (``diffusers`` for an image pipeline)."""
+    if engine_id == IMAGE_ENGINE.id:
+        return IMAGE_ENGINE
+    found = ENGINES.get(engine_id)
+    if found is None:
+        raise ConfigError(f"--engine {engine_id[:40]!r} is not accepted; use one of: {', '.join(ENGINE_IDS)}")
+    return found
+
+
+def framework(framework_id: str | None) -> FrameworkProfile:
+    """The profile of ``--framework framework_id`` (transformers' Trainer when None)."""
+    found = FRAMEWORKS.get(framework_id or DEFAULT_FRAMEWORK)
+    if found is None:
+        raise ConfigError(f"--framework {str(framework_id)[:40]!r} is not accepted; use one of: "
+                          f"{', '.join(FRAMEWORK_IDS)}")
+    return found
+
+
+__all__ = ["DEFAULT_FRAMEWORK", "ENGINE_IDS", "FRAMEWORK_IDS", "EngineProfile", "FrameworkProfile", "engine",
+           "framework"]

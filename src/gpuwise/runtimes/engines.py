@@ -1,0 +1,209 @@
+"""One record per inference engine: what it runs and what it does unless told otherwise, each fact with its source.
+
+Adding an engine is adding a record here and a test in tests/test_runtimes.py that pins each field to its source.
+"""
+
+from __future__ import annotations
+
+from gpuwise.runtimes.schema import (
+    CardRule,
+    EngineProfile,
+    GraphCapture,
+    Kernels,
+    Requirement,
+    Sourced,
+)
+
+ALL_FORMATS = None  # every --quant format gpuwise models
+_INF = float("inf")
+
+VLLM_ARGS = "vllm-project/vllm@99d7eb5d vllm/engine/arg_utils.py EngineArgs._set_default_args"
+VLLM_CACHE = "vllm-project/vllm@c1d86421 vllm/config/cache.py CacheConfig"
+SGLANG_MEMORY = "sgl-project/sglang@a82da8da python/sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings"
+TRTLLM_ARGS = "NVIDIA/TensorRT-LLM@00043967 tensorrt_llm/llmapi/llm_args.py"
+LMDEPLOY_CONFIG = "InternLM/lmdeploy@9f134dc4 lmdeploy/messages.py TurbomindEngineConfig"
+LLAMACPP_COMMON = "ggml-org/llama.cpp@de93b991 common/common.h common_params"
+LLAMACPP_ARGS = "ggml-org/llama.cpp@145b6280 common/arg.cpp"
+NO_SCHEDULER_CAP = ("gpuwise: no scheduler of its own caps the batch; serve-sim caps a replica at vLLM's small-card "
+                    "max_num_seqs 256 (" + VLLM_ARGS + ")")
+
+VLLM = EngineProfile(
+    id="vllm", name="vLLM",
+    weight_formats=Sourced(ALL_FORMATS, "vllm-project/vllm@05d90956 vllm/model_executor/layers/quantization/"
+                                        "__init__.py QuantizationMethods (awq, gptq, fp8, mxfp4, modelopt_fp4, gguf "
+                                        "...)"),
+    formats_instead="",
+    kv_formats=Sourced(frozenset({"fp16", "bf16", "fp8"}), VLLM_CACHE + " CacheDType: auto, bfloat16, fp8, fp8_e4m3, "
+                                                           "fp8_e5m2"),
+    kv_pool=Sourced("of_total", "vllm-project/vllm v1/worker/gpu_worker.py determine_available_memory: "
+                                "gpu_memory_utilization x total, less weights, the profiling peak and non-torch "
+                                "memory"),
+    memory_fraction=Sourced(0.90, VLLM_CACHE + ": gpu_memory_utilization default 0.9"),
+    activations=Sourced("profile_run", "vllm-project/vllm@4e179065 vllm/v1/worker/gpu_model_runner.py profile_run: "
+                                       "_dummy_run(max_num_batched_tokens), then _dummy_sampler_run over "
+                                       "min(tokens, max_num_seqs) rows"),
+    sampler_bytes_per_logit=Sourced(14.0, "vllm v1/sample/ops/topk_topp_sampler.py random_sample: bf16 logits, "
+                                          "their fp32 copy, the fp32 probabilities and the exponential noise "
+                                          "(2 + 4 + 4 + 4)"),
+    overhead="measured_python_engine", allocator_reserve=False,
+    card_rules=Sourced((CardRule(at_least_gib=70, unless_named=("a100",), max_num_seqs=1024,
+                                 max_batched_tokens=8192),
+                        CardRule(max_num_seqs=256, max_batched_tokens=2048)),
+                       VLLM_ARGS + ": 'if device_memory >= 70 * GiB_bytes and \"a100\" not in device_name' the "
+                                   "OpenAI API server takes max_num_seqs 1024 and max_num_batched_tokens 8192, "
+                                   "else 256 and 2048"),
+    graphs=GraphCapture(sizes=(1, 2, 4, (8, 256, 8), (256, 1 << 20, 16)), unit="tokens", pads=True,
+                        largest_cap=512, largest_per_sequence=2,
+                        source="vllm-project/vllm@09f030ea vllm/config/vllm.py VllmConfig._set_cudagraph_sizes: "
+                               "max min(max_num_seqs x (1 + num_speculative_tokens) x 2, 512), capped by "
+                               "max_num_batched_tokens; 'If batch size > largest cudagraph_capture_sizes, cudagraph "
+                               "will not be used'"),
+    kernels=Kernels(attention=Sourced("FlashAttention / FlashInfer paged attention", "vLLM docs, attention backends"),
+                    moe=Sourced("fused_moe Triton grouped GEMM", "vllm model_executor/layers/fused_moe"),
+                    norm=Sourced("fused RMSNorm (custom op)", "vllm model_executor/layers/layernorm.py")),
+    needs=Requirement("vllm", "vLLM does not run on {stack} for {gpu}; choose another --engine"),
+)
+
+SGLANG = EngineProfile(
+    id="sglang", name="SGLang",
+    weight_formats=Sourced(ALL_FORMATS, "SGLang docs, quantization: fp8, awq, gptq, mxfp4, modelopt fp4, gguf"),
+    formats_instead="",
+    kv_formats=Sourced(frozenset({"fp16", "bf16", "fp8"}),
+                       "sgl-project/sglang@6074b7d5 python/sglang/srt/arg_groups/fields/model.py --kv-cache-dtype: "
+                       "auto, fp8_e5m2, fp8_e4m3, bf16 ..."),
+    kv_pool=Sourced("static_with_weights", "SGLang server args: mem_fraction_static = (weights + KV pool) / GPU "
+                                           "memory; activations and CUDA graphs live in the rest"),
+    memory_fraction=Sourced(0.88, "SGLang server_args.py _handle_gpu_memory_settings: 0.88 when the GPU memory is "
+                                  "unknown; SGLang derives it per card from chunked_prefill_size and "
+                                  "cuda_graph_max_bs (" + SGLANG_MEMORY + "), which gpuwise does not yet follow"),
+    activations=Sourced("token_budget_forward", SGLANG_MEMORY + ": activations sized by chunked_prefill_size"),
+    overhead="measured_python_engine", allocator_reserve=False,
+    card_rules=Sourced((CardRule(below_gib=20, max_batched_tokens=2048, graph_max_batch=(8, 8)),
+                        CardRule(below_gib=35, max_batched_tokens=4096, graph_max_batch=(48, 160)),
+                        CardRule(below_gib=60, max_batched_tokens=4096, graph_max_batch=(32, 160)),
+                        CardRule(below_gib=160, max_batched_tokens=8192, graph_max_batch=(256, 512)),
+                        CardRule(max_batched_tokens=16384, graph_max_batch=(512, 512))),
+                       SGLANG_MEMORY + ": chunked_prefill_size and cuda_graph_max_bs (TP < 4, TP >= 4) by GPU "
+                                       "memory below 20, 35, 60, 90, 160 GiB and above; max_running_requests None "
+                                       "(the KV pool bounds it)"),
+    graphs=GraphCapture(sizes=(1, 2, 4, 8, 12, (16, 257, 8), (272, 512, 16), (512, 1 << 20, 32)), unit="sequences",
+                        pads=True, largest_from_card=True,
+                        source="sgl-project/sglang@399499ca python/sglang/srt/arg_groups/cuda_graph_hook.py "
+                               "generate_decode_cuda_graph_batch_sizes; disable_cuda_graph_padding False "
+                               "(@f489bf94 fields/exec_.py)"),
+    kernels=Kernels(attention=Sourced("FlashInfer / FA3 radix attention", "SGLang docs, attention backends"),
+                    moe=Sourced("fused_moe Triton grouped GEMM", "sglang srt/layers/moe/fused_moe_triton")),
+)
+
+TRTLLM = EngineProfile(
+    id="trtllm", name="TensorRT-LLM",
+    weight_formats=Sourced(ALL_FORMATS, "TensorRT-LLM docs, quantization: FP8, NVFP4, INT4 AWQ, W4A8, INT8"),
+    formats_instead="",
+    kv_formats=Sourced(frozenset({"fp16", "bf16", "fp8"}), "TensorRT-LLM docs, KV cache quantization: FP8, INT8"),
+    kv_pool=Sourced("of_free", TRTLLM_ARGS + " KvCacheConfig: free_gpu_memory_fraction of what the loaded engine "
+                                            "leaves free"),
+    memory_fraction=Sourced(0.90, TRTLLM_ARGS + " KvCacheConfig: free_gpu_memory_fraction default 0.9"),
+    activations=Sourced("token_budget_forward", TRTLLM_ARGS + ": activation buffers for max_num_tokens"),
+    card_rules=Sourced((CardRule(max_num_seqs=2048, max_batched_tokens=8192),),
+                       TRTLLM_ARGS + " BaseLlmArgs: max_batch_size 2048, max_num_tokens 8192"),
+    graphs=GraphCapture(sizes=((1, 32, 1), 32, 64, 128), unit="sequences", pads=False, largest_cap=128,
+                        source=TRTLLM_ARGS + " BaseCudaGraphConfig: max_batch_size 0 -> 128, batch_sizes "
+                                             "range(1, 32) + [32, 64, 128], enable_padding False"),
+    kernels=Kernels(attention=Sourced("TensorRT-LLM XQA / FMHA kernels", "TensorRT-LLM docs, attention")),
+    needs=Requirement("cuda", "TensorRT-LLM runs on NVIDIA GPUs (CUDA) only, not on {gpu}"),
+)
+
+LMDEPLOY = EngineProfile(
+    id="lmdeploy", name="LMDeploy",
+    weight_formats=Sourced(ALL_FORMATS, "LMDeploy docs, quantization: AWQ W4A16, SmoothQuant W8A8, FP8"),
+    formats_instead="",
+    kv_formats=Sourced(frozenset({"fp16", "bf16"}),
+                       LMDEPLOY_CONFIG + ": quant_policy 0 (16-bit), 4 or 8 (int4/int8 KV)"),
+    kv_pool=Sourced("of_free", LMDEPLOY_CONFIG + ": cache_max_entry_count, a share of the free memory"),
+    memory_fraction=Sourced(0.80, LMDEPLOY_CONFIG + ": cache_max_entry_count default 0.8"),
+    activations=Sourced("whole_prefill", "gpuwise: LMDeploy's prefill buffers are not modelled apart; the prefill of "
+                                         "the batch stands for them"),
+    card_rules=Sourced((CardRule(unless_named=("a100", "a800", "h100", "h800", "h200", "l20y"), max_num_seqs=128),
+                        CardRule(unless_named=("h100", "h800", "h200", "l20y"), max_num_seqs=384),
+                        CardRule(max_num_seqs=1024)),
+                       "InternLM/lmdeploy@726c5fe9 lmdeploy/utils.py get_max_batch_size: a100/a800 384, "
+                       "h100/h800/l20y/h200 1024, other CUDA cards 128 (max_batch_size None)"),
+    kernels=Kernels(attention=Sourced("TurboMind paged attention", "LMDeploy docs, TurboMind")),
+)
+
+HF = EngineProfile(
+    id="hf", name="transformers generate",
+    weight_formats=Sourced(frozenset({"fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4",
+                                      "awq-int4", "gptq-int4"}),
+                           "transformers docs, GGUF: a GGUF checkpoint is dequantized when loaded"),
+    formats_instead=("transformers dequantizes a GGUF checkpoint when it loads it on a GPU (transformers docs, GGUF): "
+                     "with --engine hf give the dtype it runs in (--quant bf16), or use --engine llamacpp"),
+    kv_formats=Sourced(frozenset({"fp16", "bf16"}), "transformers docs, KV cache strategies: DynamicCache in the "
+                                                    "model's dtype (QuantizedCache: int2/int4 via quanto/HQQ, no fp8)"),
+    kv_pool=Sourced("grows", "transformers DynamicCache grows with each generated token"),
+    activations=Sourced("whole_prefill", "transformers generate: the prompt of the whole batch in one forward"),
+    card_rules=Sourced((CardRule(max_num_seqs=256),), NO_SCHEDULER_CAP),
+    eager=Sourced(True, "huggingface/transformers@c12eb355 docs/source/en/llm_optims.md: dynamic cache by default; "
+                        "CUDA graphs only with a static cache and torch.compile"),
+    absorbs_mla=Sourced(False, "transformers modeling_deepseek_v3.py: kv_b_proj decompresses the latent into per-head "
+                               "keys and values"),
+    own_attention=Sourced(False, "transformers attn_implementation: sdpa by default, flash_attention_2 from the "
+                                 "flash-attn package"),
+    kernels=Kernels(attention=Sourced("PyTorch SDPA", "transformers 5 modeling_utils: sdpa is the default")),
+)
+
+LLAMACPP = EngineProfile(
+    id="llamacpp", name="llama.cpp",
+    weight_formats=Sourced(frozenset({"gguf-q4_k_m", "gguf-q8_0", "bf16", "fp16", "fp32", "mxfp4"}),
+                           "llama.cpp docs/models.md: 'llama.cpp requires the model to be stored in the GGUF file "
+                           "format'"),
+    formats_instead=("llama.cpp runs GGUF files only (llama.cpp docs/models.md: 'llama.cpp requires the model to be "
+                     "stored in the GGUF file format'; bf16/fp16/fp32 are unquantized GGUF, MXFP4 is ggml's type for "
+                     "gpt-oss): use --quant gguf-q4_k_m or gguf-q8_0"),
+    kv_formats=Sourced(frozenset({"fp16", "bf16"}), LLAMACPP_ARGS + " kv_cache_types: f32, f16, bf16, q8_0, q4_0, "
+                                                    "q4_1, iq4_nl, q5_0, q5_1 (no fp8)"),
+    kv_pool=Sourced("whole_context", "llama.cpp llama-context.cpp: the KV cache is allocated for the whole context"),
+    activations=Sourced("compute_buffer", "llama.cpp llama-context.cpp graph_reserve: the worst-case graph of one "
+                                          "micro-batch, with ggml's allocator reusing memory"),
+    micro_batch_tokens=Sourced(512, LLAMACPP_COMMON + ": n_ubatch = 512"),
+    card_rules=Sourced((CardRule(max_num_seqs=256),), NO_SCHEDULER_CAP),
+    decode_scaled_off_cuda=Sourced(True, "gpuwise constants.LLAMACPP_DECODE_REFERENCE: one published llama-bench run "
+                                         "per backend (ROCm, SYCL, Metal)"),
+    splits_layers=Sourced("llama.cpp --split-mode layer", LLAMACPP_COMMON + ": split_mode LLAMA_SPLIT_MODE_LAYER"),
+    kernels=Kernels(attention=Sourced("ggml flash attention (-fa auto)", LLAMACPP_COMMON + ": flash_attn_type "
+                                                                                          "AUTO"),
+                    moe=Sourced("ggml mul_mat_id per expert", "ggml-cuda ggml_cuda_mul_mat_id")),
+)
+
+EXLLAMAV2 = EngineProfile(
+    id="exllamav2", name="ExLlamaV2",
+    weight_formats=Sourced(ALL_FORMATS, "turboderp/exllamav2@1cefef95 README.md: EXL2 at any average of 2-8 bits per "
+                                        "weight (gpuwise sizes it by the --quant given)"),
+    formats_instead="",
+    kv_formats=Sourced(frozenset({"fp16", "fp8"}), "turboderp/exllamav2@e7053198 exllamav2/cache.py: FP16, 8-bit "
+                                                   "(FP8 e5m2), Q4, Q6, Q8"),
+    kv_pool=Sourced("grows", "exllamav2 ExLlamaV2Cache: sized for max_seq_len by the caller, in what is left"),
+    activations=Sourced("whole_prefill", "gpuwise: exllamav2's prefill buffers are not modelled apart"),
+    card_rules=Sourced((CardRule(max_num_seqs=256),), NO_SCHEDULER_CAP),
+    splits_layers=Sourced("exllamav2 gpu_split", "turboderp/exllamav2@db14154f exllamav2/model.py load(gpu_split)"),
+    kernels=Kernels(attention=Sourced("flash-attn or xformers", "exllamav2 README")),
+)
+
+DIFFUSERS = EngineProfile(
+    id="diffusers", name="diffusers",
+    weight_formats=Sourced(frozenset({"bf16", "fp16", "fp8", "nf4"}), "diffusers docs: layerwise casting (fp8), "
+                                                                      "bitsandbytes (nf4)"),
+    formats_instead="an image pipeline's denoiser runs bf16, fp16, fp8 or nf4",
+    kv_formats=Sourced(frozenset(), "an image pipeline keeps no KV cache"),
+    kv_pool=Sourced("grows", "an image pipeline keeps no cache: nothing to pool"),
+    activations=Sourced("whole_prefill", "the denoiser's forward over the whole batch"),
+    card_rules=Sourced((CardRule(max_num_seqs=1),), "diffusers pipelines serve one call at a time"),
+    eager=Sourced(True, "diffusers runs eager PyTorch modules unless the user compiles them (diffusers docs, "
+                        "'Accelerate inference': torch.compile is opt-in)"),
+    own_attention=Sourced(False, "diffusers AttnProcessor2_0: PyTorch SDPA"),
+    kernels=Kernels(attention=Sourced("PyTorch SDPA (AttnProcessor2_0)", "diffusers models/attention_processor.py")),
+)
+
+ENGINES: dict[str, EngineProfile] = {p.id: p for p in (VLLM, SGLANG, TRTLLM, LMDEPLOY, HF, LLAMACPP, EXLLAMAV2)}
+"""The engines a language-model inference job runs on (--engine)."""
+IMAGE_ENGINE = DIFFUSERS

@@ -1,0 +1,112 @@
+"""One record per training framework: the job fields it sets unless the user did (``--framework``), and what it runs
+differently from transformers' own modules, each fact with its source.
+
+QLoRA under any of the PEFT-based stacks (hf, axolotl, llama-factory) upcasts the non-quantized parameters to fp32
+(peft prepare_model_for_kbit_training): the memory model always counts that for --method qlora with mixed precision.
+Adding a framework is adding a record here and a test in tests/test_runtimes.py that pins each field to its source.
+"""
+
+from __future__ import annotations
+
+from gpuwise.runtimes.schema import FrameworkProfile, Kernels, Sourced
+
+TORCHTUNE_FULL = "pytorch/torchtune@59dc1f4f recipes/configs/llama3_1/8B_full_single_device.yaml"
+TORCHTUNE_LORA = "pytorch/torchtune@2943c61e recipes/configs/llama3_1/8B_lora_single_device.yaml"
+TORCHTITAN_TOML = "pytorch/torchtitan@f3534d77 torchtitan/models/llama3/train_configs/llama3_8b.toml"
+TRAINER = "huggingface/transformers src/transformers/training_args.py TrainingArguments"
+_SDPA = Sourced("PyTorch SDPA through transformers' attention interface", "transformers 5: sdpa is the default")
+_HF_KERNELS = Kernels(attention=_SDPA, norm=Sourced("transformers RMSNorm module, op by op",
+                                                    "transformers modeling_llama.py LlamaRMSNorm"),
+                      loss=Sourced("transformers ForCausalLMLoss: fp32 logits", "transformers loss/loss_utils.py"))
+
+HF = FrameworkProfile(
+    id="hf", name="transformers Trainer",
+    fills=Sourced({}, TRAINER + ": gradient_checkpointing False, transformers' cross-entropy; gpuwise's own defaults, "
+                              "so nothing is filled"),
+    kernels=_HF_KERNELS,
+)
+
+DEEPSPEED = FrameworkProfile(
+    id="deepspeed", name="DeepSpeed",
+    fills=Sourced({}, "deepspeedai/DeepSpeed@cbf3d661 deepspeed/runtime/zero/config.py: stage 0 unless the config "
+                      "says; the model is transformers' own, so nothing is filled"),
+    kernels=_HF_KERNELS,
+)
+
+TORCHTUNE = FrameworkProfile(
+    id="torchtune", name="torchtune",
+    fills=Sourced({"precision": "pure-bf16", "ckpt": "full", "loss": "chunked"},
+                  TORCHTUNE_FULL + " and " + TORCHTUNE_LORA + ": dtype bf16 (no fp32 master copy), "
+                  "enable_activation_checkpointing True; the full recipe's loss CEWithChunkedOutputLoss (the LoRA "
+                  "recipe's LinearCrossEntropyLoss also upcasts the logits one chunk at a time; gpuwise counts it "
+                  "as the chunked loss)"),
+    fills_one_gpu_full=Sourced({"optimizer_in_backward": True, "optimizer": "paged-adamw-8bit"},
+                               TORCHTUNE_FULL + ": optimizer_in_bwd True, bitsandbytes.optim.PagedAdamW8bit "
+                               "(optimizer_in_bwd cannot accumulate gradients: a --global-batch above --batch keeps "
+                               "the plain step)"),
+    zero_when_data_parallel=Sourced(3, "pytorch/torchtune@1bf50ae2 recipes/full_finetune_distributed.py: FSDP2 with "
+                                       "fsdp_reshard_after_forward True (ZeRO-3)"),
+    fp32_residual_under_autocast=Sourced(False, TORCHTUNE_FULL + ": dtype bf16 -- the model runs in bf16, without "
+                                                                 "autocast"),
+    kernels=Kernels(attention=Sourced("PyTorch SDPA", "torchtune modules/attention.py"),
+                    norm=Sourced("torchtune RMSNorm module, op by op", "torchtune modules/rms_norm.py"),
+                    loss=Sourced("CEWithChunkedOutputLoss, 8 chunks", TORCHTUNE_FULL)),
+)
+
+UNSLOTH = FrameworkProfile(
+    id="unsloth", name="Unsloth",
+    fills=Sourced({"loss": "fused"}, "unslothai/unsloth README: its fused cross-entropy kernel "
+                                     "(unsloth/kernels/cross_entropy_loss.py)"),
+    fills_while_checkpointing=Sourced({"ckpt": "full", "activation_offload": True},
+                                      "unslothai/unsloth@9fbe0b6d unsloth/models/llama.py get_peft_model: "
+                                      "use_gradient_checkpointing='unsloth' offloads the checkpoints to system RAM"),
+    fused_kernels=Sourced(True, "unsloth/kernels: Triton RMSNorm, RoPE and SwiGLU kernels"),
+    kernels=Kernels(attention=Sourced("FlashAttention / xformers", "unsloth README"),
+                    norm=Sourced("Triton fused RMSNorm", "unsloth/kernels/rms_layernorm.py"),
+                    loss=Sourced("Triton fused cross-entropy", "unsloth/kernels/cross_entropy_loss.py")),
+)
+
+TORCHTITAN = FrameworkProfile(
+    id="torchtitan", name="torchtitan",
+    fills=Sourced({"ckpt": "selective", "precision": "bf16"},
+                  TORCHTITAN_TOML + ": activation_checkpoint.mode 'selective'; pytorch/torchtitan@6404b932 "
+                  "torchtitan/config/job_config.py: mixed_precision_param bf16 over fp32 sharded parameters"),
+    zero_when_data_parallel=Sourced(3, "pytorch/torchtitan@6404b932 torchtitan/config/job_config.py: "
+                                       "fsdp_reshard_after_forward 'default' (ZeRO-3; kept gathered under pipeline "
+                                       "parallelism)"),
+    fused_kernels=Sourced(True, "torchtitan models/llama3: torch fused RMSNorm and compiled rotary"),
+    kernels=Kernels(attention=Sourced("PyTorch SDPA / FlexAttention", "torchtitan models/attention.py"),
+                    norm=Sourced("torch.nn.RMSNorm (fused)", "torchtitan models/norms.py")),
+)
+
+AXOLOTL = FrameworkProfile(
+    id="axolotl", name="axolotl",
+    fills=Sourced({"ckpt": "full", "packed": True},
+                  "axolotl-ai-cloud/axolotl@9f824ef7 examples/llama-3/lora-8b.yml: gradient_checkpointing true, "
+                  "sample_packing true"),
+    kernels=_HF_KERNELS,
+)
+
+LLAMA_FACTORY = FrameworkProfile(
+    id="llama-factory", name="LLaMA-Factory",
+    fills=Sourced({"ckpt": "full"}, "hiyouga/LLaMA-Factory@cc22c045 src/llamafactory/hparams/model_args.py: "
+                                    "disable_gradient_checkpointing False (checkpointing on)"),
+    kernels=_HF_KERNELS,
+)
+
+MEGATRON = FrameworkProfile(
+    id="megatron", name="Megatron-LM",
+    fills=Sourced({}, "NVIDIA/Megatron-LM: a pre-training stack whose parallel layout the flags give"),
+    zero_when_data_parallel=Sourced(0, "NVIDIA/Megatron-LM@22e030e9 megatron/core/distributed/"
+                                       "distributed_data_parallel_config.py: use_distributed_optimizer False"),
+    fused_kernels=Sourced(True, "Megatron-LM / Transformer Engine: fused layer norm and rotary kernels"),
+    persistent_gradients=Sourced(True, "NVIDIA/Megatron-LM@293e1041 megatron/core/distributed/"
+                                       "distributed_data_parallel.py: gradients accumulate into a persistent main_grad "
+                                       "buffer (fp32: --bf16 sets accumulate_allreduce_grads_in_fp32)"),
+    kernels=Kernels(attention=Sourced("Transformer Engine fused attention", "Megatron-LM core/transformer"),
+                    norm=Sourced("Transformer Engine fused RMSNorm", "Megatron-LM core/fusions")),
+)
+
+FRAMEWORKS: dict[str, FrameworkProfile] = {p.id: p for p in (HF, TORCHTUNE, UNSLOTH, AXOLOTL, LLAMA_FACTORY, DEEPSPEED,
+                                                            TORCHTITAN, MEGATRON)}
+"""The training frameworks --framework names; a job without one runs as transformers' Trainer (hf)."""

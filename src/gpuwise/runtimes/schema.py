@@ -1,0 +1,147 @@
+"""The typed shape of a runtime profile: what an inference engine or a training framework does unless told otherwise.
+
+One record per runtime (``runtimes/engines.py``, ``runtimes/frameworks.py``); every field that states a fact about the
+runtime carries its source -- a file at a commit, or a documentation page -- in a :class:`Sourced`. Rules that depend
+on the card (vLLM's batch defaults, SGLang's chunk size) are data too (:class:`CardRule`), read by the functions of
+``runtimes/rules.py``; no code outside this package compares a runtime's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+T = TypeVar("T")
+
+KvPool = Literal["of_total", "static_with_weights", "of_free", "grows", "whole_context"]
+"""How an engine sizes its KV cache:
+    of_total             a fraction of the card's total memory, less the weights, the profiling peak and the rest
+                         (vLLM gpu_memory_utilization)
+    static_with_weights  weights and KV pool together take a static fraction; activations and graphs the rest
+                         (SGLang mem_fraction_static)
+    of_free              a fraction of what the loaded engine leaves free (TensorRT-LLM, LMDeploy)
+    grows                no pool: the cache grows as sequences do, in what is left (transformers, exllamav2)
+    whole_context        allocated for the whole context up front (llama.cpp), in what is left"""
+
+Activations = Literal["profile_run", "token_budget_forward", "compute_buffer", "whole_prefill"]
+"""What an engine's activation memory is sized by:
+    profile_run           a forward of the token budget and the sampler over max_num_seqs rows (vLLM profile_run)
+    token_budget_forward  a forward of the per-iteration token budget (SGLang chunked_prefill_size, TensorRT-LLM
+                          max_num_tokens)
+    compute_buffer        ggml's worst-case graph of one micro-batch (llama.cpp n_ubatch)
+    whole_prefill         the prefill of the whole batch at once (transformers and other eager runtimes)"""
+
+Overhead = Literal["measured_python_engine", "cuda_context"]
+"""What a process holds besides tensors: vLLM's measured non-torch memory and CUDA-graph pools (SGLang's are
+counted alike), or the CUDA context, cuBLAS workspace and NCCL buffers."""
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A value and where it comes from (a file at a commit, a documentation page, or ``gpuwise:`` and why)."""
+
+    value: T
+    source: str
+
+
+@dataclass(frozen=True)
+class CardRule:
+    """A default that depends on the card: it applies to cards with at least ``at_least_gib`` and less than
+    ``below_gib`` GiB of memory whose name contains none of ``unless_named``; the first rule that applies wins."""
+
+    below_gib: float = float("inf")
+    at_least_gib: float = 0.0
+    unless_named: tuple[str, ...] = ()
+    max_num_seqs: int | None = None  # sequences a replica batches (None: no cap, the KV pool bounds it)
+    max_batched_tokens: int | None = None  # tokens one iteration schedules (chunked prefill), None: no budget
+    graph_max_batch: tuple[int, int] | None = None  # the largest captured decode batch at TP < 4 and TP >= 4
+
+
+@dataclass(frozen=True)
+class GraphCapture:
+    """The decode batch sizes an engine captures as CUDA graphs by default.
+
+    ``sizes``: explicit sizes and ``(start, stop, step)`` ranges, in ``unit`` (tokens: a size of T holds T / (1 + K)
+    sequences of K speculative tokens). The largest captured size is the smallest of ``largest_cap``,
+    ``largest_per_sequence`` x max_num_seqs x (1 + K), the token budget, and the card rule's ``graph_max_batch``,
+    each where given. A batch between two captured sizes is padded up when ``pads``, else it runs without a graph,
+    as does any batch above the largest."""
+
+    sizes: tuple[int | tuple[int, int, int], ...]
+    unit: Literal["tokens", "sequences"]
+    pads: bool
+    source: str
+    largest_cap: int | None = None
+    largest_per_sequence: int | None = None
+    largest_from_card: bool = False
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """What the runtime's attention, MoE, norm and loss run as (names as its own code or docs give them)."""
+
+    attention: Sourced[str]
+    moe: Sourced[str] | None = None
+    norm: Sourced[str] | None = None
+    loss: Sourced[str] | None = None
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A catalog feature the runtime needs of the card's stack (gpuwise.catalog.FEATURES), and the refusal."""
+
+    feature: str
+    message: str  # with {gpu} and {stack}
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """An inference engine: the formats it runs, how it takes memory, its batch defaults and how it launches work."""
+
+    id: str
+    name: str
+    weight_formats: Sourced[frozenset[str] | None]  # None: every --quant format
+    formats_instead: str  # what to do when a format is not in weight_formats
+    kv_formats: Sourced[frozenset[str]]
+    kv_pool: Sourced[KvPool]
+    activations: Sourced[Activations]
+    card_rules: Sourced[tuple[CardRule, ...]]
+    kernels: Kernels
+    memory_fraction: Sourced[float] | None = None  # the default share of memory the KV pool is sized from
+    overhead: Overhead = "cuda_context"
+    allocator_reserve: bool = True  # False: the engine sizes its pool exactly, no caching-allocator slack
+    micro_batch_tokens: Sourced[int] | None = None  # compute_buffer: the micro-batch ggml plans for
+    sampler_bytes_per_logit: Sourced[float] | None = None  # profile_run: bytes per vocabulary entry and row
+    graphs: GraphCapture | None = None  # None: no CUDA graphs modelled (each step keeps its launch floor)
+    eager: Sourced[bool] = Sourced(False, "a compiled engine: its kernels are not launched one by one from Python")
+    absorbs_mla: Sourced[bool] = Sourced(True, "MLA runs with the absorbed (latent) weights")
+    own_attention: Sourced[bool] = Sourced(True, "brings its own attention kernels (no FlashAttention-2 package)")
+    needs: Requirement | None = None
+    decode_scaled_off_cuda: Sourced[bool] = Sourced(False, "no published reference off CUDA applied")
+    splits_layers: Sourced[str] | None = None  # its multi-GPU default splits by layers, as this flag says
+    launch_cost_s: Sourced[float] | None = None  # host time per kernel launch, where measured
+
+    @property
+    def pooled(self) -> bool:
+        """Whether the engine sizes a KV pool from a share of memory (``--mem-fraction`` applies)."""
+        return self.memory_fraction is not None
+
+
+@dataclass(frozen=True)
+class FrameworkProfile:
+    """A training framework: the job fields it sets unless the user did, and what it runs differently."""
+
+    id: str
+    name: str
+    fills: Sourced[Mapping[str, object]]  # always
+    kernels: Kernels
+    fills_one_gpu_full: Sourced[Mapping[str, object]] | None = None  # a full fine-tune on one GPU, no accumulation
+    fills_while_checkpointing: Sourced[Mapping[str, object]] | None = None  # unless checkpointing was turned off
+    zero_when_data_parallel: Sourced[int] | None = None  # the ZeRO stage it runs on several data-parallel GPUs
+    fused_kernels: Sourced[bool] = Sourced(False, "runs the model's own norm and rotary modules, op by op")
+    fp32_residual_under_autocast: Sourced[bool] = Sourced(
+        True, "torch.autocast over fp32 parameters: the residual stream stays fp32 (PyTorch autocast docs)")
+    persistent_gradients: Sourced[bool] = Sourced(False, "gradients are freed after each optimizer step")
+    launch_cost_s: Sourced[float] | None = None  # host time per kernel launch, where measured
+    notes: tuple[str, ...] = field(default_factory=tuple)
