@@ -9,8 +9,10 @@ from typer.testing import CliRunner
 
 from gpuwise.catalog import Catalog
 from gpuwise.cli.main import app
-from gpuwise.estimate.serving.capacity import engine_limits
 from gpuwise.estimate.serving.simulate import closed_loop_requests, simulate
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.model.resolve import resolve_model
+from plans import infer_plan
 
 
 def _flat(step_s: float, per_token_s: float):  # type: ignore[no-untyped-def]
@@ -53,16 +55,22 @@ def test_a_long_prompt_is_prefilled_in_chunks_of_the_token_budget() -> None:
     ("vllm", "a100-sxm-80gb", (256, 2048)),  # the A100 exception (PR #17885)
     ("vllm", "rtx-4090", (256, 2048)),
     ("trtllm", "h100-sxm-80gb", (2048, 8192)),
+    ("lmdeploy", "l4", (128, None)),  # lmdeploy/utils.py get_max_batch_size: 128 on cards it does not name
+    ("lmdeploy", "h100-sxm-80gb", (1024, None)),
 ])
 def test_engine_defaults_come_from_the_engines_code(engine: str, gpu: str, limits: tuple[int, int],
                                                     shipped: Catalog) -> None:
-    assert engine_limits(engine, shipped.gpus[gpu]) == limits
+    plan = infer_plan(resolve_model("llama-3.1-8b"), InferJob(engine=engine), gpu)  # type: ignore[arg-type]
+    assert (plan.max_num_seqs, plan.max_batched_tokens) == limits
 
 
-@pytest.mark.parametrize(("gpu", "chunk"), [("rtx-4090", 2048), ("a100-pcie-40gb", 4096), ("h200-sxm-141gb", 8192),
-                                            ("b300-sxm-288gb", 16384)])
-def test_sglang_chunk_size_follows_gpu_memory(gpu: str, chunk: int, shipped: Catalog) -> None:
-    assert engine_limits("sglang", shipped.gpus[gpu])[1] == chunk
+@pytest.mark.parametrize(("gpu", "chunk"), [("rtx-4060-ti-16gb", 2048), ("rtx-4090", 4096), ("a100-pcie-40gb", 4096),
+                                            ("h200-sxm-141gb", 8192), ("b300-sxm-288gb", 16384)])
+def test_sglang_chunk_size_follows_gpu_memory(gpu: str, chunk: int) -> None:
+    """sglang@a82da8da srt/arg_groups/memory_hook.py handle_gpu_memory_settings: chunked_prefill_size 2048 below
+    20 GiB, 4096 below 60 GiB, 8192 below 160 GiB, 16384 above; the memory model sizes activations by the same."""
+    plan = infer_plan(resolve_model("llama-3.1-8b"), InferJob(engine="sglang"), gpu)
+    assert plan.max_batched_tokens == chunk
 
 
 def test_serve_sim_answers_at_a_concurrency_in_json() -> None:
@@ -87,11 +95,11 @@ def test_a_moe_layer_pays_its_routing_kernels() -> None:
 
     job = InferJob(batch=1)
     moe, dense = resolve_model("qwen3-30b-a3b"), resolve_model("qwen3-8b")
-    ops = {op.name: op for op in forward_ops(moe, _infer_pass(moe, job, query=1, context=512))}
+    ops = {op.name: op for op in forward_ops(moe, _infer_pass(infer_plan(moe, job), job, query=1, context=512))}
     moe_layers = sum(b.count for b in moe.blocks if b.ffn.experts)
     assert ops["moe_router"].count == moe_layers and ops["moe_topk_align_sum"].count == 3 * moe_layers
-    assert not any(op.name.startswith("moe_") for op in forward_ops(dense, _infer_pass(dense, job, query=1,
-                                                                                             context=512)))
+    dense_ops = forward_ops(dense, _infer_pass(infer_plan(dense, job), job, query=1, context=512))
+    assert not any(op.name.startswith("moe_") for op in dense_ops)
 
 
 def test_a_cached_prefix_is_not_prefilled_again() -> None:

@@ -16,6 +16,7 @@ from gpuwise.estimate.speed.roofline import Op, machine, op_time
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.workload.jobs.job import InferJob, TrainJob
 from gpuwise.workload.model.resolve import resolve_model
+from plans import infer_plan
 
 
 def test_a_single_large_gemm_is_compute_bound_at_the_measured_efficiency(shipped: Catalog) -> None:
@@ -34,7 +35,7 @@ def test_a_single_large_gemm_is_compute_bound_at_the_measured_efficiency(shipped
 def test_a_7b_decode_step_is_the_weights_over_the_bandwidth(shipped: Catalog) -> None:
     gpu = shipped.gpus["a100-sxm-80gb"]
     arch = resolve_model("llama-2-7b")
-    step = decode_step_s(arch, InferJob(batch=1), gpu, shipped, batch=1, context=128)
+    step = decode_step_s(infer_plan(arch, InferJob(batch=1), gpu.id), shipped, batch=1, context=128)
     floor = arch.total_params * 2 / (2039e9 * C.MEMORY_EFFICIENCY.value)  # 13.5 GB / 1.79 TB/s = 7.5 ms
     assert floor < step < floor * 1.25  # plus KV reads, activations and kernel floors
 
@@ -92,8 +93,8 @@ def test_encoders_report_samples_per_second(shipped: Catalog) -> None:
 def test_more_bandwidth_never_slows_decode(shipped: Catalog, batch: int, context: int) -> None:
     arch = resolve_model("llama-3.1-8b")
     job = InferJob(batch=batch)
-    slow = decode_step_s(arch, job, shipped.gpus["h100-pcie-80gb"], shipped, batch=batch, context=context)
-    fast = decode_step_s(arch, job, shipped.gpus["h100-sxm-80gb"], shipped, batch=batch, context=context)
+    slow = decode_step_s(infer_plan(arch, job, "h100-pcie-80gb"), shipped, batch=batch, context=context)
+    fast = decode_step_s(infer_plan(arch, job, "h100-sxm-80gb"), shipped, batch=batch, context=context)
     assert fast <= slow
 
 
@@ -198,10 +199,11 @@ def test_decode_reads_only_the_window_on_sliding_layers(shipped: Catalog) -> Non
 
     gpu, job = shipped.gpu("h100-sxm-80gb"), InferJob(batch=32)
     mistral, llama = resolve_model("mistral-7b"), resolve_model("llama-3.1-8b")
-    assert decode_step_s(mistral, job, gpu, shipped, batch=32, context=32768) == pytest.approx(
-        decode_step_s(mistral, job, gpu, shipped, batch=32, context=4096))
-    assert decode_step_s(llama, job, gpu, shipped, batch=32, context=32768) > 1.5 * decode_step_s(
-        llama, job, gpu, shipped, batch=32, context=4096)
+    on_mistral, on_llama = infer_plan(mistral, job, gpu.id), infer_plan(llama, job, gpu.id)
+    assert decode_step_s(on_mistral, shipped, batch=32, context=32768) == pytest.approx(
+        decode_step_s(on_mistral, shipped, batch=32, context=4096))
+    assert decode_step_s(on_llama, shipped, batch=32, context=32768) > 1.5 * decode_step_s(
+        on_llama, shipped, batch=32, context=4096)
 
 
 def test_fp32_convolutions_run_in_tf32_where_pytorch_allows_it_by_default() -> None:

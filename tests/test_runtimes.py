@@ -166,3 +166,13 @@ def test_an_unknown_runtime_is_refused_with_the_choices() -> None:
         runtimes.engine("tgi")
     with pytest.raises(ConfigError, match="torchtune"):
         runtimes.framework("nemo")
+
+
+def test_the_job_flags_accept_exactly_the_profiled_runtimes() -> None:
+    """--engine and --framework are typed Literals for the CLI's help; each value has one profile and back."""
+    from typing import get_args
+
+    from gpuwise.workload.jobs.job import Engine, Framework
+
+    assert set(get_args(Engine)) == set(runtimes.ENGINE_IDS)
+    assert set(get_args(Framework)) == set(runtimes.FRAMEWORK_IDS)

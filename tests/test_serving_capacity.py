@@ -19,8 +19,9 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate.serving.capacity import batch_capacity, capacity, latency_at, poisson_quantile, replica
 from gpuwise.estimate.serving.simulate import poisson_requests, simulate
 from gpuwise.probe.bench import CalibrationRecord
-from gpuwise.workload.jobs.job import make_job
+from gpuwise.workload.jobs.job import InferJob, make_job
 from gpuwise.workload.model.resolve import resolve_model
+from plans import infer_plan
 
 
 def test_poisson_quantiles_by_hand() -> None:
@@ -56,8 +57,9 @@ def _simulated_p99_ms(rep, rate: float, requests: int = 1500) -> tuple[float, fl
 def test_closed_form_p99_agrees_with_the_simulation(gpu: str, shipped: Catalog) -> None:
     # at 20 %, 50 % and 80 % of the replica's stable rate; measured 0.77-0.97x (2026-12-01) on these cards: the
     # closed form is a little optimistic near saturation, where the simulated batch swings around its mean
-    rep = replica(resolve_model("llama-3.1-8b"), make_job("infer", input_len=512, output_len=128),
-                  shipped.gpu(gpu), shipped)
+    job = make_job("infer", input_len=512, output_len=128)
+    assert isinstance(job, InferJob)
+    rep = replica(infer_plan(resolve_model("llama-3.1-8b"), job, gpu), shipped)
     stable = capacity(rep, slo_s=None).stable_qps
     for share in (0.2, 0.5, 0.8):
         rate = share * stable

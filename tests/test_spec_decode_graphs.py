@@ -9,10 +9,11 @@ from typer.testing import CliRunner
 
 from gpuwise.catalog.catalog import load_catalog
 from gpuwise.cli.main import app
-from gpuwise.estimate.speed.cuda_graphs import captured_sizes, graph_batch
+from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.speed.inference import decode_step_s
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
+from plans import infer_plan
 
 runner = CliRunner()
 
@@ -56,15 +57,23 @@ def test_spec_tokens_without_an_acceptance_rate_is_a_one_line_error() -> None:
 def test_captured_sizes_are_each_engines_defaults() -> None:
     """vLLM: [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16); SGLang: cuda_graph_max_bs 256 on an 80 GB card below
     TP 4, 512 from TP 4, 24 on a 24 GB card; TensorRT-LLM: 1..31, 32, 64, 128 and no padding."""
-    vllm = captured_sizes("vllm", 80, 1, 1024)
-    assert vllm == (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
-    assert captured_sizes("vllm", 80, 1, 8) == (1, 2, 4, 8, 16)  # min(2 x max_num_seqs, 512)
-    assert captured_sizes("sglang", 80, 1, 1024)[-1] == 256 and captured_sizes("sglang", 80, 4, 1024)[-1] == 512
-    assert captured_sizes("sglang", 24, 1, 1024)[-1] == 24
-    assert graph_batch("vllm", 17, vllm) == 24 and graph_batch("vllm", 600, vllm) is None
-    trt = captured_sizes("trtllm", 80, 8, 2048)
-    assert graph_batch("trtllm", 32, trt) == 32 and graph_batch("trtllm", 40, trt) is None
-    assert captured_sizes("hf", 80, 1, 1) is None
+    arch = resolve_model("llama-3.1-8b")
+
+    def plan(engine: str, gpu: str = "h100-sxm-80gb", **job: object) -> InferPlan:
+        return infer_plan(arch, InferJob(engine=engine, **job), gpu)  # type: ignore[arg-type]
+
+    vllm = plan("vllm")
+    assert vllm.captured_sizes() == (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
+    assert plan("vllm", max_num_seqs=8).captured_sizes() == (1, 2, 4, 8, 16)  # min(2 x max_num_seqs, 512)
+    sglang = plan("sglang").captured_sizes()
+    sglang_tp4 = plan("sglang", tp=4, count=4).captured_sizes()
+    assert sglang and sglang[-1] == 256 and sglang_tp4 and sglang_tp4[-1] == 512
+    small = plan("sglang", "rtx-4090").captured_sizes()
+    assert small and small[-1] == 48  # cuda_graph_max_bs 48 below 35 GiB at TP < 4 (sglang@a82da8da)
+    assert vllm.graph_batch(17) == 24 and vllm.graph_batch(600) is None
+    trt = plan("trtllm", tp=8, count=8)
+    assert trt.graph_batch(32) == 32 and trt.graph_batch(40) is None
+    assert plan("hf").captured_sizes() is None
 
 
 def test_a_batch_the_engine_did_not_capture_pays_a_python_launch_per_kernel() -> None:
@@ -74,9 +83,10 @@ def test_a_batch_the_engine_did_not_capture_pays_a_python_launch_per_kernel() ->
     arch, catalog = resolve_model("llama-3.1-8b"), load_catalog()
     gpu = catalog.gpu("h100-sxm-80gb")
     job = InferJob(engine="trtllm", tp=8, count=8, quant="bf16")
-    graphed = decode_step_s(arch, job, gpu, catalog, batch=32, context=1024)
-    eager = decode_step_s(arch, job, gpu, catalog, batch=33, context=1024)
+    trt = infer_plan(arch, job, gpu.id)
+    graphed = decode_step_s(trt, catalog, batch=32, context=1024)
+    eager = decode_step_s(trt, catalog, batch=33, context=1024)
     assert eager > 1.5 * graphed
-    vllm = job.model_copy(update={"engine": "vllm"})
-    assert decode_step_s(arch, vllm, gpu, catalog, batch=33, context=1024) == pytest.approx(
-        decode_step_s(arch, vllm, gpu, catalog, batch=40, context=1024))  # padded to the captured 40
+    vllm = infer_plan(arch, job.model_copy(update={"engine": "vllm"}), gpu.id)
+    assert decode_step_s(vllm, catalog, batch=33, context=1024) == pytest.approx(
+        decode_step_s(vllm, catalog, batch=40, context=1024))  # padded to the captured 40

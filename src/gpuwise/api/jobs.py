@@ -20,6 +20,8 @@ from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
 from gpuwise.estimate.memory.fit import FitReport
 from gpuwise.estimate.memory.fit import fit as _fit
+from gpuwise.estimate.plan import InferPlan, TrainPlan
+from gpuwise.estimate.plan import resolve as _resolve
 from gpuwise.estimate.serving.layer_split import LayerSplit
 from gpuwise.estimate.serving.layer_split import layer_split as _layer_split
 from gpuwise.estimate.serving.load import serving_report
@@ -144,6 +146,16 @@ def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | 
     card = cat.gpu(gpu)
     measured = calibration_for(calibration, card, cat) if calibration is not None else None
     return _estimate(model(model_name), _job(task, job, options), card, cat, calibration=measured)
+
+
+def plan(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
+         catalog_files: CatalogFiles = (), **options: object) -> TrainPlan | InferPlan:
+    """The job resolved once on the card, as every estimator reads it: layout, formats, micro-batches, the
+    runtime's limits there, and each default it chose with where it came from (``plan.choices``).
+
+    ``gpuwise.plan("llama-3.1-8b", gpu="h100-sxm-80gb", task="infer", engine="sglang").max_batched_tokens``
+    """
+    return _resolve(model(model_name), _job(task, job, options), load_catalog(catalog_files=catalog_files).gpu(gpu))
 
 
 def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | None = None,

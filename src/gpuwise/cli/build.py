@@ -250,7 +250,7 @@ class GpuwiseGroup(typer.core.TyperGroup):
 
 def alias_spellings() -> dict[str, str]:
     """Every alias of a job flag (and its --no- form) -> the flag's own spelling."""
-    from gpuwise.workload.jobs.job import JOB_MODELS
+    from gpuwise.api.shell import JOB_MODELS
 
     table: dict[str, str] = {}
     for model in JOB_MODELS.values():

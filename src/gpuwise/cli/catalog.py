@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from gpuwise import api
-from gpuwise.catalog import FEATURES, SEGMENTS, VENDORS
+from gpuwise.api.shell import FEATURES, SEGMENTS, VENDORS
 from gpuwise.cli.output import guarded, print_json, stdout
 from gpuwise.report.catalog import comparison_json, comparison_table, gpu_json, gpu_list_table, gpu_panel
 

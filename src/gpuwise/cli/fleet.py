@@ -11,11 +11,11 @@ from typing import Any
 import typer
 
 from gpuwise import api
+from gpuwise.api.shell import CollectiveSettings, ExporterSettings
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError, ProbeUnavailable
 from gpuwise.flags import build
-from gpuwise.probe.settings import CollectiveSettings, ExporterSettings
 from gpuwise.safe_io import atomic_write_text
 
 Wsgi = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]

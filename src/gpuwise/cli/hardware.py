@@ -11,10 +11,10 @@ from pathlib import Path
 import typer
 
 from gpuwise import api
+from gpuwise.api.shell import BenchSettings, BurnInSettings, DoctorSettings, MonitorSettings
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
-from gpuwise.probe.settings import BenchSettings, BurnInSettings, DoctorSettings, MonitorSettings
 from gpuwise.safe_io import decode, parse_json, read_bounded, read_text
 
 MAX_LOG_BYTES = 50_000_000

@@ -9,15 +9,25 @@ from typing import Any
 import typer
 
 from gpuwise import api
+from gpuwise.api.shell import (
+    HARDWARE,
+    HPC_SHARED,
+    SHARED,
+    HpcJob,
+    ImageJob,
+    InferJob,
+    LoadTest,
+    TrainJob,
+    job_flag_fields,
+    make_hpc_job,
+    make_image_job,
+    make_job,
+)
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
 from gpuwise.flags import flag_fields
 from gpuwise.report.trace import trace_json, trace_line
-from gpuwise.workload.jobs.hpc import HPC_SHARED, HpcJob, make_hpc_job
-from gpuwise.workload.jobs.image import SHARED, ImageJob, make_image_job
-from gpuwise.workload.jobs.job import HARDWARE, InferJob, TrainJob, job_flag_fields, make_job
-from gpuwise.workload.jobs.load_test import LoadTest
 
 MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path. "
                      "`gpuwise models` lists the presets.")

@@ -8,17 +8,24 @@ from typing import Any
 import typer
 
 from gpuwise import api
+from gpuwise.api.shell import (
+    Constraints,
+    HpcJob,
+    ImageJob,
+    Purchase,
+    Request,
+    Usage,
+    Workload,
+    load_scenario,
+    make_job,
+    parse_request,
+    template_count,
+)
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.jobs import _job_source
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
-from gpuwise.estimate.cost.report import Purchase
-from gpuwise.estimate.cost.tco import Usage
-from gpuwise.recommend.request import Constraints, Request, Workload, load_scenario, parse_request, template_count
 from gpuwise.safe_io import atomic_write_text, check_writable
-from gpuwise.workload.jobs.hpc import HpcJob
-from gpuwise.workload.jobs.image import ImageJob
-from gpuwise.workload.jobs.job import make_job
 
 MODEL = Arg("model", "Preset id, hub id or config.json path of the model to train or serve (or use --scenario).",
             required=False)

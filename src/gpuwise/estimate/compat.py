@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuwise import runtimes
 from gpuwise.catalog import FEATURES, GPU
 from gpuwise.workload.jobs.hpc import HpcJob
 from gpuwise.workload.jobs.image import ImageJob
@@ -37,10 +38,6 @@ _TRAIN_ROWS: tuple[tuple[Callable[[TrainJob], bool], Requirement], ...] = (
                  "8-bit optimizers need bitsandbytes, which has no {stack} build for {gpu}")),
 )
 _INFER_ROWS: tuple[tuple[Callable[[InferJob], bool], Requirement], ...] = (
-    (lambda j: j.engine == "vllm",
-     Requirement("vllm", True, "stack", "vLLM does not run on {stack} for {gpu}; choose another --engine")),
-    (lambda j: j.engine == "trtllm",
-     Requirement("cuda", True, "stack", "TensorRT-LLM runs on NVIDIA GPUs (CUDA) only, not on {gpu}")),
     (lambda j: j.weights in ("fp8", "fp8-block"),
      Requirement("fp8", False, "feature", "{gpu} has no FP8 tensor cores (its datasheet lists no FP8 rate; FP8 "
                                           "arrives with Ada and Hopper): the engine runs FP8 weights through a "
@@ -66,11 +63,14 @@ def requirements(job: Job | ImageJob | HpcJob) -> tuple[Requirement, ...]:
         return ()  # an HPC job's needs are its profile's (ports, FP64): estimate/hpc/estimate.py, recommend/engine.py
     if isinstance(job, TrainJob):
         needed = [r for applies, r in _TRAIN_ROWS if applies(job)]
+        own_attention = False
     else:
-        needed = [r for applies, r in _INFER_ROWS if applies(job)]
+        engine = runtimes.engine(job.engine)
+        needs = [Requirement(engine.needs.feature, True, "stack", engine.needs.message)] if engine.needs else []
+        needed = needs + [r for applies, r in _INFER_ROWS if applies(job)]
+        own_attention = engine.own_attention.value
     # FlashAttention-2 is transformers' kernel (attn_implementation); serving engines and llama.cpp bring their own
-    flash = job.flash_attn and (isinstance(job, TrainJob) or job.engine == "hf")
-    return (*needed, _FLASH) if flash else tuple(needed)
+    return (*needed, _FLASH) if job.flash_attn and not own_attention else tuple(needed)
 
 
 def unmet(job: Job | ImageJob | HpcJob, gpu: GPU) -> tuple[Requirement, ...]:

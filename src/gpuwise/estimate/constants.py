@@ -6,7 +6,6 @@ cites the document it comes from.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 MIB = 2**20
@@ -103,14 +102,6 @@ VLLM_NON_TORCH_TP = Constant(2.1 * GIB, "bytes", LLMD_REPORT + ": non-torch memo
                                               "(NCCL and custom all-reduce buffers)")
 VLLM_CUDA_GRAPHS = Constant(1.04 * GIB, "bytes", LLMD_REPORT + ": CUDA graph pools 0.51-1.85 GiB, mean 1.04 GiB, "
                                               "captured after the KV cache is sized")
-ENGINE_RESERVE_FRACTION = {
-    "vllm": Constant(0.90, "of total memory", "vLLM engine args: gpu_memory_utilization default 0.9"),
-    "sglang": Constant(0.88, "of total memory", "SGLang server args: mem_fraction_static (about 0.88 on 80 GB)"),
-    "trtllm": Constant(0.90, "of free memory after weights",
-                       "TensorRT-LLM KvCacheConfig: free_gpu_memory_fraction default 0.9"),
-    "lmdeploy": Constant(0.80, "of free memory after weights",
-                         "LMDeploy TurbomindEngineConfig: cache_max_entry_count default 0.8"),
-}
 
 
 # ---- achievable fractions of peak (performance model) ---------------------------------------------------
@@ -227,25 +218,6 @@ COLLECTIVE_LATENCY = Constant(10e-6, "s per collective", "aiconfigurator p2p lat
                               "Calculon 8-20 us (estimators notes sec. 5.8)")
 OVERLAP_SLOWDOWN = Constant(0.15, "fraction of overlapped compute", "Calculon processor_usage 0.15: compute slows "
                             "by 15% while communication overlaps it (estimators notes sec. 5.8)")
-MAX_NUM_SEQS = Constant(256, "sequences", "vLLM engine args: max_num_seqs default 256 (the batch limit of the "
-                        "serving simulation)")
-VLLM_LARGE_GPU_GIB = 70  # vLLM EngineArgs.get_batch_defaults: "device_memory >= 70 * GiB_bytes and 'a100' not in name"
-VLLM_BATCH_DEFAULTS = {
-    # (large GPU?) -> (max_num_seqs, max_num_batched_tokens) for the OpenAI API server
-    True: (Constant(1024, "sequences", "vLLM vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: GPUs of >= 70 "
-                                       "GiB other than A100 (H100, MI300x): OPENAI_API_SERVER max_num_seqs 1024"),
-           Constant(8192, "tokens", "the same: OPENAI_API_SERVER max_num_batched_tokens 8192")),
-    False: (Constant(256, "sequences", "the same, other GPUs: max_num_seqs 256"),
-            Constant(2048, "tokens", "the same, other GPUs: max_num_batched_tokens 2048 (PR #17885: a large budget "
-                                     "lowers A100 throughput)")),
-}
-SGLANG_CHUNKED_PREFILL = (  # (GPU memory below GiB, chunked_prefill_size), the first that applies
-    (35, 2048), (60, 4096), (160, 8192), (math.inf, 16384))
-SGLANG_CHUNKED_PREFILL_SOURCE = ("sglang python/sglang/srt/server_args.py, _handle_gpu_memory_settings: "
-                                 "chunked_prefill_size 2048 below 35 GB (4090), 4096 below 60 GB (A100 40GB, L40), "
-                                 "8192 below 160 GB (H100, H200), 16384 above (B200, MI300)")
-TRTLLM_BATCH_DEFAULTS = (Constant(2048, "sequences", "TensorRT-LLM LLM API (trtllm-serve) default max_batch_size 2048"),
-                         Constant(8192, "tokens", "TensorRT-LLM LLM API default max_num_tokens 8192"))
 SERVING_PLANNING_UTILISATION = Constant(
     0.8, "fraction of the saturation rate",
     "gpuwise assumption: with no latency SLO, plan a serving replica at 80 % of the rate that saturates it, so "

@@ -55,15 +55,12 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     plan = resolve(arch, job, gpu)
     job = plan.job
-    if isinstance(plan, TrainPlan):
-        memory = training_memory(plan)
-    else:
-        memory = inference_memory(arch, plan.job, capacity_bytes=gpu.usable_memory_bytes, gpu_id=gpu.id)
+    memory = training_memory(plan) if isinstance(plan, TrainPlan) else inference_memory(plan)
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
     if catalog is not None:
         perf = (train_perf(plan, catalog, calibration=calibration) if isinstance(plan, TrainPlan)
-                else replace(infer_perf(arch, plan.job, gpu, catalog, calibration=calibration),
+                else replace(infer_perf(plan, catalog, calibration=calibration),
                              replicas=plan.job.count // plan.job.replica_gpus))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
     return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost,

@@ -153,7 +153,7 @@ class InferPlan:
 
     def with_job(self, **changes: Any) -> InferPlan:
         """The same plan for a copy of the job with a few fields changed (a batch, a replica's GPU count)."""
-        return replace(self, job=self.job.model_copy(update=changes))
+        return replace(self, job=self.job.updated(**changes))
 
 
 Plan = TrainPlan | InferPlan
@@ -217,7 +217,8 @@ def _infer_plan(arch: Architecture, job: InferJob, gpu: GPU) -> InferPlan:
     given = job.quant
     job = job.for_checkpoint(arch.checkpoint)  # the checkpoint's weight format unless --quant says otherwise
     engine = runtimes.engine(job.engine)
-    rule = rules.card_rule(engine, gpu.memory_bytes, (gpu.id, gpu.name))
+    # the memory the engine's device query reports: on a unified-memory machine, the GPU's share (torch's total)
+    rule = rules.card_rule(engine, gpu.usable_memory_bytes, (gpu.id, gpu.name))
     seqs = job.max_num_seqs or rule.max_num_seqs or UNBOUNDED_SEQUENCES
     fraction = engine.memory_fraction.value if engine.memory_fraction else None
     if fraction is not None and job.memory_fraction is not None:
@@ -234,10 +235,11 @@ def _infer_choices(arch: Architecture, job: InferJob, engine: EngineProfile, rul
                   arch.checkpoint.quant == job.weights else "a 16-bit checkpoint, as shipped")
         found.append(Choice("weights", job.weights, origin))
     if engine.memory_fraction is not None and job.memory_fraction is None:
-        unit = "of what the loaded engine leaves free" if engine.kv_pool.value == "of_free" else "of total memory"
+        pool = engine.kv_pool.value
+        unit = "of what the loaded engine leaves free" if pool == "of_free" else "of total memory"
         found.append(Choice("KV pool", f"{engine.memory_fraction.value:.0%} {unit}",
                             f"{engine.name} default: {engine.memory_fraction.source}"))
-    if job.max_num_seqs is None and (rule.max_num_seqs or rule.max_batched_tokens):
+    if job.max_num_seqs is None and engine.pooled:  # an engine with a scheduler of its own
         limits = [f"{rule.max_num_seqs:,} sequences" if rule.max_num_seqs else "no sequence cap",
                   f"{rule.max_batched_tokens:,} tokens per iteration" if rule.max_batched_tokens else "no token budget"]
         found.append(Choice("batch limits", ", ".join(limits), f"{engine.name} default on this card: "

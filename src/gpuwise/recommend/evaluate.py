@@ -18,7 +18,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.plan import tp_divides
+from gpuwise.estimate.plan import InferPlan, resolve, tp_divides
 from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
 from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.roofline import Calibration
@@ -136,7 +136,9 @@ def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
 
 def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
                   calibration: Calibration | None) -> BatchPlan | Rejection:
-    rep = replica(arch, job, gpu, catalog, calibration=calibration)
+    plan = resolve(arch, job, gpu)
+    assert isinstance(plan, InferPlan)
+    rep = replica(plan, catalog, calibration=calibration)
     if not rep.holds_a_sequence:
         return too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
             "memory", f"no KV-cache room for one {job.input_len}+{job.output_len}-token sequence at TP {job.tp}")

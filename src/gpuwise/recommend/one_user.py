@@ -4,6 +4,7 @@ for any other engine; estimate/serving/layer_split.py)."""
 
 from __future__ import annotations
 
+from gpuwise import runtimes
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.plan import tp_divides
@@ -17,8 +18,6 @@ from gpuwise.recommend.request import Workload
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 
-LAYER_SPLIT_ENGINES = ("llamacpp", "exllamav2")  # their multi-GPU default splits by layers (llama.cpp -sm layer)
-
 
 def one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
              calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
@@ -29,7 +28,8 @@ def one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: GP
     if count > per_machine:
         return Rejection("network", f"one copy of the model over {count} GPUs needs them in one machine; these hold "
                                     f"{per_machine} each", count / per_machine)
-    by_layers = count > 1 and (template.engine in LAYER_SPLIT_ENGINES or not tp_divides(arch, count))
+    splits_layers = runtimes.engine(template.engine).splits_layers  # its multi-GPU default (llama.cpp -sm layer)
+    by_layers = count > 1 and (splits_layers is not None or not tp_divides(arch, count))
     if by_layers:
         return _split_by_layers(arch, workload, template, gpu, catalog, count, calibration)
     result = estimate(arch, template.updated(tp=count, count=count, batch=1), gpu, catalog, calibration=calibration)
@@ -57,8 +57,9 @@ def _held(workload: Workload, tpot_ms: float) -> Rejection | None:
 
 def _split_by_layers(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog,
                      count: int, calibration: Calibration | None) -> Fit | Rejection:
+    splits_layers = runtimes.engine(template.engine).splits_layers
     if count > SPLIT_MAX_CARDS:
-        why = (f"{template.engine} splits by layers" if template.engine in LAYER_SPLIT_ENGINES else
+        why = (f"{template.engine} splits by layers" if splits_layers is not None else
                f"{arch.name}'s {arch.heads} heads do not divide over them for tensor parallelism")
         return Rejection("count", f"{count} cards: a layer split runs on 2-{SPLIT_MAX_CARDS} and {why}")
     split = layer_split(arch, template, [gpu] * count, catalog, calibration=calibration)
@@ -67,8 +68,7 @@ def _split_by_layers(arch: Architecture, workload: Workload, template: InferJob,
         return Rejection("memory", f"split by layers over {count}: {fullest.per_gpu_bytes / GIB:,.1f} GiB on the "
                                    f"fullest card, has {fullest.capacity_bytes / GIB:,.1f}",
                          fullest.per_gpu_bytes / fullest.capacity_bytes)
-    how = ("llama.cpp --split-mode layer" if template.engine == "llamacpp" else
-           "exllamav2 gpu_split" if template.engine == "exllamav2" else "pipeline parallel, one sequence")
+    how = splits_layers.value if splits_layers is not None else "pipeline parallel, one sequence"
     note = (f"split by layers over {count} cards ({', '.join(str(c.layers) for c in split.cards)} layers; {how}): "
             "one user decodes at one card's pace, the extra cards add room, not speed")
     return _held(workload, split.tpot_ms) or Fit(

@@ -22,10 +22,9 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwise import __version__, api
+from gpuwise.api.shell import Purchase, Usage, hub_index
+from gpuwise.api.shell import Request as RecommendRequest
 from gpuwise.errors import GpuwiseError, http_status_for
-from gpuwise.estimate.cost.report import Purchase
-from gpuwise.estimate.cost.tco import Usage
-from gpuwise.recommend.request import Request as RecommendRequest
 from gpuwise.report.catalog import comparison_json, gpu_json
 from gpuwise.report.diagnose import diagnosis_json
 from gpuwise.report.estimate import estimate_json, fit_json
@@ -33,7 +32,6 @@ from gpuwise.report.recommend import recommendation_json, tco_json
 from gpuwise.web.runner import HeavyRunner
 from gpuwise.web.security import Guard
 from gpuwise.web.settings import ServeSettings
-from gpuwise.workload.model.presets import hub_index
 
 MAX_CONFIG_BYTES = 1_000_000
 PAGES = ("fit", "recommend", "compare", "tco", "doctor")
@@ -84,8 +82,8 @@ def _model(body: EstimateBody) -> Any:
 
 def _image(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
     """An image pipeline (sdxl, flux.1-dev): its own job (resolution, steps, offload, quant, batch)."""
+    from gpuwise.api.shell import make_image_job
     from gpuwise.report.image import image_fit_json, image_json
-    from gpuwise.workload.jobs.image import make_image_job
 
     if body.task != "infer" and "task" in body.model_fields_set:
         raise HTTPException(422, detail="an image pipeline is modelled for generation: task infer (or leave it out)")

@@ -29,6 +29,7 @@ from gpuwise.estimate.dtypes import activation_bytes
 from gpuwise.estimate.memory.breakdown import MemoryEstimate
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.runtimes.engines import IMAGE_ENGINE
 from gpuwise.workload.diffusion.denoisers import Tally
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.jobs.image import ImageJob
@@ -167,7 +168,7 @@ def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
     assert job.resolution is not None and job.steps is not None and job.guidance_passes is not None
     assert job.quant is not None
     dtype: Dtype = "bf16" if pipeline.defaults.dtype == "bf16" else "fp16"
-    m = machine(gpu, dtype, eager=True)
+    m = machine(gpu, dtype, eager=IMAGE_ENGINE.eager.value)
     den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
     act = activation_bytes(pipeline.defaults.dtype)
     step = phase_time(_forward_ops("denoiser", den, job.batch * job.guidance_passes,
@@ -175,7 +176,7 @@ def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
     vae_dtype: Dtype = "tf32" if pipeline.defaults.vae_dtype == "fp32" else dtype
     vae_act = activation_bytes(pipeline.defaults.vae_dtype)
     decode = phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act),
-                        machine(gpu, vae_dtype, eager=True))
+                        machine(gpu, vae_dtype, eager=IMAGE_ENGINE.eager.value))
     text = sum(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
                               weights[t.name], 1)], m).seconds for t in pipeline.text_encoders)
     slower = 1 / unmeasured_stack_factor(gpu)  # a stack no published diffusers timing checks (estimate/speed/stacks.py)

@@ -15,7 +15,7 @@ from gpuwise import budget
 from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.estimate import Estimate, estimate
-from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
+from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, engine_runs
 from gpuwise.workload.model.architecture import Architecture
 
 MAX_BATCH = 4096
@@ -122,7 +122,8 @@ def _inference_edits(job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
     if job.weights in ("fp32", "bf16", "fp16", "fp8", "fp8-block", "int8"):
         edits.append(("--quant awq-int4", "4-bit AWQ weights", "small quality loss", {"quant": "awq-int4"}))
-    if job.engine == "llamacpp" and job.weights != "gguf-q4_k_m":
+    gguf_only = not engine_runs(job.engine, "awq-int4") and engine_runs(job.engine, "gguf-q4_k_m")
+    if gguf_only and job.weights != "gguf-q4_k_m":
         edits.append(("--quant gguf-q4_k_m", "4-bit GGUF (llama.cpp Q4_K_M)", "small quality loss; llama.cpp",
                       {"quant": "gguf-q4_k_m"}))
     if job.weights in ("fp32", "bf16", "fp16") and gpu.software.fp8:

@@ -12,10 +12,16 @@ from typing import Any
 
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import activation_bytes
-from gpuwise.estimate.memory.breakdown import COMPONENTS, MemoryEstimate, framework_overhead
-from gpuwise.estimate.memory.engine import engine_activations, kv_budget_bytes
+from gpuwise.estimate.memory.breakdown import COMPONENTS, MemoryEstimate
+from gpuwise.estimate.memory.engine import (
+    engine_activations,
+    engine_overhead_bytes,
+    engine_reserved_bytes,
+    kv_budget_bytes,
+)
 from gpuwise.estimate.memory.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
 from gpuwise.estimate.memory.weights import weights
+from gpuwise.estimate.plan import InferPlan
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.vision.convnets import network
@@ -41,29 +47,29 @@ def workspace_bytes(arch: Architecture, job: InferJob) -> float:
     return live + 4 * job.local_batch * arch.vocab
 
 
-def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float, gpu_id: str = "") -> MemoryEstimate:
+def inference_memory(plan: InferPlan) -> MemoryEstimate:
+    arch, job, capacity_bytes = plan.arch, plan.job, plan.gpu.usable_memory_bytes
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
-    stored = weights(arch, job.weights)
+    stored = plan.stored
     # --ep keeps a whole copy of attention, dense and shared weights on every GPU and 1/ep of the routed experts
     # the dense part sharded over --tp; routed experts over --ep GPUs when set, else TP-sharded with the rest
     experts_per_gpu = stored.expert_bytes / (job.ep if job.ep > 1 else job.tp)
     parts["weights"] = (stored.bytes - stored.expert_bytes) / job.tp + experts_per_gpu
     per_sequence = sequence_cache_bytes(arch, job, job.context)
     if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
-        parts["weights"] += arch.params.mtp * weight_bytes(arch, job.weights) / arch.total_params / job.tp
+        parts["weights"] += arch.params.mtp * stored.bytes / arch.total_params / job.tp
         per_sequence *= 1 + 1 / max(arch.decoder_layers, 1)
     parts["kv_cache"] = per_sequence * job.local_batch
-    engine = engine_activations(arch, job, capacity_bytes, gpu_id, workspace_bytes(arch, job))
+    engine = engine_activations(plan, workspace_bytes(arch, job))
     parts["activations"] = engine.bytes
-    parts["framework_overhead"] = engine_overhead_bytes(job)
-    if job.engine not in ("vllm", "sglang"):  # the Python engines' pools are sized exactly; the rest use the allocator
+    parts["framework_overhead"] = engine_overhead_bytes(plan)
+    if plan.engine.allocator_reserve:  # an engine that sizes its pool exactly keeps no allocator slack
         parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
             C.ALLOCATOR_RESERVE.value)
     needed = sum(parts.values())
-    fraction = engine_fraction(job)
-    reserved = _engine_reserved(job, capacity_bytes, parts["weights"], needed)
-    kv_budget = kv_budget_bytes(job, capacity_bytes, parts["weights"], parts["activations"], needed - parts[
-        "kv_cache"] - parts["weights"] - parts["activations"], fraction)
+    reserved = engine_reserved_bytes(plan, parts["weights"], needed)
+    kv_budget = kv_budget_bytes(plan, parts["weights"], parts["activations"], needed - parts[
+        "kv_cache"] - parts["weights"] - parts["activations"])
     max_concurrency = int(kv_budget // per_sequence) if per_sequence > 0 and kv_budget > 0 else 0
     per_token = kv_bytes_per_token(arch, job)
     max_context = int(kv_budget // (per_token * job.batch)) if per_token > 0 and kv_budget > 0 else 0
@@ -75,48 +81,20 @@ def inference_memory(arch: Architecture, job: InferJob, *, capacity_bytes: float
         engine_reserved_bytes=reserved, kv_budget_bytes=kv_budget if arch.decoder_layers else None,
         max_concurrency=max_concurrency if arch.decoder_layers else None,
         max_context=max_context if arch.decoder_layers else None,
-        assumptions=(*_assumptions(arch, job), engine.note), warnings=_warnings(arch, job), details=details,
+        assumptions=(*_assumptions(plan), engine.note), warnings=_warnings(arch, job), details=details,
     )
 
 
-def engine_fraction(job: InferJob) -> float | None:
-    """The share the engine sizes its KV pool from: --mem-fraction, else the engine's default (None: no pool)."""
-    default = C.ENGINE_RESERVE_FRACTION.get(job.engine)
-    if default is None:
-        return None
-    return job.memory_fraction if job.memory_fraction is not None else default.value
-
-
-def engine_overhead_bytes(job: InferJob) -> float:
-    """CUDA context and libraries, NCCL buffers, the engine's CUDA graphs: vLLM and SGLang as measured on vLLM
-    v0.19 (llm-d-planner's report), the others the CUDA context, cuBLAS workspace and NCCL buffers."""
-    if job.engine in ("vllm", "sglang"):
-        non_torch = C.VLLM_NON_TORCH_TP.value if job.tp > 1 else C.VLLM_NON_TORCH.value
-        return non_torch + C.VLLM_CUDA_GRAPHS.value
-    return framework_overhead(job.tp)
-
-
-def _engine_reserved(job: InferJob, capacity: float, weights: float, needed: float) -> float | None:
-    fraction = engine_fraction(job)
-    if fraction is None:
-        return None
-    unit = C.ENGINE_RESERVE_FRACTION[job.engine].unit
-    if "free" in unit:
-        return max(needed, weights + (capacity - weights) * fraction)
-    return max(needed, capacity * fraction)
-
-
-def _assumptions(arch: Architecture, job: InferJob) -> tuple[str, ...]:
+def _assumptions(plan: InferPlan) -> tuple[str, ...]:
+    arch, job = plan.arch, plan.job
     notes = [f"{arch.name}: {arch.total_params:,} parameters; {_weights_note(arch, job.weights)}",
              f"KV cache {job.kv_dtype}: {describe_cache(arch)}"]
     if job.mtp and arch.params.mtp:
         notes.append(f"--mtp: {arch.params.mtp:,} multi-token-prediction parameters loaded beside the model, with "
                      "their KV cache; the speed is plain decoding (speculative acceptance is not modelled)")
-    default = C.ENGINE_RESERVE_FRACTION.get(job.engine)
-    fraction = engine_fraction(job)
-    if default is not None and fraction is not None:
-        given = " (--mem-fraction)" if job.memory_fraction is not None else f" ({default.source})"
-        notes.append(f"{job.engine} sizes its KV pool from {fraction:.0%} {default.unit}{given}")
+    if plan.memory_fraction is not None and job.memory_fraction is not None:
+        notes.append(f"{job.engine} sizes its KV pool from {plan.memory_fraction:.0%} (--mem-fraction)")
+    notes += [c.describe() for c in plan.choices if c.what != "weights"]
     return tuple(notes)
 
 

@@ -2,7 +2,7 @@
 
 :func:`replica` sets up what both the discrete-event simulation (``serving.simulate``, used by ``serve-sim``) and
 the closed form here (used by ``recommend``, and by ``serve-sim`` to bracket its search) run on: the memory of one
-replica of ``job.tp`` GPUs, the KV-cache room it leaves (computed once, in ``serving_memory``), the engine's batch
+replica of ``job.tp`` GPUs, the KV-cache room it leaves (computed once, in ``memory/inference``), the engine's batch
 limit, and the roofline's prefill and decode-step times (with the user's ``bench`` calibration when given).
 
 The closed form (continuous batching, Poisson arrivals at rate r; Orca/vLLM iteration-level scheduling):
@@ -30,6 +30,7 @@ from gpuwise.estimate import constants as C
 from gpuwise.estimate.memory.breakdown import MemoryEstimate
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
+from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.serving.simulate import step_table
 from gpuwise.estimate.speed.inference import decode_step_s, prefill_s
 from gpuwise.estimate.speed.roofline import Calibration
@@ -70,46 +71,27 @@ class Replica:
 
 
 PREFILL_GRAIN = 64  # tokens: prefill times are computed once per 64-token step of chunk size (at most budget / 64)
-SGLANG_UNBOUNDED = 65_536  # no engine cap; the KV room admits fewer long before this
-
-
-def engine_limits(engine: str, gpu: GPU) -> tuple[int, int | None]:
-    """The engine's default batch limit and per-iteration token budget on ``gpu``, from each engine's own code
-    (constants.VLLM_BATCH_DEFAULTS, SGLANG_CHUNKED_PREFILL, TRTLLM_BATCH_DEFAULTS); other engines: the vLLM small-GPU
-    batch limit and no chunking."""
-    gib = gpu.memory_gb
-    if engine == "vllm":
-        seqs, tokens = C.VLLM_BATCH_DEFAULTS[gib >= C.VLLM_LARGE_GPU_GIB and not gpu.id.startswith("a100")]
-        return int(seqs.value), int(tokens.value)
-    if engine == "sglang":
-        # max_running_requests has no fixed default: the KV pool bounds it, as kv_sequences does here
-        return SGLANG_UNBOUNDED, next(t for limit, t in C.SGLANG_CHUNKED_PREFILL if gib < limit)
-    if engine == "trtllm":
-        return int(C.TRTLLM_BATCH_DEFAULTS[0].value), int(C.TRTLLM_BATCH_DEFAULTS[1].value)
-    return int(C.MAX_NUM_SEQS.value), None
-
-
-def replica(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
-            calibration: Calibration | None = None) -> Replica:
-    """The replica ``job`` describes (its ``tp`` GPUs of type ``gpu``); see ``holds_a_sequence`` before using it."""
-    one = job.for_checkpoint(arch.checkpoint).updated(batch=1, count=job.replica_gpus, nodes=1)
-    memory = inference_memory(arch, one, capacity_bytes=gpu.usable_memory_bytes, gpu_id=gpu.id)
+def replica(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | None = None) -> Replica:
+    """The replica the plan describes (its ``tp`` GPUs); see ``holds_a_sequence`` before using it."""
+    arch, job = plan.arch, plan.job
+    one_plan = plan.with_job(batch=1, count=job.replica_gpus, nodes=1)
+    one = one_plan.job
+    memory = inference_memory(one_plan)
     room = max(memory.kv_budget_bytes or 0.0, 0.0)
     kv_tokens = room / kv_bytes_per_token(arch, one) if kv_bytes_per_token(arch, one) > 0 else math.inf
-    default_seqs, token_budget = engine_limits(job.engine, gpu)
-    max_seqs = job.max_num_seqs or default_seqs
-    step = step_table(lambda b, c: decode_step_s(arch, one, gpu, catalog, batch=b, context=c,
-                                                 calibration=calibration), max_seqs, job.input_len + job.output_len / 2)
+    max_seqs = plan.max_num_seqs
+    step = step_table(lambda b, c: decode_step_s(one_plan, catalog, batch=b, context=c, calibration=calibration),
+                      max_seqs, job.input_len + job.output_len / 2)
     prefills: dict[int, float] = {}
 
     def prefill(tokens: int) -> float:
         bucket = -(-max(tokens, 1) // PREFILL_GRAIN) * PREFILL_GRAIN  # chunks rounded up; whole prompts stay whole
         if bucket not in prefills:
-            prefills[bucket] = prefill_s(arch, one, gpu, catalog, tokens=bucket, calibration=calibration)
+            prefills[bucket] = prefill_s(one_plan, catalog, tokens=bucket, calibration=calibration)
         return prefills[bucket]
 
     return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step,
-                   max_batched_tokens=token_budget)
+                   max_batched_tokens=plan.max_batched_tokens)
 
 
 def require_room(rep: Replica, arch: Architecture, gpu: GPU) -> None:

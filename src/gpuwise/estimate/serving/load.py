@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
-from gpuwise.estimate.plan import require_tp
+from gpuwise.estimate.plan import InferPlan, require_tp, resolve
 from gpuwise.estimate.serving.capacity import capacity, replica, require_room
 from gpuwise.estimate.serving.simulate import (
     LoadResult,
@@ -65,7 +65,9 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} is more than the "
                           f"{MAX_SIMULATED_TOKENS:,} tokens serve-sim simulates; use at most "
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
-    rep = replica(arch, job, gpu, catalog, calibration=calibration)
+    plan = resolve(arch, job, gpu)
+    assert isinstance(plan, InferPlan)
+    rep = replica(plan, catalog, calibration=calibration)
     require_room(rep, arch, gpu)
     replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element
-from gpuwise.estimate.memory.weights import matmul_dtype, weights
+from gpuwise.estimate.memory.weights import matmul_dtype
+from gpuwise.estimate.plan import InferPlan, resolve
 from gpuwise.estimate.speed.breakdown import top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops
-from gpuwise.estimate.speed.cuda_graphs import captured_sizes, graph_batch
 from gpuwise.estimate.speed.operators import Pass, forward_ops
 from gpuwise.estimate.speed.parallel import (
     all_reduce_s,
@@ -39,23 +39,24 @@ class InferPerf:
     replicas: int = 1  # --count / --tp copies, each serving the job's batch: the figures above are one replica's
 
 
-def _infer_pass(arch: Architecture, job: InferJob, *, query: int, context: float, logits: int = 1) -> Pass:
-    """One forward of the replica; ``logits`` positions per sequence reach the LM head (a verifying step scores
-    every drafted token)."""
-    w = weights(arch, job.weights)
+def _infer_pass(plan: InferPlan, job: InferJob, *, query: int, context: float, logits: int = 1) -> Pass:
+    """One forward of the replica running ``job`` (the plan's job or a copy at another batch); ``logits`` positions
+    per sequence reach the LM head (a verifying step scores every drafted token)."""
+    w = plan.stored
     return Pass(batch=job.local_batch, query=query, context=context, act_bytes=activation_bytes(job.weights),
                 weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
-                flash=job.flash_attn, logits_tokens=job.local_batch * logits, absorb_mla=job.engine != "hf",
-                expert_bytes=w.expert_bytes_per_weight, ep=job.ep, dp=job.attention_dp)
+                flash=job.flash_attn, logits_tokens=job.local_batch * logits,
+                absorb_mla=plan.engine.absorbs_mla.value, expert_bytes=w.expert_bytes_per_weight, ep=job.ep,
+                dp=job.attention_dp)
 
 
-def _dequantize(arch: Architecture, job: InferJob) -> list[Op]:
+def _dequantize(plan: InferPlan, job: InferJob) -> list[Op]:
     """Batched GEMMs on AWQ/GPTQ weights unpack them to fp16 first (AutoAWQ's GEMM path above its batch
     threshold): read the packed weights, write and read fp16 copies. llama.cpp's MMQ kernels (ggml-cuda/mmq.cu)
     multiply the quantized GGUF blocks directly, so GGUF prefill pays no such pass."""
     if job.weights not in ("awq-int4", "gptq-int4", "int4"):
         return []
-    w = weights(arch, job.weights)
+    w, arch = plan.stored, plan.arch
     quantized = w.quantized / job.tp
     return [Op("dequantize", "memory", 0.0, quantized * (w.bits / 8 + 2 + 2), 7 * arch.layers)]
 
@@ -79,9 +80,15 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
     return seconds
 
 
-def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
-               calibration: Calibration | None = None, backend_scaled: bool = True) -> InferPerf:
-    m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
+def _machine(plan: InferPlan, calibration: Calibration | None) -> Machine:
+    return machine(plan.gpu, matmul_dtype(plan.job.weights, plan.gpu), eager=plan.engine.eager.value,
+                   calibration=calibration)
+
+
+def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | None = None,
+               backend_scaled: bool = True) -> InferPerf:
+    arch, job, gpu = plan.arch, plan.job, plan.gpu
+    m = _machine(plan, calibration)
     if arch.kind == "cnn":
         m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
 
@@ -89,19 +96,19 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
         return InferPerf(bound=images.bound, top_ops=top_ops(images.by_op, images.seconds),
                          samples_per_s=job.batch / images.seconds, assumptions=_infer_assumptions(m))
     causal = arch.kind == "decoder"
-    prefill_pass = _infer_pass(arch, job, query=job.input_len, context=job.input_len / 2 if causal else job.input_len)
-    prefill = phase_time(forward_ops(arch, prefill_pass) + _dequantize(arch, job), m)
+    prefill_pass = _infer_pass(plan, job, query=job.input_len, context=job.input_len / 2 if causal else job.input_len)
+    prefill = phase_time(forward_ops(arch, prefill_pass) + _dequantize(plan, job), m)
     prefill_s = prefill.seconds + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=top_ops(prefill.by_op, prefill.seconds),
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
     average_context = job.input_len + job.output_len / 2  # a sliding-window layer reads at most its window
-    decode = phase_time(forward_ops(arch, _infer_pass(arch, job, query=1, context=average_context)), m)
-    factor = decode_factor(gpu, job.engine, catalog) if backend_scaled and calibration is None else 1.0
-    tpot = _decode_s(arch, job, gpu, catalog, m, batch=job.batch, context=average_context, factor=factor)
+    decode = phase_time(forward_ops(arch, _infer_pass(plan, job, query=1, context=average_context)), m)
+    factor = decode_factor(plan, catalog) if backend_scaled and calibration is None else 1.0
+    tpot = _decode_s(plan, catalog, m, batch=job.batch, context=average_context, factor=factor)
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
-    scaled = (f"llama.cpp decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement against "
-              "the model (estimate/speed/stacks.py)",) if factor != 1.0 else ()
+    scaled = (f"{plan.engine.name} decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement "
+              "against the model (estimate/speed/inference.py)",) if factor != 1.0 else ()
     return InferPerf(
         bound=decode.bound, top_ops=top_ops(decode.by_op, decode.seconds), ttft_ms=prefill_s * 1e3,
         tpot_ms=tpot * 1e3, decode_tokens_per_s=job.batch / tpot,
@@ -110,50 +117,49 @@ def infer_perf(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *,
     )
 
 
-def decode_step_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, batch: int,
-                  context: float, calibration: Calibration | None = None) -> float:
+def decode_step_s(plan: InferPlan, catalog: Catalog, *, batch: int, context: float,
+                  calibration: Calibration | None = None) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
-    m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
-    return _decode_s(arch, job, gpu, catalog, m, batch=batch, context=context)
+    return _decode_s(plan, catalog, _machine(plan, calibration), batch=batch, context=context)
 
 
-def _decode_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, m: Machine, *, batch: int,
-              context: float, factor: float = 1.0) -> float:
+def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, context: float,
+              factor: float = 1.0) -> float:
     """Seconds per token of each sequence in a decode step of ``batch`` sequences: the step over the tokens each
     gains (``job.tokens_per_step``). With --spec-tokens K the step is one verifying forward of K + 1 tokens per
     sequence plus K passes of the draft head (one decoder layer and the LM head, as EAGLE and DeepSeek's MTP
-    module are). The step replays the engine's CUDA graph of the next captured batch size
-    (estimate/speed/cuda_graphs.py); a batch the engine does not capture launches each kernel from Python, at least
-    EAGER_OVERHEAD apiece."""
+    module are). The step replays the engine's CUDA graph of the next captured batch size (the engine profile's
+    GraphCapture, runtimes/rules.py); a batch the engine does not capture launches each kernel from Python, at
+    least EAGER_OVERHEAD apiece."""
+    arch, job = plan.arch, plan.job
     query = job.spec_tokens + 1
     local = -(-batch // job.attention_dp)
-    sizes = captured_sizes(job.engine, gpu.memory_gb, job.tp, job.max_num_seqs or 1024, query)
-    graphed = graph_batch(job.engine, local, sizes)
+    sizes = plan.captured_sizes(query)
+    graphed = plan.graph_batch(local, query)
     shaped = job.model_copy(update={"batch": (graphed or local) * job.attention_dp})
-    ops = forward_ops(arch, _infer_pass(arch, shaped, query=query, context=context, logits=query))
+    ops = forward_ops(arch, _infer_pass(plan, shaped, query=query, context=context, logits=query))
     if job.spec_tokens:
-        ops += forward_ops(arch, _infer_pass(arch, shaped, query=1, context=context), layers=1) * job.spec_tokens
+        ops += forward_ops(arch, _infer_pass(plan, shaped, query=1, context=context), layers=1) * job.spec_tokens
     step = phase_time(ops, m).seconds / factor
     if sizes is not None and graphed is None:
         step = max(step, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value)
-    step += _tp_comm_s(arch, shaped, shaped.batch * query, gpu, catalog)
+    step += _tp_comm_s(arch, shaped, shaped.batch * query, plan.gpu, catalog)
     return step / job.tokens_per_step
 
 
-def prefill_s(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, *, tokens: int,
-              calibration: Calibration | None = None) -> float:
+def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int, calibration: Calibration | None = None) -> float:
     """Prefill of ``tokens`` prompt tokens: whole prompts of the job's input length batched together, and what is
     left as one chunk of a prompt (chunked prefill), its queries attending to about half a prompt of keys."""
-    m = machine(gpu, matmul_dtype(job.weights, gpu), eager=job.engine == "hf", calibration=calibration)
+    arch, job, m = plan.arch, plan.job, _machine(plan, calibration)
     whole, rest = divmod(max(tokens, 1), job.input_len)
     seconds = 0.0
     for batch, query in ((whole, job.input_len), (1 if rest else 0, rest)):
         if not batch:
             continue
         shaped = job.model_copy(update={"batch": batch})
-        p = _infer_pass(arch, shaped, query=query, context=job.input_len / 2)
-        seconds += phase_time(forward_ops(arch, p) + _dequantize(arch, shaped), m).seconds
-        seconds += _tp_comm_s(arch, shaped, batch * query, gpu, catalog)
+        p = _infer_pass(plan, shaped, query=query, context=job.input_len / 2)
+        seconds += phase_time(forward_ops(arch, p) + _dequantize(plan, shaped), m).seconds
+        seconds += _tp_comm_s(arch, shaped, batch * query, plan.gpu, catalog)
     return seconds
 
 
@@ -165,13 +171,15 @@ def _infer_assumptions(m: Machine) -> tuple[str, ...]:
     )
 
 
-# ---------------------------------------------------------------- llama.cpp off CUDA
+# ---------------------------------------------------------------- an engine's decode off CUDA
 REFERENCE_MODEL, REFERENCE_QUANT = "llama-2-7b", "gguf-q4_k_m"  # llama 7B Q4_0 maps to q4_k_m (about 7% more bytes)
 
 
-def decode_factor(gpu: GPU, engine: str, catalog: Catalog) -> float:
-    """Measured / modelled decode speed of llama.cpp on ``gpu``'s stack; 1.0 where no reference applies."""
-    if engine != "llamacpp" or gpu.segment == "datacenter":
+def decode_factor(plan: InferPlan, catalog: Catalog) -> float:
+    """Measured / modelled decode speed of the engine on the card's stack, where its profile says a published
+    reference applies (llama.cpp's llama-bench runs on ROCm, SYCL, Metal); 1.0 elsewhere."""
+    gpu = plan.gpu
+    if not plan.engine.decode_scaled_off_cuda.value or gpu.segment == "datacenter":
         return 1.0
     reference = C.LLAMACPP_DECODE_REFERENCE.get(gpu.software.stack)
     if reference is None or reference[0] not in catalog.gpus:
@@ -188,6 +196,8 @@ _FACTORS: dict[tuple[str, GPU], float] = {}  # one entry per stack and version o
 
 def _factor(card: GPU, measured_tokens_per_s: float, catalog: Catalog) -> float:
     job = InferJob(engine="llamacpp", quant=REFERENCE_QUANT, batch=1, input_len=1, output_len=128)
-    modelled = infer_perf(resolve_model(REFERENCE_MODEL), job, card, catalog, backend_scaled=False)
+    plan = resolve(resolve_model(REFERENCE_MODEL), job, card)
+    assert isinstance(plan, InferPlan)
+    modelled = infer_perf(plan, catalog, backend_scaled=False)
     assert modelled.decode_tokens_per_s
     return measured_tokens_per_s / modelled.decode_tokens_per_s

@@ -12,9 +12,10 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.fields import FieldInfo
 
+from gpuwise import runtimes
 from gpuwise.errors import ConfigError
 from gpuwise.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
-from gpuwise.workload.jobs.frameworks import Framework, apply_framework
+from gpuwise.runtimes.rules import framework_fills
 from gpuwise.workload.model.checkpoint import WeightFormat
 
 Task = Literal["train", "infer"]
@@ -28,7 +29,10 @@ Loss = Literal["standard", "chunked", "fused"]
 Quant = Literal["fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4", "awq-int4", "gptq-int4",
                 "gguf-q4_k_m", "gguf-q8_0"]
 KvDtype = Literal["fp16", "bf16", "fp8"]
+Framework = Literal["hf", "torchtune", "unsloth", "axolotl", "llama-factory", "deepspeed", "torchtitan", "megatron"]
+"""The training frameworks (gpuwise/runtimes/frameworks.py holds what each does; a test keeps the two lists equal)."""
 Engine = Literal["vllm", "sglang", "trtllm", "lmdeploy", "hf", "llamacpp", "exllamav2"]
+"""The serving engines (gpuwise/runtimes/engines.py holds what each does; a test keeps the two lists equal)."""
 
 _ALL = JOB_COMMANDS
 _TRAIN = frozenset({"estimate", "fit", "scale", "recommend"})
@@ -158,7 +162,7 @@ class TrainJob(_Job):
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = apply_framework(data)
+            data = _apply_framework(data)
         if isinstance(data, dict) and data.get("grad_ckpt") is not None:
             data = dict(data)
             on = data.pop("grad_ckpt")
@@ -208,21 +212,10 @@ class TrainJob(_Job):
         return self.method in ("lora", "qlora")
 
 
-ENGINE_FORMATS: dict[str, tuple[frozenset[str], str]] = {
-    # engine -> (the weight formats it runs, what to do instead); engines not listed run every --quant format
-    "llamacpp": (frozenset({"gguf-q4_k_m", "gguf-q8_0", "bf16", "fp16", "fp32", "mxfp4"}),
-                 "llama.cpp runs GGUF files only (llama.cpp docs/models.md: 'llama.cpp requires the model to be stored "
-                 "in the GGUF file format'; bf16/fp16/fp32 are unquantized GGUF, MXFP4 is ggml's type for "
-                 "gpt-oss): use --quant gguf-q4_k_m or gguf-q8_0"),
-    "hf": (frozenset(get_args(Quant)) - {"gguf-q4_k_m", "gguf-q8_0"},
-           "transformers dequantizes a GGUF checkpoint when it loads it on a GPU (transformers docs, GGUF): with "
-           "--engine hf give the dtype it runs in (--quant bf16), or use --engine llamacpp"),
-}
-"""Weight formats an engine cannot run as asked: the job-side rows of the compatibility table (estimate/compat.py
-holds the card-side ones)."""
-
-
-_POOLED_ENGINES = frozenset({"vllm", "sglang", "trtllm", "lmdeploy"})  # estimate/constants ENGINE_RESERVE_FRACTION
+def engine_runs(engine: str, quant: str) -> bool:
+    """Whether ``--engine engine`` runs weights stored as ``quant`` (its profile's weight formats)."""
+    formats = runtimes.engine(engine).weight_formats.value
+    return formats is None or quant in formats
 
 
 class InferJob(_Job):
@@ -267,7 +260,8 @@ class InferJob(_Job):
     max_num_seqs: Annotated[int | None, Field(ge=1, le=100_000), Flag(frozenset({"serve-sim", "recommend"}),
                                                                         INFERENCE)] = Field(
         default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "
-                                  "default: the engine's 256)")
+                                  "default: the engine's own for the card -- vLLM 1024 on 70 GiB+ cards other than "
+                                  "A100, else 256; SGLang: as many as the KV pool holds)")
 
     @property
     def weights(self) -> Quant:
@@ -280,17 +274,17 @@ class InferJob(_Job):
         if self.quant is not None:
             return self
         wanted = checkpoint.quant if checkpoint is not None else "bf16"
-        formats, _ = ENGINE_FORMATS.get(self.engine, (frozenset(get_args(Quant)), ""))
-        return self.model_copy(update={"quant": wanted if wanted in formats else "bf16"})
+        return self.model_copy(update={"quant": wanted if engine_runs(self.engine, wanted) else "bf16"})
 
     @model_validator(mode="after")
     def _coherent(self) -> InferJob:
-        formats, instead = ENGINE_FORMATS.get(self.engine, (frozenset(get_args(Quant)), ""))
-        if self.quant is not None and self.quant not in formats:
-            raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {instead}")
-        if self.memory_fraction is not None and self.engine not in _POOLED_ENGINES:
+        profile = runtimes.engine(self.engine)
+        if self.quant is not None and not engine_runs(self.engine, self.quant):
+            raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {profile.formats_instead}")
+        if self.memory_fraction is not None and not profile.pooled:
+            pooled = sorted(e for e in runtimes.ENGINE_IDS if runtimes.engine(e).pooled)
             raise ValueError(f"--mem-fraction sizes a serving engine's KV pool: --engine {self.engine} has none (use "
-                             f"{', '.join(sorted(_POOLED_ENGINES))})")
+                             f"{', '.join(pooled)})")
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")
         if self.replica_gpus % self.ep:
@@ -376,3 +370,14 @@ def job_flag_fields(command: str, tasks: tuple[str, ...] = ("train", "infer")) -
             if command in flag.commands:
                 found.setdefault(name, (info, flag))
     return found
+
+
+def _apply_framework(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the framework's defaults for the fields the user left out, and ``framework_filled`` naming them.
+    The grad-ckpt shorthand counts as setting ckpt."""
+    name = data.get("framework")
+    if not isinstance(name, str) or name not in runtimes.FRAMEWORK_IDS:
+        return data  # no framework, or one the field's own validation refuses
+    given = set(data) | ({"ckpt"} if data.get("grad_ckpt") is not None else set())
+    filled = {k: v for k, v in framework_fills(runtimes.framework(name), data).items() if k not in given}
+    return {**data, **filled, "framework_filled": tuple(sorted(filled))}
