@@ -23,8 +23,9 @@ def test_all_is_sorted_and_pinned() -> None:
     errors = {"AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "InputTooLarge", "NotEstimable",
               "ProbeUnavailable", "TimeLimitExceeded", "UnknownGPU", "UnknownModel"}
     assert set(gpuwise.__all__) == functions | types | errors
-    for name in gpuwise.__all__:
+    for name in gpuwise.__all__:  # a name never resolves to a subpackage or submodule of the same name
         assert getattr(gpuwise, name) is getattr(gpuwise.api, name), name
+        assert not isinstance(getattr(gpuwise.api, name), type(gpuwise)), name
 
 
 def test_estimate_and_recommend_stay_functions_whatever_was_imported_first() -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 _FROM: dict[str, str] = {
     # functions
     **dict.fromkeys(("compare_gpus", "find_gpu", "list_gpus", "load_catalog"), "gpuwise.api.catalog"),
-    **dict.fromkeys(("Diagnosis", "diagnose"), "gpuwise.api.diagnose"),
+    **dict.fromkeys(("Diagnosis", "diagnose"), "gpuwise.api.diagnosis"),
     **dict.fromkeys(("FleetReport", "fleet_report"), "gpuwise.api.fleet"),
     **dict.fromkeys(("bench", "bench_collective", "burn_in", "doctor", "exporter_reader", "monitor"),
                     "gpuwise.api.hardware"),
@@ -72,8 +72,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.api.catalog import find_gpu as find_gpu
     from gpuwise.api.catalog import list_gpus as list_gpus
     from gpuwise.api.catalog import load_catalog as load_catalog
-    from gpuwise.api.diagnose import Diagnosis as Diagnosis
-    from gpuwise.api.diagnose import diagnose as diagnose
+    from gpuwise.api.diagnosis import Diagnosis as Diagnosis
+    from gpuwise.api.diagnosis import diagnose as diagnose
     from gpuwise.api.fleet import FleetReport as FleetReport
     from gpuwise.api.fleet import fleet_report as fleet_report
     from gpuwise.api.hardware import bench as bench

@@ -22,6 +22,7 @@ from gpuwise.workload.jobs.hpc import HPC_SHARED, HpcJob, make_hpc_job
 from gpuwise.workload.jobs.image import SHARED, ImageJob, make_image_job
 from gpuwise.workload.jobs.job import HARDWARE, JOB_MODELS, InferJob, TrainJob, job_flag_fields, make_job
 from gpuwise.workload.jobs.load_test import LoadTest
+from gpuwise.workload.kind import workload_kind
 from gpuwise.workload.model.presets import hub_index
 
 __all__ = [
@@ -29,5 +30,5 @@ __all__ = [
     "BurnInSettings", "CollectiveSettings", "Constraints", "DoctorSettings", "ExporterSettings", "HpcJob", "ImageJob",
     "InferJob", "LoadTest", "MonitorSettings", "Purchase", "Request", "TrainJob", "Usage", "Workload", "hub_index",
     "job_flag_fields", "load_scenario", "make_hpc_job", "make_image_job", "make_job", "parse_request",
-    "template_count",
+    "template_count", "workload_kind",
 ]

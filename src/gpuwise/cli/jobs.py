@@ -22,6 +22,7 @@ from gpuwise.api.shell import (
     make_hpc_job,
     make_image_job,
     make_job,
+    workload_kind,
 )
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.output import print_json, stdout
@@ -166,7 +167,7 @@ def _estimate(given: Given) -> None:
     if not given.args.get("model"):
         raise ConfigError("give a MODEL (a preset id, hub id or config.json path; `gpuwise models`), or --task hpc "
                           "--app NAME for a scientific application")
-    if api.pipeline(given.args["model"]) is not None:
+    if workload_kind(None, given.args["model"]) == "image":
         _image(given, "estimate")
         return
     model, job = given.args["model"], typed_job(given, "estimate")
@@ -201,7 +202,7 @@ def _fit(given: Given) -> None:
     emit = given.shell.get("emit")
     if emit not in (None, "hf"):
         raise ConfigError(f"--emit {str(emit)[:40]!r} is not accepted; use hf")
-    if api.pipeline(given.args["model"]) is not None:
+    if workload_kind(None, given.args["model"]) == "image":
         _image(given, "fit")
         return
     job = typed_job(given, "fit")

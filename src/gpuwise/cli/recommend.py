@@ -20,6 +20,7 @@ from gpuwise.api.shell import (
     make_job,
     parse_request,
     template_count,
+    workload_kind,
 )
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
 from gpuwise.cli.jobs import _job_source
@@ -62,7 +63,7 @@ def _request_from_flags(given: Given) -> Request:
     model = given.args.get("model")
     if not model:
         raise ConfigError("give a MODEL (a preset id, hub id or config.json path) or --scenario FILE")
-    if api.pipeline(model) is not None:
+    if workload_kind(None, model) == "image":
         from gpuwise.cli.jobs import image_job
 
         options: dict[str, Any] = image_job(given).model_dump(exclude_defaults=True)

@@ -18,6 +18,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.memory.knobs import free_knobs
 from gpuwise.estimate.plan import InferPlan, resolve, tp_divides
 from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
 from gpuwise.estimate.speed.bands import band
@@ -49,13 +50,13 @@ def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     assert isinstance(job, TrainJob)
     result = estimate(arch, job, gpu, catalog, calibration=calibration)
     notes: list[str] = []
-    for changes, note in _free_knobs(arch, template, job, gpu):
+    for knob in free_knobs(arch, template, job, gpu):
         if result.memory.fits:
             break
         # a knob the user left free, turned on cumulatively in the order that costs least (an explicit flag is kept)
-        job = job.updated(**changes)
+        job = job.updated(**knob.changes)
         result = estimate(arch, job, gpu, catalog, calibration=calibration)
-        notes.append(note)
+        notes.append(f"used {knob.what} ({knob.flag}; --{knob.free.replace('_', '-')} was left free): {knob.cost}")
     if not result.memory.fits:
         return too_big(result.memory)
     perf = result.perf
@@ -80,32 +81,6 @@ def _train_settings(job: TrainJob) -> Mapping[str, object]:
     if job.global_batch is not None:
         chosen["global_batch"] = job.global_batch
     return chosen
-
-
-def _free_knobs(arch: Architecture, template: TrainJob, job: TrainJob, gpu: GPU) -> list[tuple[dict[str, object], str]]:
-    """The memory knobs ``recommend`` may turn on when the user left them free, cheapest first, each with its cost."""
-    given = template.model_fields_set
-    knobs: list[tuple[dict[str, object], str]] = []
-    if "ckpt" not in given and job.ckpt != "full":
-        knobs.append(({"ckpt": "full"}, "turned on activation checkpointing (--ckpt was left free): the backward "
-                                        "recomputes each layer's forward, about a third more compute"))
-    if "loss" not in given and job.loss == "standard" and arch.lm_head:
-        knobs.append(({"loss": "fused"}, "used a fused cross-entropy (--loss was left free; Liger's "
-                                         "use_liger_kernel, Unsloth): the logits never exist whole, at about the "
-                                         "same speed"))
-    hard = {r for r in unmet(job, gpu) if r.hard}
-    eight_bit = {r for r in unmet(job.updated(optimizer="adamw-8bit"), gpu) if r.hard}
-    if "optimizer" not in given and job.optimizer == "adamw" and eight_bit <= hard:  # bitsandbytes runs here
-        knobs.append(({"optimizer": "adamw-8bit"}, "used 8-bit AdamW states (--optimizer was left free; "
-                                                   "bitsandbytes): a quarter of the state memory, about the same "
-                                                   "speed"))
-    if "batch" not in given and job.batch > 1 and not job.optimizer_in_backward:
-        keep = job.global_batch or job.batch * job.data_parallel
-        for batch in sorted({job.batch // 2, 1}, reverse=True):
-            knobs.append(({"batch": batch, "global_batch": keep}, f"cut the micro-batch to {batch} with gradient "
-                              f"accumulation to keep {keep} sequences per step (--batch was left free): the same "
-                              "samples, in smaller and less efficient steps"))
-    return knobs
 
 
 def _slo_s(workload: Workload) -> float | None:

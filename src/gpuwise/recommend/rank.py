@@ -16,6 +16,7 @@ from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
 from gpuwise.workload.hpc.apps import HpcApp, app_profile
 from gpuwise.workload.jobs.hpc import HpcJob
 from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.workload.kind import workload_kind
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.resolve import resolve_model
 
@@ -161,9 +162,11 @@ def _assumptions(request: Request) -> tuple[str, ...]:
 
 def _model_of(workload: Workload) -> Architecture | Pipeline | HpcApp:
     """What a workload runs: a scientific application's profile, an image pipeline, or a language model."""
-    if isinstance(workload.job, HpcJob):
+    kind = workload_kind(workload.task, workload.model)
+    if kind == "hpc" and isinstance(workload.job, HpcJob):
         return app_profile(workload.job)
-    return find_pipeline(workload.model) or resolve_model(workload.model)
+    pipeline = find_pipeline(workload.model) if kind == "image" else None
+    return pipeline or resolve_model(workload.model)
 
 
 def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Calibration] | None = None

@@ -20,10 +20,10 @@ from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.estimate.cost.tco import Usage
 from gpuwise.flags import Flag
 from gpuwise.safe_io import excerpt, parse_yaml, read_text
-from gpuwise.workload.diffusion.pipeline import find_pipeline
 from gpuwise.workload.jobs.hpc import HpcJob, make_hpc_job
 from gpuwise.workload.jobs.image import ImageJob, make_image_job
 from gpuwise.workload.jobs.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
+from gpuwise.workload.kind import workload_kind
 
 Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt", "usd-per-mtok"]
 Acquisition = Literal["buy-new", "buy-used", "rent"]
@@ -76,9 +76,10 @@ class Workload(_Model):
         if not isinstance(data, dict) or isinstance(data.get("options"), (TrainJob, InferJob, ImageJob, HpcJob)):
             return data
         data = dict(data)
-        if data.get("task") == "hpc":
+        kind = workload_kind(data.get("task"), data.get("model"))
+        if kind == "hpc":
             return _hpc_workload(data)
-        pipeline = find_pipeline(data.get("model")) is not None
+        pipeline = kind == "image"
         if pipeline:
             data.setdefault("task", "infer")  # an image pipeline generates; no other task is modelled
         task = data.get("task", "train")

@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwise import __version__, api
-from gpuwise.api.shell import Purchase, Usage, hub_index
+from gpuwise.api.shell import Purchase, Usage, hub_index, workload_kind
 from gpuwise.api.shell import Request as RecommendRequest
 from gpuwise.errors import GpuwiseError, http_status_for
 from gpuwise.report.catalog import comparison_json, gpu_json
@@ -104,9 +104,10 @@ def _hpc(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
 
 
 def _estimate(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
-    if body.task == "hpc":
+    kind = workload_kind(body.task, body.model if body.config is None else None)
+    if kind == "hpc":
         return _hpc(body, fit=fit)
-    if body.config is None and body.model and api.pipeline(body.model) is not None:
+    if kind == "image":
         return _image(body, fit=fit)
     job = api.job(body.task, **body.options)  # only job fields: nothing in a body reaches a file-taking keyword
     model = _model(body)

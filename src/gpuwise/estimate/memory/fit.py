@@ -15,6 +15,7 @@ from gpuwise import budget
 from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.estimate import Estimate, estimate
+from gpuwise.estimate.memory.knobs import CHECKPOINTING, CHUNKED_LOSS, EIGHT_BIT_ADAM, FUSED_LOSS, Knob
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, engine_runs
 from gpuwise.workload.model.architecture import Architecture
 
@@ -70,32 +71,34 @@ def gradient_accumulation(job: TrainJob, micro_batch: int, global_batch: int) ->
     return math.ceil(global_batch / (max(micro_batch, 1) * job.data_parallel))
 
 
+def _edit(knob: Knob) -> tuple[str, str, str, dict[str, Any]]:
+    return knob.flag, knob.what, knob.cost, dict(knob.changes)
+
+
 def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
     if job.ckpt != "full":
-        edits.append(("--ckpt full", "gradient checkpointing", "about 30% slower steps", {"ckpt": "full"}))
-    if not job.flash_attn and gpu.software.flash_attention_2:
-        edits.append(("--flash-attn", "FlashAttention-2", "none (faster)", {"flash_attn": True}))
+        edits.append(_edit(CHECKPOINTING))
+    flash = Knob("--flash-attn", "FlashAttention-2", "none (faster)", {"flash_attn": True})
+    if not job.flash_attn and flash.runs_on(job, gpu):
+        edits.append(_edit(flash))
     if job.loss == "standard":
-        edits.append(("--loss chunked", "chunked cross-entropy (torchtune)", "none; torchtune or a custom loss",
-                      {"loss": "chunked"}))
-        edits.append(("--loss fused", "fused linear cross-entropy (Liger, Unsloth)", "none; needs Liger/Unsloth",
-                      {"loss": "fused"}))
+        edits += [_edit(CHUNKED_LOSS), _edit(FUSED_LOSS)]
     if job.method == "full" and not job.optimizer_in_backward and job.global_batch is None:
         edits.append(("--optim-in-bwd", "optimizer step fused into backward (torchtune)",
                       "no gradient accumulation", {"optimizer_in_backward": True}))
     if not job.activation_offload and job.ckpt == "full":  # offload the checkpoints (torchtune, Unsloth)
         edits.append(("--cpu-activations", "saved activations in host memory (torchtune offloading)",
                       "PCIe traffic, hidden behind compute when it overlaps", {"activation_offload": True}))
-    if job.optimizer == "adamw" and gpu.software.bitsandbytes:
-        edits.append(("--optimizer adamw-8bit", "8-bit AdamW states", "negligible quality loss",
-                      {"optimizer": "adamw-8bit"}))
+    if job.optimizer == "adamw" and EIGHT_BIT_ADAM.runs_on(job, gpu):
+        edits.append(_edit(EIGHT_BIT_ADAM))
     if job.method == "full":
         edits.append(("--method lora", "LoRA adapters instead of full fine-tuning", "fewer trainable parameters",
                       {"method": "lora"}))
-    if job.method != "qlora" and gpu.software.bitsandbytes:
-        edits.append(("--method qlora", "QLoRA: 4-bit NF4 base + LoRA", "slower steps (dequantization)",
-                      {"method": "qlora"}))
+    qlora = Knob("--method qlora", "QLoRA: 4-bit NF4 base + LoRA", "slower steps (dequantization)",
+                 {"method": "qlora"})
+    if job.method != "qlora" and qlora.runs_on(job, gpu):
+        edits.append(_edit(qlora))
     if job.precision in ("bf16", "fp16") and job.method == "full":
         edits.append(("--precision pure-bf16", "pure bf16 weights, gradients and states",
                       "needs care (Kahan summation / stochastic rounding)", {"precision": "pure-bf16"}))
