@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpuwise import __version__
+import gpuwise
 from gpuwise.cli import catalog, fleet, hardware, jobs, recommend
 from gpuwise.cli.build import Given, GpuwiseGroup, Source, define
 from gpuwise.errors import ProbeUnavailable
@@ -57,7 +57,7 @@ _register_serve()
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"gpuwise {__version__}")
+        typer.echo(f"gpuwise {gpuwise.__version__}")  # read from the metadata only when asked
         raise typer.Exit()
 
 
