@@ -265,7 +265,7 @@ def test_a_free_checkpointing_knob_is_turned_on_to_fit_and_an_explicit_one_is_ke
                           "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]})
     offered = recommend(free, shipped).options
     assert offered and offered[0].count == 1
-    assert any("turned on activation checkpointing" in w for w in offered[0].warnings)
+    assert any("used activation checkpointing (--ckpt full" in w for w in offered[0].warnings)
     fixed = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "train",
                                           "options": {"method": "qlora", "ckpt": "none"}}],
                            "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]})
@@ -275,7 +275,7 @@ def test_a_free_checkpointing_knob_is_turned_on_to_fit_and_an_explicit_one_is_ke
     # cards sharding the rest fit -- the explicit --ckpt none stays
     assert kept.options and kept.options[0].count == 4
     notes = [w for o in kept.options for w in o.warnings]
-    assert not any("checkpointing" in w for w in notes) and any("fused cross-entropy" in w for w in notes)
+    assert not any("checkpointing" in w for w in notes) and any("fused linear cross-entropy" in w for w in notes)
 
 
 def test_own_host_drops_the_host_cost_and_keeps_a_used_3090_within_a_student_budget(shipped: Catalog) -> None:
@@ -378,7 +378,7 @@ def test_every_option_says_what_recommend_chose() -> None:
     assert result.exit_code == 0 and all(o["settings"] and o["settings"][0]["method"] == "qlora"
                                          for o in doc["options"])
     for option in doc["options"]:
-        fused = any("fused cross-entropy" in w for w in option["warnings"])
+        fused = any("(--loss fused;" in w for w in option["warnings"])
         assert (option["settings"][0]["loss"] == "fused") == fused
     served = json.loads(runner.invoke(app, ["recommend", "llama-3.1-8b", "--task", "infer", "--qps", "50", "--p99-ms",
                                             "5000", "--top", "3", "--json"]).stdout)
