@@ -27,12 +27,6 @@ from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.vision.convnets import network
 
 
-def weight_bytes(arch: Architecture, quant: str) -> float:
-    """Stored weights (estimate/memory/weights.py): GGUF quantizes every tensor; the other formats the block linears
-    they cover, keeping embeddings, head and norms 16-bit."""
-    return weights(arch, quant).bytes
-
-
 def workspace_bytes(arch: Architecture, job: InferJob) -> float:
     """Live activations of the prefill of the whole batch: residual, MLP tensors, scores without FlashAttention,
     and fp32 logits of the last position of each sequence."""
