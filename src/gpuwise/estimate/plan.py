@@ -23,6 +23,7 @@ from gpuwise.runtimes import rules
 from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 from gpuwise.workload.model.architecture import Architecture
+from gpuwise.workload.model.counts import Linear
 from gpuwise.workload.vision.inputs import for_encoder, for_images
 
 UNBOUNDED_SEQUENCES = 65_536  # an engine with no batch cap (SGLang): its KV pool admits fewer long before this
@@ -159,12 +160,17 @@ class InferPlan:
 Plan = TrainPlan | InferPlan
 
 
-def adapter_params(arch: Architecture, job: TrainJob) -> int:
-    """LoRA adapter parameters: r x (d_in + d_out) per targeted linear (PEFT's A and B matrices)."""
+def adapted_linears(arch: Architecture, job: TrainJob) -> list[Linear]:
+    """The linears LoRA adapts: attention only (--lora-targets attn) or every linear ('all-linear'), routed experts
+    where PEFT reaches them."""
     groups = ("attn",) if job.lora_targets == "attn" else ("attn", "mlp")
     experts = peft_targets_experts(arch)
-    return sum(job.lora_rank * (x.d_in + x.d_out) * x.count * x.layers
-               for x in arch.params.linears if x.group in groups and (x.count == 1 or experts))
+    return [x for x in arch.params.linears if x.group in groups and (x.count == 1 or experts)]
+
+
+def adapter_params(arch: Architecture, job: TrainJob) -> int:
+    """LoRA adapter parameters: r x (d_in + d_out) per targeted linear (PEFT's A and B matrices)."""
+    return sum(job.lora_rank * (x.d_in + x.d_out) * x.count * x.layers for x in adapted_linears(arch, job))
 
 
 def peft_targets_experts(arch: Architecture) -> bool:

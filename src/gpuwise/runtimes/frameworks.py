@@ -48,6 +48,12 @@ TORCHTUNE = FrameworkProfile(
                                        "fsdp_reshard_after_forward True (ZeRO-3)"),
     fp32_residual_under_autocast=Sourced(False, TORCHTUNE_FULL + ": dtype bf16 -- the model runs in bf16, without "
                                                                  "autocast"),
+    adapter_bytes=Sourced((2.0, 12.0, 10.0, 6.0),
+                          "pytorch/torchtune@2943c61e torchtune/modules/peft/lora.py LoRALinear.forward: adapters in "
+                          "the model's bf16, no casts: lora_a reads x (2 per input element); lora_b's output, "
+                          "* scaling and out + lora_out (12 per output element); backward: lora_a's input gradient "
+                          "and its add into x's (10 per input), the output side's reads (6 per output)"),
+    adapter_kernels=4,
     kernels=Kernels(attention=Sourced("PyTorch SDPA", "torchtune modules/attention.py"),
                     norm=Sourced("torchtune RMSNorm module, op by op", "torchtune modules/rms_norm.py"),
                     loss=Sourced("CEWithChunkedOutputLoss, 8 chunks", TORCHTUNE_FULL)),
@@ -61,6 +67,11 @@ UNSLOTH = FrameworkProfile(
                                       "unslothai/unsloth@9fbe0b6d unsloth/models/llama.py get_peft_model: "
                                       "use_gradient_checkpointing='unsloth' offloads the checkpoints to system RAM"),
     fused_kernels=Sourced(True, "unsloth/kernels: Triton RMSNorm, RoPE and SwiGLU kernels"),
+    adapter_bytes=Sourced((2.0, 4.0, 6.0, 4.0),
+                          "unslothai/unsloth unsloth/kernels/utils.py matmul_lora: out = X @ W, then "
+                          "out.addmm_(X @ A, B, alpha=s) in the base dtype: X @ A reads x (2 per input element), "
+                          "addmm_ reads and writes out (4 per output); LoRA_MLP/LoRA_QKV backward likewise fused"),
+    adapter_kernels=2,
     kernels=Kernels(attention=Sourced("FlashAttention / xformers", "unsloth README"),
                     norm=Sourced("Triton fused RMSNorm", "unsloth/kernels/rms_layernorm.py"),
                     loss=Sourced("Triton fused cross-entropy", "unsloth/kernels/cross_entropy_loss.py")),

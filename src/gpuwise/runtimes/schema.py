@@ -37,6 +37,11 @@ Overhead = Literal["measured_python_engine", "cuda_context"]
 counted alike), or the CUDA context, cuBLAS workspace and NCCL buffers."""
 
 
+AdapterBytes = tuple[float, float, float, float]
+"""Bytes a LoRA adapter moves per token beside its base linear, per element of the linear's input and output: forward
+per input element, forward per output element, backward per input element, backward per output element."""
+
+
 @dataclass(frozen=True)
 class Sourced(Generic[T]):
     """A value and where it comes from (a file at a commit, a documentation page, or ``gpuwise:`` and why)."""
@@ -88,6 +93,24 @@ class Kernels:
 
 
 @dataclass(frozen=True)
+class HostOps:
+    """The operators an eager runtime dispatches from Python, per module, as its own code runs them: aten operators
+    including views, since each costs host time even when it launches no kernel (``benchmarks/host_ops.py`` traces
+    them with a TorchDispatchMode; ``tests/test_host_ops.py`` checks the sums against that trace)."""
+
+    norm: int  # one RMSNorm: pow, mean, add, rsqrt, mul, mul by the weight
+    norm_casts: int  # its to(float32) and back when activations are 16-bit
+    linear: int  # one nn.Linear on a 3-D input: t, mm and the views around them
+    rotary: int  # apply_rotary_pos_emb on q and k (rotate_half's slices, neg and cat)
+    attention: int  # the views and transposes of q, k, v, the cache update and the attention call
+    residual: int  # the two residual adds
+    gated_activation: int  # act(gate) * up
+    moe: int  # a routed-expert block besides its router linear: top-k, sort, histogram, grouped GEMMs, scatter
+    per_step: int  # what one decode step runs outside the layers: embedding, final norm, LM head, the generate loop
+    source: str
+
+
+@dataclass(frozen=True)
 class Requirement:
     """A catalog feature the runtime needs of the card's stack (gpuwise.catalog.FEATURES), and the refusal."""
 
@@ -120,7 +143,8 @@ class EngineProfile:
     needs: Requirement | None = None
     decode_scaled_off_cuda: Sourced[bool] = Sourced(False, "no published reference off CUDA applied")
     splits_layers: Sourced[str] | None = None  # its multi-GPU default splits by layers, as this flag says
-    launch_cost_s: Sourced[float] | None = None  # host time per kernel launch, where measured
+    host_ops: HostOps | None = None  # eager runtimes: what each module dispatches from Python
+    launch_cost_s: Sourced[float] | None = None  # host seconds per dispatched operator (eager runtimes)
 
     @property
     def pooled(self) -> bool:
@@ -143,5 +167,12 @@ class FrameworkProfile:
     fp32_residual_under_autocast: Sourced[bool] = Sourced(
         True, "torch.autocast over fp32 parameters: the residual stream stays fp32 (PyTorch autocast docs)")
     persistent_gradients: Sourced[bool] = Sourced(False, "gradients are freed after each optimizer step")
-    launch_cost_s: Sourced[float] | None = None  # host time per kernel launch, where measured
+    adapter_bytes: Sourced[AdapterBytes] = Sourced(
+        (14.0, 12.0, 22.0, 6.0),
+        "huggingface/peft@v0.18.0 src/peft/tuners/lora/layer.py Linear.forward: the adapters are fp32 "
+        "(get_peft_model autocast_adapter_dtype=True), so x.to(float32) (read 2, write 4 per input element), "
+        "autocast's cast back for lora_A (read 4, write 2) and lora_A's read (2); lora_B's output (write 2), "
+        "* scaling (read 2, write 2), result + (read 4, write 2). Backward: the two casts' gradients and the "
+        "add into x's gradient (22 per input element), * scaling's and lora_B's gradient reads (6 per output)")
+    adapter_kernels: int = 8  # launches per adapted linear in forward (two casts, two matmuls, weight casts, mul, add)
     notes: tuple[str, ...] = field(default_factory=tuple)

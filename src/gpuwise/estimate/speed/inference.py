@@ -13,6 +13,7 @@ from gpuwise.estimate.memory.weights import matmul_dtype
 from gpuwise.estimate.plan import InferPlan, resolve
 from gpuwise.estimate.speed.breakdown import top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops
+from gpuwise.estimate.speed.eager import host_seconds
 from gpuwise.estimate.speed.operators import Pass, forward_ops
 from gpuwise.estimate.speed.parallel import (
     all_reduce_s,
@@ -98,7 +99,7 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | 
     causal = arch.kind == "decoder"
     prefill_pass = _infer_pass(plan, job, query=job.input_len, context=job.input_len / 2 if causal else job.input_len)
     prefill = phase_time(forward_ops(arch, prefill_pass) + _dequantize(plan, job), m)
-    prefill_s = prefill.seconds + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
+    prefill_s = max(prefill.seconds, _host_s(plan)) + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=top_ops(prefill.by_op, prefill.seconds),
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
@@ -140,7 +141,7 @@ def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, cont
     ops = forward_ops(arch, _infer_pass(plan, shaped, query=query, context=context, logits=query))
     if job.spec_tokens:
         ops += forward_ops(arch, _infer_pass(plan, shaped, query=1, context=context), layers=1) * job.spec_tokens
-    step = phase_time(ops, m).seconds / factor
+    step = max(phase_time(ops, m).seconds / factor, _host_s(plan) * (1 + job.spec_tokens))
     if sizes is not None and graphed is None:
         step = max(step, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value)
     step += _tp_comm_s(arch, shaped, shaped.batch * query, plan.gpu, catalog)
@@ -158,9 +159,14 @@ def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int, calibration: Ca
             continue
         shaped = job.model_copy(update={"batch": batch})
         p = _infer_pass(plan, shaped, query=query, context=job.input_len / 2)
-        seconds += phase_time(forward_ops(arch, p) + _dequantize(plan, shaped), m).seconds
+        seconds += max(phase_time(forward_ops(arch, p) + _dequantize(plan, shaped), m).seconds, _host_s(plan))
         seconds += _tp_comm_s(arch, shaped, batch * query, plan.gpu, catalog)
     return seconds
+
+
+def _host_s(plan: InferPlan) -> float:
+    """The host's time to dispatch one forward, for an eager engine (transformers): the floor of a step."""
+    return host_seconds(plan.engine, plan.arch, sixteen_bit=activation_bytes(plan.job.weights) == 2)
 
 
 def _infer_assumptions(m: Machine) -> tuple[str, ...]:

@@ -229,14 +229,17 @@ def _eager_elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
     LlamaRMSNorm is to(fp32), pow, mean, add, rsqrt, mul, to(dtype), mul by the weight: 8 kernels moving
     4 s + 28 bytes per element of a stream of s-byte elements; apply_rotary_pos_emb is q*cos, neg and cat
     (rotate_half), *sin, add: 5 kernels and 10 e bytes per element of q and of k; SiLU(gate) * up: 2 kernels,
-    5 e bytes per element; each residual add 3 s bytes. Under autocast the residual stream stays fp32 (the fp32
+    5 e bytes per element; each residual add 3 s bytes; a QK-norm (Qwen3) is two more RMSNorms over q and k, on
+    16-bit elements. Under autocast the residual stream stays fp32 (the fp32
     embedding plus each bf16 sublayer output), so s = 4 there."""
     a, ffn, t = block.attention, block.ffn, p.tp
     e, s = p.act_bytes, p.stream_bytes or p.act_bytes
     width = ffn.width / t * (max(ffn.top_k, 1) if ffn.experts else 1) + ffn.shared_width / t
     rotary = (a.q_width + a.kv_heads * a.head_dim) / t if a.kind == "gqa" else 0.0
-    per_token = 2 * (4 * s + 28) * h + 2 * 3 * s * h + (5 if ffn.gated else 2) * e * width + 10 * e * rotary
-    kernels = 2 * 8 + 2 + (2 if ffn.gated else 1) + (10 if rotary else 0)
+    qk_norm = rotary if a.qk_norm != "none" else 0.0  # Qwen3's q_norm and k_norm: the same 8 kernels on q and k
+    per_token = (2 * (4 * s + 28) * h + 2 * 3 * s * h + (5 if ffn.gated else 2) * e * width + 10 * e * rotary
+                 + (4 * e + 28) * qk_norm)
+    kernels = 2 * 8 + 2 + (2 if ffn.gated else 1) + (10 if rotary else 0) + (16 if qk_norm else 0)
     return Op("norms_residuals_activation", "memory", 0.0, p.tokens * per_token * n, kernels * n)
 
 

@@ -15,7 +15,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import bytes_per_element
-from gpuwise.estimate.plan import TrainPlan
+from gpuwise.estimate.plan import TrainPlan, adapted_linears
 from gpuwise.estimate.speed.breakdown import merged_seconds, top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops, forward_flops_per_image
 from gpuwise.estimate.speed.operators import Pass, forward_ops, layer_ops, model_flops_per_token
@@ -85,9 +85,11 @@ def _micro_batch_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
     elif job.ckpt == "selective":
         recompute = [op for op in layer_ops(arch, p, layers) if op.kind == "attention" or "softmax" in op.name]
     if job.trains_adapters:
-        rank_flops = 2.0 * p.tokens * plan.trainable_params / plan.model_parallel
-        fwd.append(Op("lora_adapters", "gemm", rank_flops, 0.0, 2 * int(layers)))
-        bwd.append(Op("lora_adapters.bwd", "gemm", 2 * rank_flops, 0.0, 4 * int(layers)))
+        adapter_fwd, adapter_bwd = _adapter_ops(plan, p)
+        fwd.append(adapter_fwd)
+        bwd.append(adapter_bwd)
+        if job.ckpt == "full":
+            recompute.append(adapter_fwd)
     fwd += _framework_traffic(plan, p)
     if job.method == "qlora":
         passes = 3 if job.ckpt == "full" else 2
@@ -95,6 +97,27 @@ def _micro_batch_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
         linear = arch.params.linear / plan.model_parallel
         fwd.append(Op("nf4_dequantize", "memory", 0.0, linear * (nf4 + 2) * passes, 7 * int(layers) * passes))
     return fwd, bwd, recompute
+
+
+def _adapter_ops(plan: TrainPlan, p: Pass) -> tuple[Op, Op]:
+    """LoRA's adapters beside each adapted linear: the rank-r matmuls (2 r (d_in + d_out) FLOPs per token forward,
+    twice that backward) and the casts, scaling and add the framework runs around them (its profile's
+    adapter_bytes, per element of the linear's input and output). A routed expert's adapter runs on the tokens
+    routed to it: top-k copies of each token."""
+    arch, job = plan.arch, plan.job
+    share = plan.layers_per_stage / max(arch.layers, 1) / job.tp
+    fwd_in, fwd_out, bwd_in, bwd_out = plan.framework.adapter_bytes.value
+    flops = fwd_bytes = bwd_bytes = 0.0
+    linears = 0
+    for x in adapted_linears(arch, job):
+        copies = p.tokens * x.layers * share * (max(arch.experts_per_token, 1) if x.count > 1 else 1)
+        flops += 2.0 * copies * job.lora_rank * (x.d_in + x.d_out)
+        fwd_bytes += copies * (fwd_in * x.d_in + fwd_out * x.d_out) * p.act_bytes / 2
+        bwd_bytes += copies * (bwd_in * x.d_in + bwd_out * x.d_out) * p.act_bytes / 2
+        linears += round(x.layers * share) * (x.count if x.count > 1 else 1)
+    kernels = plan.framework.adapter_kernels * linears
+    return (Op("lora_adapters", "memory", flops, fwd_bytes, kernels),
+            Op("lora_adapters.bwd", "memory", 2 * flops, bwd_bytes, 2 * kernels))
 
 
 def _dispatch_bound(phase: PhaseTime, ops: list[Op], eager: bool) -> float:

@@ -1,0 +1,46 @@
+"""Host time of an eager runtime: a step is never shorter than the time Python takes to dispatch its operators.
+
+In eager PyTorch every operator of a module (each view, cast, add and matmul) passes through Python, the dispatcher
+and, for most, a kernel launch; the GPU runs ahead only while its kernels outlast that. transformers' ``generate``
+at a small batch is bound by it: a decode step of an 8B model moves 16 GB in about 4 ms on an H200 but dispatches
+some 2,500 operators. The operators per module are the runtime profile's :class:`~gpuwise.runtimes.schema.HostOps`
+(traced from its code); the seconds per operator its ``launch_cost_s``.
+"""
+
+from __future__ import annotations
+
+from gpuwise.runtimes.schema import EngineProfile, HostOps
+from gpuwise.workload.model.architecture import Architecture
+from gpuwise.workload.model.blocks import Block
+
+_ATTENTION_LINEARS = {"gqa": 4, "mla": 5, "linear": 3}  # q, k, v, o; MLA's q, kv_a, kv_b, o and q_a/q_b; DeltaNet's
+# in_proj_qkvz, in_proj_ba and out_proj
+
+
+def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool) -> int:
+    a, f = block.attention, block.ffn
+    norms = 2 + (2 if a.qk_norm != "none" or a.kind == "mla" else 0)  # MLA norms its q and kv latents
+    linears = _ATTENTION_LINEARS[a.kind]
+    if f.experts:
+        linears += 1 + (3 if f.shared_width else 0)  # the router, a shared expert's MLP
+        feed_forward = ops.moe + (ops.gated_activation if f.shared_width else 0)
+    else:
+        linears += 3 if f.gated else 2
+        feed_forward = ops.gated_activation if f.gated else 1
+    rotary = ops.rotary if a.kind != "linear" else 0
+    return (norms * (ops.norm + (ops.norm_casts if sixteen_bit else 0)) + linears * ops.linear + rotary
+            + ops.attention + ops.residual + feed_forward)
+
+
+def host_ops_per_step(arch: Architecture, ops: HostOps, *, sixteen_bit: bool = True) -> int:
+    """Operators one forward of the model dispatches (a decode step, or a prefill: the count does not depend on the
+    tokens)."""
+    return ops.per_step + sum(b.count * _block_ops(b, ops, sixteen_bit=sixteen_bit) for b in arch.blocks)
+
+
+def host_seconds(engine: EngineProfile, arch: Architecture, *, sixteen_bit: bool = True) -> float:
+    """Seconds the engine's host takes to dispatch one forward of ``arch`` (0 for a runtime without an inventory:
+    a compiled engine, whose launch floor the roofline's per-kernel overhead and graph capture already cover)."""
+    if engine.host_ops is None or engine.launch_cost_s is None:
+        return 0.0
+    return host_ops_per_step(arch, engine.host_ops, sixteen_bit=sixteen_bit) * engine.launch_cost_s.value
