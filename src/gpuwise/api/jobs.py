@@ -69,6 +69,7 @@ def trace(name: ModelRef, job: Job) -> Any:
     """The model's own transformers code on fake tensors (workload/trace/steps.py): one steady-state training step, or a
     prefill and a decode step; peak allocated bytes by kind, FLOPs and kernels. Needs the ``hf`` extra and torch
     (PEFT for adapters); no GPU."""
+    from gpuwise.workload.trace.by_layers import trace_by_layers
     from gpuwise.workload.trace.steps import trace_inference, trace_training
 
     arch = model(name)
@@ -77,8 +78,8 @@ def trace(name: ModelRef, job: Job) -> Any:
     if isinstance(job, InferJob):
         if arch.kind != "decoder":
             raise ConfigError(f"--trace of inference generates text: {arch.name} is an encoder")
-        return trace_inference(arch.config, job)
-    return trace_training(arch.config, job)
+        return trace_by_layers(arch.config, lambda config: trace_inference(config, job))
+    return trace_by_layers(arch.config, lambda config: trace_training(config, job))
 
 
 def list_models() -> list[Preset]:
