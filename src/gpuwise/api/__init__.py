@@ -23,7 +23,8 @@ _FROM: dict[str, str] = {
     **dict.fromkeys(("hpc_apps", "hpc_estimate"), "gpuwise.api.hpc"),
     **dict.fromkeys(("image_estimate", "image_fit", "list_pipelines", "pipeline"), "gpuwise.api.images"),
     **dict.fromkeys(("estimate", "exact_params", "fit", "job", "layer_split", "list_models", "model",
-                     "model_from_config", "plan", "recommend", "scale", "serve_sim", "tco", "trace"),
+                     "model_from_config", "plan", "recommend", "scale", "serve_sim", "tco", "trace",
+                     "trace_time"),
                     "gpuwise.api.jobs"),
     # jobs, plans and results
     **dict.fromkeys(("InferJob", "Job", "TrainJob"), "gpuwise.workload.jobs.job"),
@@ -102,6 +103,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.api.jobs import serve_sim as serve_sim
     from gpuwise.api.jobs import tco as tco
     from gpuwise.api.jobs import trace as trace
+    from gpuwise.api.jobs import trace_time as trace_time
     from gpuwise.catalog import GPU as GPU
     from gpuwise.catalog import Catalog as Catalog
     from gpuwise.errors import AmbiguousGPU as AmbiguousGPU

@@ -82,6 +82,14 @@ def trace(name: ModelRef, job: Job) -> Any:
     return trace_by_layers(arch.config, lambda config: trace_training(config, job))
 
 
+def trace_time(traced: Any, result: Estimate) -> Any:
+    """A trace's step timed kernel by kernel on the estimate's card (estimate/speed/traced.py): the roofline of each
+    operator the model's own code dispatched, and an eager runtime's host cost per dispatch."""
+    from gpuwise.estimate.speed.traced import traced_time
+
+    return traced_time(traced.ops, result.job, result.gpu)
+
+
 def list_models() -> list[Preset]:
     """The shipped presets (usable offline), by id."""
     return [presets()[k] for k in sorted(presets())]

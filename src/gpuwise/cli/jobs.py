@@ -183,7 +183,7 @@ def _estimate(given: Given) -> None:
         if exact is not None:
             document["workload"]["params_exact"] = exact
         if traced is not None:
-            document["trace"] = trace_json(traced, result.memory)
+            document["trace"] = trace_json(traced, result.memory, api.trace_time(traced, result), result)
         print_json(document)
         return
     console = stdout()
@@ -193,7 +193,7 @@ def _estimate(given: Given) -> None:
     for part in (view.breakdown_table(result), view.verdict(result), perf_lines(result), view.notes(result)):
         console.print(part)
     if traced is not None:
-        console.print(trace_line(traced, result.memory))
+        console.print(trace_line(traced, result.memory, api.trace_time(traced, result), result))
 
 
 def _fit(given: Given) -> None:
@@ -217,12 +217,14 @@ def _fit(given: Given) -> None:
     elif given.shell.get("as_json"):
         document = view.fit_json(fitted)
         if traced is not None:
-            document["trace"] = trace_json(traced, fitted.estimate.memory)
+            document["trace"] = trace_json(traced, fitted.estimate.memory, api.trace_time(traced, fitted.estimate),
+                                           fitted.estimate)
         print_json(document)
     else:
         stdout().print(view.fit_view(fitted))
         if traced is not None:
-            stdout().print(trace_line(traced, fitted.estimate.memory))
+            stdout().print(trace_line(traced, fitted.estimate.memory, api.trace_time(traced, fitted.estimate),
+                                      fitted.estimate))
 
 
 def _scale(given: Given) -> None:

@@ -224,6 +224,14 @@ def _routing(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
     return [router, Op("moe_topk_align_sum", "memory", 0.0, moved * n, 3 * n)]
 
 
+EAGER_BACKWARD_RATIO = 2.2
+"""Bytes autograd moves in backward per byte of these modules' forward: each mul writes two gradients from the
+saved inputs (twice its forward), pow's gradient is two muls, an input used twice (the residual, RMSNorm's x)
+accumulates its gradients with an add, the norm weights' gradients reduce over the tokens. Traced
+(gpuwise.workload.trace.kernels, transformers 5.25 on fake tensors, a bf16-autocast layer of hidden 1024): Llama
+845 MB forward, 1,837 backward (2.17); Qwen3 1,099 and 2,470 (2.25)."""
+
+
 def _eager_elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
     """The same work as transformers' eager modules launch it, kernel by kernel (modeling_llama.py and copies):
     LlamaRMSNorm is to(fp32), pow, mean, add, rsqrt, mul, to(dtype), mul by the weight: 8 kernels moving
@@ -231,16 +239,26 @@ def _eager_elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
     (rotate_half), *sin, add: 5 kernels and 10 e bytes per element of q and of k; SiLU(gate) * up: 2 kernels,
     5 e bytes per element; each residual add 3 s bytes; a QK-norm (Qwen3) is two more RMSNorms over q and k, on
     16-bit elements. Under autocast the residual stream stays fp32 (the fp32
-    embedding plus each bf16 sublayer output), so s = 4 there."""
+    embedding plus each bf16 sublayer output), so s = 4 there, and each linear that reads a normed fp32 hidden state
+    casts it to 16 bits itself (read s, write e): q, k and v (three modules in transformers), gate and up. Autocast
+    caches only the casts of leaf tensors, the weights (PyTorch docs, torch.autocast). A QK-norm's product with its fp32
+    weight promotes q and k to fp32 (torch type promotion: mul is not an autocast op), so its rotary runs in fp32 and
+    SDPA casts q and k back."""
     a, ffn, t = block.attention, block.ffn, p.tp
     e, s = p.act_bytes, p.stream_bytes or p.act_bytes
     width = ffn.width / t * (max(ffn.top_k, 1) if ffn.experts else 1) + ffn.shared_width / t
     rotary = (a.q_width + a.kv_heads * a.head_dim) / t if a.kind == "gqa" else 0.0
     qk_norm = rotary if a.qk_norm != "none" else 0.0  # Qwen3's q_norm and k_norm: the same 8 kernels on q and k
-    per_token = (2 * (4 * s + 28) * h + 2 * 3 * s * h + (5 if ffn.gated else 2) * e * width + 10 * e * rotary
-                 + (4 * e + 28) * qk_norm)
-    kernels = 2 * 8 + 2 + (2 if ffn.gated else 1) + (10 if rotary else 0) + (16 if qk_norm else 0)
-    return Op("norms_residuals_activation", "memory", 0.0, p.tokens * per_token * n, kernels * n)
+    casts = (3 + (2 if ffn.gated else 1)) if s != e and a.kind == "gqa" else 0
+    # a QK-norm's weight has the parameters' dtype: its product promotes q and k to it (fp32 under autocast), the
+    # rotary then runs on those, and SDPA's autocast casts them back to 16 bits
+    qk = s if qk_norm else e
+    per_token = (2 * (4 * s + 28) * h + 2 * 3 * s * h + (5 if ffn.gated else 2) * e * width + 10 * qk * rotary
+                 + (4 * e + 24 + qk) * qk_norm + (qk + e) * rotary * (qk != e) + casts * (s + e) * h)
+    kernels = 2 * 8 + 2 + (2 if ffn.gated else 1) + (10 if rotary else 0) + (16 if qk_norm else 0) + casts
+    moved = p.tokens * per_token * n
+    return Op("norms_residuals_activation", "memory", 0.0, moved, kernels * n,
+              backward_bytes=EAGER_BACKWARD_RATIO * moved)
 
 
 def _elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
@@ -290,7 +308,12 @@ def head_ops(arch: Architecture, p: Pass) -> list[Op]:
     vocab = arch.vocab / p.tp
     ops.append(_gemm("lm_head", positions, h, vocab, p, 2.0, 1))
     if p.loss:
-        ops.append(Op("loss", "memory", 0.0, positions * vocab * (e + 4 + 4), 3))
+        # per logit (torch.nn.functional.cross_entropy over the fp32 upcast, as transformers' ForCausalLMLoss runs it):
+        # forward the cast (read e, write 4) and log_softmax (read 4, write 4); backward nll_loss's zero-filled
+        # gradient (4), log_softmax's backward (read 4 + 4, write 4) and the cast back (read 4, write e). Traced
+        # (gpuwise.workload.trace.kernels on transformers 5.25): 6 + 8 forward and 8 + 12 + 6 backward at e = 2
+        logits = positions * vocab
+        ops.append(Op("loss", "memory", 0.0, logits * (e + 12), 3, backward_bytes=logits * (20 + e)))
     return ops
 
 

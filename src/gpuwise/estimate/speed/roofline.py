@@ -29,6 +29,7 @@ class Op:
     bytes: float
     count: int = 1  # kernel launches, for the per-kernel floor
     row_fill: float = 1.0  # share of the tensor-core tile rows holding real tokens (a grouped GEMM's experts)
+    backward_bytes: float | None = None  # a memory-bound op's traffic in backward, where not twice its forward
 
 
 @dataclass(frozen=True)

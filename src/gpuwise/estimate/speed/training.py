@@ -51,7 +51,7 @@ class TrainPerf:
     assumptions: tuple[str, ...] = ()
 
 
-def _train_dtype(precision: str) -> Dtype:
+def train_dtype(precision: str) -> Dtype:
     return {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16"}.get(precision, "bf16")  # type: ignore[return-value]
 
 
@@ -64,7 +64,8 @@ def _backward(ops: list[Op], *, frozen_gemms: bool) -> list[Op]:
         elif op.kind == "attention":
             out.append(Op(op.name + ".bwd", "attention", op.flops * 2.5, op.bytes * 2, op.count))
         else:
-            out.append(Op(op.name + ".bwd", "memory", 0.0, op.bytes * 2, op.count))
+            moved = op.bytes * 2 if op.backward_bytes is None else op.backward_bytes
+            out.append(Op(op.name + ".bwd", "memory", 0.0, moved, op.count))
     return out
 
 
@@ -241,7 +242,7 @@ def _mfu(plan: TrainPlan, m: Machine, tokens_per_s: float) -> float:
 
 def train_perf(plan: TrainPlan, catalog: Catalog, *, calibration: Calibration | None = None) -> TrainPerf:
     arch, job, gpu = plan.arch, plan.job, plan.gpu
-    m = machine(gpu, _train_dtype(job.precision), calibration=calibration)
+    m = machine(gpu, train_dtype(job.precision), calibration=calibration)
     if arch.kind == "cnn":
         m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
     step = _step(plan, catalog, m, calibration)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from gpuwise.workload.trace.kernels import scaled
 from gpuwise.workload.trace.steps import Trace
 
 SHALLOW_LAYERS = 3  # the shorter trace keeps at least this many layers (a prefix plus a period, or three)
@@ -58,6 +59,7 @@ def _extend(short: Trace, long: Trace, steps: float, layers: int) -> Trace:
     return replace(long, peak_allocated_bytes=line(short.peak_allocated_bytes, long.peak_allocated_bytes),
                    breakdown_bytes=breakdown, flops_per_step=line(short.flops_per_step, long.flops_per_step),
                    kernels_per_step=round(line(short.kernels_per_step, long.kernels_per_step)),
+                   ops=scaled(short.ops, long.ops, steps),
                    method=f"{long.method}; traced at two depths and extended to {layers} layers (linear in the "
                           "number of repeated layers: workload/trace/by_layers.py)")
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.errors import ConfigError, ProbeUnavailable
+from gpuwise.workload.trace.kernels import TracedOp, recorder_class
 
 TRACE_LAYERS_MAX = 200  # a trace runs every layer's kernels on fake tensors: seconds per dozens of layers
 _KINDS = {"PARAM": "parameters", "GRAD": "gradients", "OPT": "optimizer", "ACT": "activations", "TEMP": "temporaries",
@@ -37,6 +38,7 @@ class Trace:
     kernels_per_step: int  # aten operators dispatched in one step (each a kernel launch on a GPU, roughly)
     method: str = "one steady-state training step of the model's transformers code on fake CPU tensors (MemTracker)"
     attention: str = "sdpa"  # the attention implementation the trace ran: sdpa, or eager where the model has no SDPA
+    ops: Mapping[str, TracedOp] = field(default_factory=dict)  # per aten operator: launches, FLOPs, bytes
 
 
 def _torch() -> tuple[Any, Any]:
@@ -183,7 +185,8 @@ def trace_training(config: Mapping[str, Any], job: Any) -> Trace:
             _step(torch, loss_of, optimizer, tokens, autocast)
         peak = tracker.get_tracker_snapshot("peak")
     total, by_kind = _by_kind(peak)
-    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls, attention=attention)
+    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls, attention=attention,
+                 ops=counter.traced_ops())
 
 
 def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
@@ -219,7 +222,7 @@ def trace_inference(config: Mapping[str, Any], job: Any) -> Trace:
     total, by_kind = _by_kind(peak)
     return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls,
                  "a prefill into transformers' DynamicCache and one decode step on fake CPU tensors (MemTracker); "
-                 "FLOPs and kernels are the decode step's", attention)
+                 "FLOPs and kernels are the decode step's", attention, counter.traced_ops())
 
 
 class _NoHook:
@@ -268,22 +271,5 @@ def _by_kind(peak: Mapping[Any, Mapping[Any, float]]) -> tuple[float, dict[str, 
     return total, by_kind
 
 
-def _counter_class() -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Counter(TorchDispatchMode):  # type: ignore[no-untyped-call]
-        """Counts the aten operators dispatched (views and metadata queries included)."""
-
-        def __init__(self) -> None:
-            super().__init__()  # type: ignore[no-untyped-call]
-            self.calls = 0
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            self.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    return Counter
-
-
 def _Counter() -> Any:
-    return _counter_class()()
+    return recorder_class()()
