@@ -107,7 +107,9 @@ class HostOps:
     gated_activation: int  # act(gate) * up
     moe: int  # a routed-expert block besides its router linear: top-k, sort, histogram, grouped GEMMs, scatter
     per_step: int  # what one decode step runs outside the layers: embedding, final norm, LM head, the generate loop
+    per_forward: int  # what one plain forward runs outside the layers (an encoder's: embeddings, final norm, head)
     source: str
+    layer_norm: int = 1  # torch.nn.LayerNorm: one native operator (native_layer_norm), no casts
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ _ATTENTION_LINEARS = {"gqa": 4, "mla": 5, "linear": 3}  # q, k, v, o; MLA's q, k
 # in_proj_qkvz, in_proj_ba and out_proj
 
 
-def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool) -> int:
+def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool, rms_norm: bool, rotary: bool) -> int:
     a, f = block.attention, block.ffn
     norms = 2 + (2 if a.qk_norm != "none" or a.kind == "mla" else 0)  # MLA norms its q and kv latents
+    norm = ops.norm + (ops.norm_casts if sixteen_bit else 0) if rms_norm else ops.layer_norm
     linears = _ATTENTION_LINEARS[a.kind]
     if f.experts:
         linears += 1 + (3 if f.shared_width else 0)  # the router, a shared expert's MLP
@@ -27,15 +28,18 @@ def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool) -> int:
     else:
         linears += 3 if f.gated else 2
         feed_forward = ops.gated_activation if f.gated else 1
-    rotary = ops.rotary if a.kind != "linear" else 0
-    return (norms * (ops.norm + (ops.norm_casts if sixteen_bit else 0)) + linears * ops.linear + rotary
+    return (norms * norm + linears * ops.linear + (ops.rotary if rotary and a.kind != "linear" else 0)
             + ops.attention + ops.residual + feed_forward)
 
 
 def host_ops_per_step(arch: Architecture, ops: HostOps, *, sixteen_bit: bool = True) -> int:
-    """Operators one forward of the model dispatches (a decode step, or a prefill: the count does not depend on the
-    tokens)."""
-    return ops.per_step + sum(b.count * _block_ops(b, ops, sixteen_bit=sixteen_bit) for b in arch.blocks)
+    """Operators one forward of the model dispatches (a decode step of generate, a prefill, or an encoder's forward:
+    the count does not depend on the tokens). RMSNorm families run the norm op by op, LayerNorm is one operator;
+    decoders rotate q and k (RoPE), encoders add absolute positions once."""
+    decoder = arch.kind == "decoder"
+    outside = ops.per_step if decoder else ops.per_forward
+    return outside + sum(b.count * _block_ops(b, ops, sixteen_bit=sixteen_bit, rms_norm=arch.rms_norm,
+                                              rotary=decoder) for b in arch.blocks)
 
 
 def host_seconds(engine: EngineProfile, arch: Architecture, *, sixteen_bit: bool = True) -> float:

@@ -165,7 +165,10 @@ def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int, calibration: Ca
 
 
 def _host_s(plan: InferPlan) -> float:
-    """The host's time to dispatch one forward, for an eager engine (transformers): the floor of a step."""
+    """The host's time to dispatch one forward, for an eager engine (transformers): the floor of a step. A compiled
+    model (--compile) replays CUDA graphs instead."""
+    if plan.job.compile:
+        return 0.0
     return host_seconds(plan.engine, plan.arch, sixteen_bit=activation_bytes(plan.job.weights) == 2)
 
 

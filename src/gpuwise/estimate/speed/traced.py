@@ -29,12 +29,14 @@ class TracedTime:
 def host_s_per_dispatch(job: Job) -> float:
     """What the host spends per dispatched operator: the engine's measured launch cost (transformers), the eager
     PyTorch floor for a training step that is not compiled, nothing for a compiled or graph-replaying runtime."""
+    if job.compile:
+        return 0.0
     if isinstance(job, InferJob):
         engine = runtimes.engine(job.engine)
         if engine.launch_cost_s is not None:
             return engine.launch_cost_s.value
         return C.EAGER_OVERHEAD.value if engine.eager.value else 0.0
-    return 0.0 if job.compile else C.EAGER_OVERHEAD.value
+    return C.EAGER_OVERHEAD.value
 
 
 def traced_time(ops: Mapping[str, TracedOp], job: Job, gpu: GPU) -> TracedTime:

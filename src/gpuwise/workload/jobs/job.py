@@ -79,6 +79,12 @@ class _Job(BaseModel):
         default=1, description="micro-batch per GPU (train) or concurrent sequences per replica (infer)")
     flash_attn: Annotated[bool, Flag(_ALL, HARDWARE)] = Field(
         default=True, description="FlashAttention / fused SDPA kernels: no s x s score tensor")
+    compile: Annotated[bool, Flag(_ALL, HARDWARE, negatable=True)] = Field(
+        default=False, description="a compiled model: train -- torch.compile, whose backward recomputes the "
+                                   "elementwise ops (inductor's min-cut partitioner), so layers keep only matmul and "
+                                   "attention outputs; infer -- transformers' static cache with torch.compile (or "
+                                   "another graph compiler, XLA, TensorRT), whose CUDA graphs replay a step without "
+                                   "Python dispatching each operator")
     image_size: Annotated[int | None, Field(ge=32, le=8192), Flag(_ALL - {"serve-sim"}, HARDWARE)] = Field(
         default=None, description="vision models: the input images' side in pixels (default: the model's own -- 224 "
                                   "ResNet/ViT, 1024 SAM, 640 YOLO, 512 U-Net); a ViT's tokens follow: (side / patch)^2")
@@ -154,9 +160,6 @@ class TrainJob(_Job):
         default=False, description="several documents packed into each --seq sequence (torchtune packed=True, "
                                    "axolotl sample_packing, TRL packing): without FlashAttention the block-causal "
                                    "mask is held too")
-    compile: Annotated[bool, Flag(_TRAIN, TRAINING, negatable=True)] = Field(
-        default=False, description="torch.compile the model: backward recomputes the elementwise ops (inductor's "
-                                   "min-cut partitioner), so layers keep only matmul and attention outputs")
 
     @model_validator(mode="before")
     @classmethod
