@@ -5,6 +5,9 @@ the HF quantization blog's measured memory, and transformers' own build of the t
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from gpuwise import api
@@ -154,3 +157,22 @@ def test_text_encoders_equal_transformers_meta_build(pipeline_id: str) -> None:
         with torch.device("meta"):
             model = getattr(transformers, encoder.cls)(config)
         assert sum(p.numel() for p in model.parameters()) == encoder.params, encoder.name
+
+
+TRACED_DIFFUSERS = Path(__file__).parents[1] / "benchmarks" / "results" / "trace-diffusers.json"
+
+
+@pytest.mark.parametrize(("pipeline_id", "traced_key"), [("sdxl", "sdxl_unet_step_batch2_1024"),
+                                                         ("flux.1-dev", "flux_dev_step_1024")])
+def test_a_denoiser_dispatches_what_diffusers_traced(pipeline_id: str, traced_key: str) -> None:
+    """The per-module operator counts add up to diffusers' own forward, traced (benchmarks/trace_diffusers.py)."""
+    traced = json.loads(TRACED_DIFFUSERS.read_text())[traced_key]["total"]
+    assert find_pipeline(pipeline_id).denoiser(1024).dispatches == pytest.approx(traced, rel=0.05)
+
+
+def test_an_sdxl_step_on_an_h200_is_the_host_dispatching_its_operators(shipped: Catalog) -> None:
+    """58.9 ms measured per UNet step (batch 2, 1024 px) on an H200 (../shared/data/h200-runs.yaml): the GPU's work
+    takes about 35 ms, the host's dispatch of 5,332 operators the rest."""
+    job = ImageJob(resolution=1024, steps=30)
+    phases = image_estimate(find_pipeline("sdxl"), job, shipped.gpu("h200-sxm-141gb"), shipped).phases_s
+    assert phases["denoising"] / 30 == pytest.approx(0.0589, rel=0.1)

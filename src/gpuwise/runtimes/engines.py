@@ -216,6 +216,11 @@ DIFFUSERS = EngineProfile(
     card_rules=Sourced((CardRule(max_num_seqs=1),), "diffusers pipelines serve one call at a time"),
     eager=Sourced(True, "diffusers runs eager PyTorch modules unless the user compiles them (diffusers docs, "
                         "'Accelerate inference': torch.compile is opt-in)"),
+    launch_cost_s=Sourced(10e-6, "Horace He, 'Making Deep Learning Go Brrrr From First Principles' (overhead "
+                                 "section): eager PyTorch dispatch on the order of 10 us per operator. Checked, not "
+                                 "fitted: one SDXL UNet step on an H200 (../shared/data/h200-runs.yaml "
+                                 "diffusion-sdxl-1024) took 58.9 ms over 5,332 dispatched operators, at most 11 us "
+                                 "each"),
     own_attention=Sourced(False, "diffusers AttnProcessor2_0: PyTorch SDPA"),
     kernels=Kernels(attention=Sourced("PyTorch SDPA (AttnProcessor2_0)", "diffusers models/attention_processor.py")),
 )

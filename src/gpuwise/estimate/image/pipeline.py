@@ -14,7 +14,8 @@ the matmuls run at the 16-bit rate.
 Time per pipeline call: the text encoders once per prompt, ``steps`` denoiser forwards of batch x guidance passes
 images, one VAE decode of the batch (SDXL's in fp32, which cuDNN runs on TF32 tensor cores: torch.backends.cudnn
 .allow_tf32 defaults to True), plus the host copies the offload mode makes. Each forward is a roofline over its
-matmuls, attention and weight reads, with eager PyTorch's per-kernel launch floor.
+matmuls, attention and weight reads; never shorter than eager PyTorch's host dispatch of its operators (the
+modules' traced counts, workload/diffusion/denoisers.py DISPATCHES, at the diffusers profile's cost each).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import activation_bytes
 from gpuwise.estimate.memory.breakdown import MemoryEstimate
+from gpuwise.estimate.speed.eager import encoder_layer_ops
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.runtimes.engines import HF as TRANSFORMERS
 from gpuwise.runtimes.engines import IMAGE_ENGINE
 from gpuwise.workload.diffusion.denoisers import Tally
 from gpuwise.workload.diffusion.pipeline import Pipeline
@@ -168,21 +171,37 @@ def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
     assert job.resolution is not None and job.steps is not None and job.guidance_passes is not None
     assert job.quant is not None
     dtype: Dtype = "bf16" if pipeline.defaults.dtype == "bf16" else "fp16"
-    m = machine(gpu, dtype, eager=IMAGE_ENGINE.eager.value)
+    m = machine(gpu, dtype)
     den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
     act = activation_bytes(pipeline.defaults.dtype)
-    step = phase_time(_forward_ops("denoiser", den, job.batch * job.guidance_passes,
-                                   weights[pipeline.denoiser_name], act) + _dequant_op(den, job.quant), m)
+    step = max(phase_time(_forward_ops("denoiser", den, job.batch * job.guidance_passes,
+                                       weights[pipeline.denoiser_name], act) + _dequant_op(den, job.quant), m).seconds,
+               _host_s(den.dispatches))
     vae_dtype: Dtype = "tf32" if pipeline.defaults.vae_dtype == "fp32" else dtype
     vae_act = activation_bytes(pipeline.defaults.vae_dtype)
-    decode = phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act),
-                        machine(gpu, vae_dtype, eager=IMAGE_ENGINE.eager.value))
-    text = sum(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
-                              weights[t.name], 1)], m).seconds for t in pipeline.text_encoders)
+    decode = max(phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act),
+                            machine(gpu, vae_dtype)).seconds, _host_s(dec.dispatches))
+    text = sum(max(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
+                                  weights[t.name], 1)], m).seconds, _text_encoder_host_s(t.layers))
+               for t in pipeline.text_encoders)
     slower = 1 / unmeasured_stack_factor(gpu)  # a stack no published diffusers timing checks (estimate/speed/stacks.py)
-    return {"text encoders": text * slower, "denoising": job.steps * step.seconds * slower,
-            "VAE decode": decode.seconds * slower, "host copies (offload)": _transfer_s(pipeline, job, weights, gpu,
-                                                                                        catalog)}
+    return {"text encoders": text * slower, "denoising": job.steps * step * slower,
+            "VAE decode": decode * slower, "host copies (offload)": _transfer_s(pipeline, job, weights, gpu, catalog)}
+
+
+def _host_s(dispatches: int) -> float:
+    """The host's time to dispatch a diffusers forward, operator by operator (eager PyTorch): a step's floor."""
+    cost = IMAGE_ENGINE.launch_cost_s
+    return dispatches * cost.value if cost is not None else 0.0
+
+
+def _text_encoder_host_s(layers: int) -> float:
+    """A transformers text encoder (CLIP, T5) dispatches its layers' operators at transformers' own cost per
+    operator (runtimes/engines.py HF)."""
+    ops, cost = TRANSFORMERS.host_ops, TRANSFORMERS.launch_cost_s
+    if ops is None or cost is None:
+        return 0.0
+    return (ops.per_forward + layers * encoder_layer_ops(ops)) * cost.value
 
 
 def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog | None = None) -> ImageEstimate:

@@ -48,3 +48,9 @@ def host_seconds(engine: EngineProfile, arch: Architecture, *, sixteen_bit: bool
     if engine.host_ops is None or engine.launch_cost_s is None:
         return 0.0
     return host_ops_per_step(arch, engine.host_ops, sixteen_bit=sixteen_bit) * engine.launch_cost_s.value
+
+
+def encoder_layer_ops(ops: HostOps) -> int:
+    """Operators of one pre-LN transformer encoder layer (CLIP's, BERT's): two LayerNorms, q, k, v, out and the two
+    MLP linears, the attention's views and call, two residual adds, the activation."""
+    return 2 * ops.layer_norm + 6 * ops.linear + ops.attention + ops.residual + 1

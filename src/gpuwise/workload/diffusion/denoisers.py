@@ -36,6 +36,7 @@ class Tally:
     live_elements: float = 0.0  # the most activation elements alive at once inside one layer, per sample
     held_elements: float = 0.0  # activations held across layers (the UNet's skip connections), per sample
     elementwise_elements: float = 0.0  # elements the memory-bound passes (norms, activations, residuals) read+write
+    dispatches: int = 0  # aten operators one forward dispatches from Python (DISPATCHES), views included
 
     def live(self, elements: float) -> None:
         self.live_elements = max(self.live_elements, elements)
@@ -47,23 +48,41 @@ class Tally:
         self.kept_by_casting += size if kept else 0
         self.gemm_flops += 2.0 * tokens * d_in * d_out
         self.kernels += 1
+        self.dispatches += DISPATCHES["Linear"]
 
     def conv(self, c_in: int, c_out: int, kernel: int, out_hw: float) -> None:
         self.params += c_in * c_out * kernel * kernel + c_out
         self.gemm_flops += 2.0 * out_hw * c_in * c_out * kernel * kernel
         self.kernels += 1
+        self.dispatches += DISPATCHES["Conv2d"]
 
-    def norm(self, width: int, *, bias: bool = True, tokens: float = 0.0) -> None:
+    def norm(self, width: int, *, bias: bool = True, tokens: float = 0.0, module: str = "GroupNorm") -> None:
         """A norm over ``tokens`` x ``width`` and the activation, modulation or residual pass after it: each reads
         and writes the tensor once."""
         self.elementwise_elements += 4 * tokens * width
         self.params += width * (2 if bias else 1)
         self.kept_by_casting += width * (2 if bias else 1)
         self.kernels += 2  # the norm and the activation / modulation that follows it
+        self.dispatches += DISPATCHES[module] + DISPATCHES["SiLU"]
 
-    def attention(self, queries: float, keys: float, width: int) -> None:
+    def attention(self, queries: float, keys: float, width: int, *, module: str = "Attention") -> None:
         self.attention_flops += 4.0 * queries * keys * width
         self.kernels += 1
+        self.dispatches += DISPATCHES[module]
+
+
+DISPATCHES = {
+    "Linear": 4, "Conv2d": 1, "GroupNorm": 1, "LayerNorm": 1, "RMSNorm": 8, "SiLU": 1, "Attention": 10,
+    "ResnetBlock2D": 5, "Transformer2DModel": 6, "BasicTransformerBlock": 6, "FluxAttention": 41,
+    "FluxTransformerBlock": 40, "FluxSingleTransformerBlock": 15, "FluxEmbeddings": 110,
+}
+"""Aten operators each diffusers module dispatches itself, its children apart (views included), traced over one forward
+of diffusers 0.42.1's UNet2DConditionModel (SDXL base config, 5,332 in all) and FluxTransformer2DModel (FLUX.1-dev,
+6,942) by benchmarks/trace_diffusers.py: a Linear on a 3-D input is view, t, addmm, view; an Attention processor
+(AttnProcessor2_0) 10 besides its linears; a BasicTransformerBlock 3 and its GEGLU 3; FluxAttention 41 besides its
+linears and q/k RMSNorms (8 each: to fp32, pow, mean, add, rsqrt, mul, to, mul); a double-stream block 22 and its
+two AdaLayerNormZero 6 each, two LayerNorms and GELUs per stream; a single-stream block 7, its AdaLayerNormZeroSingle
+6, a LayerNorm and a GELU; FLUX's position and timestep embeddings 110."""
 
 
 def _int(config: Mapping[str, Any], key: str, default: int) -> int:
@@ -77,6 +96,7 @@ def flux(config: Mapping[str, Any], *, image_tokens: float = 4096, text_tokens: 
     d = _int(config, "num_attention_heads", 24) * _int(config, "attention_head_dim", 128)
     head_dim, length = _int(config, "attention_head_dim", 128), image_tokens + text_tokens
     t = Tally()
+    t.dispatches += DISPATCHES["FluxEmbeddings"]
     t.linear(_int(config, "in_channels", 64), d, image_tokens)  # x_embedder
     t.linear(_int(config, "joint_attention_dim", 4096), d, text_tokens)  # context_embedder
     embedders = 2 + (2 if config.get("guidance_embeds", True) else 0)  # timestep (+ guidance) MLPs: 256 -> d -> d
@@ -87,30 +107,32 @@ def flux(config: Mapping[str, Any], *, image_tokens: float = 4096, text_tokens: 
     t.linear(d, d, 1)
     for _ in range(_int(config, "num_layers", 19)):
         before = t.params
+        t.dispatches += DISPATCHES["FluxTransformerBlock"]
         for tokens in (image_tokens, text_tokens):  # the image and the text stream have their own weights
             t.linear(d, 6 * d, 1, kept=True)  # AdaLN-Zero modulation (norm1 / norm1_context)
             for _ in range(4):  # q, k, v, out
                 t.linear(d, d, tokens)
-            t.norm(head_dim, bias=False, tokens=tokens * d / head_dim)  # RMSNorm on q
-            t.norm(head_dim, bias=False, tokens=tokens * d / head_dim)  # and on k
+            t.norm(head_dim, bias=False, tokens=tokens * d / head_dim, module="RMSNorm")  # RMSNorm on q
+            t.norm(head_dim, bias=False, tokens=tokens * d / head_dim, module="RMSNorm")  # and on k
             t.linear(d, 4 * d, tokens)
             t.linear(4 * d, d, tokens)
             # two LayerNorms with their scale/shift, two gated residuals (4 passes over d), GELU over 4 d
             t.elementwise_elements += 2 * tokens * (4 * d + 4 * d)
-        t.attention(length, length, d)
+        t.attention(length, length, d, module="FluxAttention")
         t.blocks.append(t.params - before)
     for _ in range(_int(config, "num_single_layers", 38)):
         before = t.params
+        t.dispatches += DISPATCHES["FluxSingleTransformerBlock"]
         t.linear(d, 3 * d, 1, kept=True)  # modulation (norm.linear)
         for _ in range(3):
             t.linear(d, d, length)
-        t.norm(head_dim, bias=False, tokens=length * d / head_dim)  # RMSNorm on q
-        t.norm(head_dim, bias=False, tokens=length * d / head_dim)  # and on k
+        t.norm(head_dim, bias=False, tokens=length * d / head_dim, module="RMSNorm")  # RMSNorm on q
+        t.norm(head_dim, bias=False, tokens=length * d / head_dim, module="RMSNorm")  # and on k
         t.linear(d, 4 * d, length)  # proj_mlp
         # LayerNorm with scale/shift and the gated residual (2 passes over d), GELU over 4 d, the 5 d concat
         t.elementwise_elements += 2 * length * (2 * d + 4 * d + 5 * d)
         t.linear(5 * d, d, length)  # proj_out over [attention, MLP]
-        t.attention(length, length, d)
+        t.attention(length, length, d, module="FluxAttention")
         t.blocks.append(t.params - before)
         # alive in a single block: input, norm, q, k, v, attention out (6 L d), MLP hidden and GELU (8 L d),
         # the [attention, MLP] concat (5 L d) and the output (L d)
@@ -123,6 +145,7 @@ def flux(config: Mapping[str, Any], *, image_tokens: float = 4096, text_tokens: 
 # ---- SDXL UNet --------------------------------------------------------------------------------------------
 def _resnet(t: Tally, c_in: int, c_out: int, hw: float, temb: int | None) -> None:
     """ResnetBlock2D: GroupNorm, 3x3 conv, (time-embedding projection), GroupNorm, 3x3 conv, 1x1 shortcut."""
+    t.dispatches += DISPATCHES["ResnetBlock2D"]
     t.norm(c_in, tokens=hw)
     t.conv(c_in, c_out, 3, hw)
     if temb:
@@ -137,22 +160,23 @@ def _resnet(t: Tally, c_in: int, c_out: int, hw: float, temb: int | None) -> Non
 def _transformer(t: Tally, width: int, depth: int, hw: float, text_tokens: float, text_width: int) -> None:
     """Transformer2DModel with linear proj_in/proj_out and ``depth`` BasicTransformerBlocks (self-attention,
     cross-attention to the text, GEGLU feed-forward)."""
+    t.dispatches += DISPATCHES["Transformer2DModel"] + depth * DISPATCHES["BasicTransformerBlock"]
     t.norm(width, tokens=hw)
     t.linear(width, width, hw)
     for _ in range(depth):
         before = t.params
-        t.norm(width, tokens=hw)
+        t.norm(width, tokens=hw, module="LayerNorm")
         for _ in range(3):
             t.linear(width, width, hw, bias=False)
         t.linear(width, width, hw)
         t.attention(hw, hw, width)
-        t.norm(width, tokens=hw)
+        t.norm(width, tokens=hw, module="LayerNorm")
         t.linear(width, width, hw, bias=False)
         t.linear(text_width, width, text_tokens, bias=False)
         t.linear(text_width, width, text_tokens, bias=False)
         t.linear(width, width, hw)
         t.attention(hw, text_tokens, width)
-        t.norm(width, tokens=hw)
+        t.norm(width, tokens=hw, module="LayerNorm")
         t.linear(width, 8 * width, hw)  # GEGLU: value and gate
         t.linear(4 * width, width, hw)
         t.blocks.append(t.params - before)

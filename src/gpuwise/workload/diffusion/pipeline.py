@@ -44,6 +44,12 @@ class TextEncoder:
     def flops(self, tokens: int) -> float:
         return 2.0 * self.params * tokens  # every weight once per token
 
+    @property
+    def layers(self) -> int:
+        """Its transformer layers (CLIP and T5 configs: num_hidden_layers; T5: num_layers)."""
+        value = self.config.get("num_hidden_layers", self.config.get("num_layers", 0))
+        return int(value) if isinstance(value, int) else 0
+
 
 @dataclass(frozen=True)
 class Pipeline:
