@@ -4,6 +4,7 @@ speculative decoding, tensor- and expert-parallel communication).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from gpuwise.catalog import GPU, Catalog
@@ -20,7 +21,7 @@ from gpuwise.estimate.speed.parallel import (
     all_to_all_s,
     links,
 )
-from gpuwise.estimate.speed.roofline import Calibration, Machine, Op, machine, phase_time
+from gpuwise.estimate.speed.roofline import Calibration, Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.resolve import resolve_model
@@ -97,9 +98,9 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | 
         return InferPerf(bound=images.bound, top_ops=top_ops(images.by_op, images.seconds),
                          samples_per_s=job.batch / images.seconds, assumptions=_infer_assumptions(m))
     causal = arch.kind == "decoder"
-    prefill_pass = _infer_pass(plan, job, query=job.input_len, context=job.input_len / 2 if causal else job.input_len)
-    prefill = phase_time(forward_ops(arch, prefill_pass) + _dequantize(plan, job), m)
-    prefill_s = max(prefill.seconds, _host_s(plan)) + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
+    prefill = _prefill_phase(plan, m, job, query=job.input_len,
+                             context=job.input_len / 2 if causal else job.input_len)
+    prefill_s = prefill.seconds + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=top_ops(prefill.by_op, prefill.seconds),
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
@@ -158,10 +159,28 @@ def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int, calibration: Ca
         if not batch:
             continue
         shaped = job.model_copy(update={"batch": batch})
-        p = _infer_pass(plan, shaped, query=query, context=job.input_len / 2)
-        seconds += max(phase_time(forward_ops(arch, p) + _dequantize(plan, shaped), m).seconds, _host_s(plan))
+        seconds += _prefill_phase(plan, m, shaped, query=query, context=job.input_len / 2).seconds
         seconds += _tp_comm_s(arch, shaped, batch * query, plan.gpu, catalog)
     return seconds
+
+
+def _prefill_phase(plan: InferPlan, m: Machine, job: InferJob, *, query: int, context: float) -> PhaseTime:
+    """A prefill of ``job.batch`` prompts of ``query`` tokens. An engine that runs prompts in micro-batches of a fixed
+    size (llama.cpp's n_ubatch, its profile's micro_batch_tokens) runs that many tokens per forward: each one reads
+    the weights again, and a routed expert sees only its share of the micro-batch (512 tokens, top-4 of 32 experts:
+    64 rows per expert GEMM). Each forward is at least the host's dispatch of its operators (eager engines)."""
+    tokens = job.batch * query
+    micro = plan.engine.micro_batch_tokens.value if plan.engine.micro_batch_tokens else tokens
+    if tokens <= micro:
+        shaped, forwards = job, 1
+    else:
+        shaped, forwards = job.model_copy(update={"batch": 1}), math.ceil(tokens / micro)
+        query = micro
+    one = phase_time(forward_ops(plan.arch, _infer_pass(plan, shaped, query=query, context=context))
+                     + _dequantize(plan, shaped), m)
+    seconds = max(one.seconds, _host_s(plan))
+    return PhaseTime(forwards * seconds, forwards * one.compute_s, forwards * one.memory_s,
+                     {k: forwards * v for k, v in one.by_op.items()})
 
 
 def _host_s(plan: InferPlan) -> float:
