@@ -49,9 +49,10 @@ def main() -> None:
     answered = [r for r in rows if "refused" not in r]
     print(f"answered {len(answered)}/{len(rows)}")
     for key in ("tpot_ms", "ttft_ms"):
-        errors = [abs(r[key]) for r in answered if r.get(key) is not None]
-        if errors:
-            print(f"{key}: median |error| {statistics.median(errors):.1f}% over {len(errors)} runs")
+        signed = [r[key] for r in answered if r.get(key) is not None]
+        if signed:
+            print(f"{key}: median |error| {statistics.median(abs(e) for e in signed):.1f}%, signed median "
+                  f"{statistics.median(signed):+.1f}% (- is too fast) over {len(signed)} runs")
     if ns.by_model:
         by: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
         for r in answered:

@@ -28,6 +28,14 @@ LLAMACPP_ARGS = "ggml-org/llama.cpp@145b6280 common/arg.cpp"
 NO_SCHEDULER_CAP = ("gpuwise: no scheduler of its own caps the batch; serve-sim caps a replica at vLLM's small-card "
                     "max_num_seqs 256 (" + VLLM_ARGS + ")")
 
+FUSED_MOE_CALL = Sourced(27e-6, "vLLM's Triton fused_moe timed by benchmarks/kernels/benchmark_moe.py (CUDA graphs): "
+                                "vllm-project/vllm#31448, B200, E=128 N=768 bf16 top-8: 39.6 us at batch 1 (8 experts, "
+                                "75 MB) and 73.2 us at batch 4 (29.5 experts, 278 MB), so 27 us plus the bytes at "
+                                "6.0 TB/s; vllm-project/vllm#44830, H100, E=512 N=128 fp8 top-10: 29.5 us at batch 1 "
+                                "for 7.9 MB. SGLang runs the same Triton kernel (sglang srt/layers/moe/"
+                                "fused_moe_triton)")
+
+
 VLLM = EngineProfile(
     id="vllm", name="vLLM",
     weight_formats=Sourced(ALL_FORMATS, "vllm-project/vllm@05d90956 vllm/model_executor/layers/quantization/"
@@ -61,6 +69,7 @@ VLLM = EngineProfile(
                                "will not be used'"),
     kernels=Kernels(attention=Sourced("FlashAttention / FlashInfer paged attention", "vLLM docs, attention backends"),
                     moe=Sourced("fused_moe Triton grouped GEMM", "vllm model_executor/layers/fused_moe"),
+                    moe_call_s=FUSED_MOE_CALL,
                     norm=Sourced("fused RMSNorm (custom op)", "vllm model_executor/layers/layernorm.py")),
     needs=Requirement("vllm", "vLLM does not run on {stack} for {gpu}; choose another --engine"),
 )
@@ -93,7 +102,8 @@ SGLANG = EngineProfile(
                                "generate_decode_cuda_graph_batch_sizes; disable_cuda_graph_padding False "
                                "(@f489bf94 fields/exec_.py)"),
     kernels=Kernels(attention=Sourced("FlashInfer / FA3 radix attention", "SGLang docs, attention backends"),
-                    moe=Sourced("fused_moe Triton grouped GEMM", "sglang srt/layers/moe/fused_moe_triton")),
+                    moe=Sourced("fused_moe Triton grouped GEMM", "sglang srt/layers/moe/fused_moe_triton"),
+                    moe_call_s=FUSED_MOE_CALL),
 )
 
 TRTLLM = EngineProfile(

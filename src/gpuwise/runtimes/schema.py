@@ -88,6 +88,7 @@ class Kernels:
 
     attention: Sourced[str]
     moe: Sourced[str] | None = None
+    moe_call_s: Sourced[float] | None = None  # one MoE layer's grouped-GEMM call at decode, beyond the bytes it reads
     norm: Sourced[str] | None = None
     loss: Sourced[str] | None = None
 

@@ -49,7 +49,12 @@ def _infer_pass(plan: InferPlan, job: InferJob, *, query: int, context: float, l
                 weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
                 flash=job.flash_attn, logits_tokens=job.local_batch * logits,
                 absorb_mla=plan.engine.absorbs_mla.value, expert_bytes=w.expert_bytes_per_weight, ep=job.ep,
-                dp=job.attention_dp)
+                dp=job.attention_dp, moe_call_s=_moe_call_s(plan))
+
+
+def _moe_call_s(plan: InferPlan) -> float:
+    call = plan.engine.kernels.moe_call_s
+    return call.value if call is not None else 0.0
 
 
 def _dequantize(plan: InferPlan, job: InferJob) -> list[Op]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gpuwise.estimate import constants as C
 from gpuwise.estimate.speed.roofline import Op
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Attention, Block, FeedForward
@@ -46,6 +47,7 @@ class Pass:
     eager_modules: bool = False  # norms, rotary and gating run as transformers' Python modules, op by op (training
     # without torch.compile): ``_eager_elementwise``
     stream_bytes: int | None = None  # the residual stream's element size when it differs (fp32 under autocast)
+    moe_call_s: float = 0.0  # the engine's measured floor of one MoE layer's grouped-GEMM call (its profile)
 
     @property
     def tokens(self) -> int:
@@ -221,7 +223,9 @@ def _routing(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
     tokens = p.tokens
     router = _gemm("moe_router", tokens, h, ffn.experts, p, 2.0, n)  # the gate, h x E in 16-bit
     moved = tokens * (ffn.experts * 4 + ffn.top_k * (4 + 4) + ffn.top_k * h * p.act_bytes)  # logits, ids, sum
-    return [router, Op("moe_topk_align_sum", "memory", 0.0, moved * n, 3 * n)]
+    # the engine's measured call floor, less the two grouped GEMMs' launch tails the roofline already charges
+    floor = max(p.moe_call_s - 2 * C.KERNEL_OVERHEAD.value, 0.0) * n
+    return [router, Op("moe_topk_align_sum", "memory", 0.0, moved * n, 3 * n, fixed_s=floor)]
 
 
 EAGER_BACKWARD_RATIO = 2.2

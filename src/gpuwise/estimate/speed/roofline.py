@@ -30,6 +30,7 @@ class Op:
     count: int = 1  # kernel launches, for the per-kernel floor
     row_fill: float = 1.0  # share of the tensor-core tile rows holding real tokens (a grouped GEMM's experts)
     backward_bytes: float | None = None  # a memory-bound op's traffic in backward, where not twice its forward
+    fixed_s: float = 0.0  # measured latency a kernel sequence pays whatever it moves (a fused MoE call's floor)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ def op_time(op: Op, m: Machine) -> tuple[float, str]:
         rate = float("inf")
     compute = flops / rate if rate and flops else 0.0
     memory = op.bytes / m.memory_bytes_per_s
-    return max(compute, memory) + m.kernel_floor_s * op.count, "compute" if compute >= memory else "memory"
+    bound = "compute" if compute >= memory else "memory"
+    return max(compute, memory) + m.kernel_floor_s * op.count + op.fixed_s, bound
 
 
 @dataclass(frozen=True)
