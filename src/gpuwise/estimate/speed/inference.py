@@ -17,6 +17,8 @@ from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops
 from gpuwise.estimate.speed.eager import host_seconds
 from gpuwise.estimate.speed.operators import Pass, forward_ops
 from gpuwise.estimate.speed.parallel import (
+    GPUS_PER_NODE,
+    Links,
     all_reduce_s,
     all_to_all_s,
     links,
@@ -74,17 +76,26 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
     hidden states (``tokens`` is the replica's, split over the attention groups)."""
     if job.replica_gpus <= 1:
         return 0.0
-    path = links(gpu, catalog, network=job.network, nodes=job.nodes, slot_link=job.slot_link)
+    nodes = max(job.nodes, math.ceil(job.replica_gpus / GPUS_PER_NODE))  # a replica larger than a node spans nodes
+    path = links(gpu, catalog, network=job.network, nodes=nodes, slot_link=job.slot_link)
     size = tokens / job.attention_dp * arch.hidden * activation_bytes(job.weights)
     moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts) if job.ep > 1 else 0
     seconds = 0.0
     if job.ep > 1:
         local = size * max(arch.experts_per_token, 1)
-        seconds += 2 * moe_layers * all_to_all_s(local, job.ep, path.for_group(job.ep, spans_nodes=False))
+        group = path.for_group(job.ep, spans_nodes=_spans(job.ep, path, nodes))
+        seconds += 2 * moe_layers * all_to_all_s(local, job.ep, group)
     if job.tp > 1:
-        ring = path.for_group(job.tp, spans_nodes=False)
+        ring = path.for_group(job.tp, spans_nodes=_spans(job.tp, path, nodes))
         seconds += (2 * arch.layers - moe_layers) * all_reduce_s(size, job.tp, ring)
     return seconds
+
+
+def _spans(group: int, path: Links, nodes: int) -> bool:
+    """Whether a group of ``group`` GPUs leaves the scale-up domain (an 8-GPU node, or a larger NVLink domain such
+    as an NVL72 rack): an expert-parallel group of 16 on 8-GPU H100 nodes crosses the network."""
+    domain = max(GPUS_PER_NODE, path.intra.max_gpus or 0)
+    return nodes > 1 and group > domain
 
 
 def _machine(plan: InferPlan, calibration: Calibration | None) -> Machine:
