@@ -19,7 +19,7 @@ class LoadTest(BaseModel):
 
     qps: Annotated[float, Field(gt=0, le=1_000_000), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default=10.0, description="request rate to simulate (requests per second, Poisson arrivals)")
-    concurrency: Annotated[int | None, Field(ge=1, le=4096), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+    concurrency: Annotated[int | None, Field(ge=1, le=8192), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default=None, description="clients in a closed loop, each sending its next request when the last finished "
                                   "(as vllm bench serve --max-concurrency): TTFT and TPOT at that concurrency")
     p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(frozenset({"serve-sim"}), LOAD, name="--p99-ms")] = (
