@@ -226,3 +226,24 @@ def test_eager_transformers_modules_cost_what_their_kernels_move() -> None:
         eager = api.estimate(r["preset"], **shape).perf.tokens_per_s
         assert 0.95 <= eager / r["tokens_per_s"] <= 1.30, (r["preset"], eager, r["tokens_per_s"])
         assert api.estimate(r["preset"], compile=True, **shape).perf.tokens_per_s > 1.1 * eager
+
+
+def test_a_paged_32_bit_adamw_pays_pcie_for_the_states_that_do_not_fit() -> None:
+    """bitsandbytes' paged_adamw_32bit keeps 8 bytes of states per parameter in CUDA managed memory: on a 24 GB card
+    a full fine-tune of a 3B model pages most of them out, and each step brings them in for the update and out again:
+    twice the paged bytes over the card's PCIe link (catalog: achieved rate)."""
+    from gpuwise.catalog import load_catalog
+    from gpuwise.estimate.estimate import estimate
+    from gpuwise.estimate.plan import resolve
+    from gpuwise.estimate.speed.training import train_perf
+    from gpuwise.workload.model.resolve import resolve_model
+
+    catalog = load_catalog(use_user_dir=False)
+    gpu, arch = catalog.gpu("rtx-4090"), resolve_model("llama-3.2-3b")
+    job = TrainJob(method="full", optimizer="paged-adamw", batch=4, seq=1024)
+    result = estimate(arch, job, gpu, catalog)
+    paged = result.memory.details["paged_out_bytes"]
+    assert paged > 10 * 2**30  # most of 3.2B x 8 bytes
+    unpaged = train_perf(resolve(arch, job, gpu), catalog).step_time_s
+    link = catalog.interconnects[gpu.native_link]
+    assert result.perf.step_time_s - unpaged == pytest.approx(2 * paged / link.achieved_bytes_per_s, rel=0.01)

@@ -33,9 +33,9 @@ _TRAIN_ROWS: tuple[tuple[Callable[[TrainJob], bool], Requirement], ...] = (
      Requirement("fp8", True, "feature", "{gpu} has no FP8 tensor cores; --precision fp8 needs Ada, Hopper or newer")),
     (lambda j: j.method == "qlora",
      Requirement("bitsandbytes", True, "stack", "QLoRA needs bitsandbytes, which has no {stack} build for {gpu}")),
-    (lambda j: j.optimizer in ("adamw-8bit", "paged-adamw-8bit"),
+    (lambda j: j.optimizer in ("adamw-8bit", "paged-adamw-8bit", "paged-adamw"),
      Requirement("bitsandbytes", True, "stack",
-                 "8-bit optimizers need bitsandbytes, which has no {stack} build for {gpu}")),
+                 "8-bit and paged optimizers need bitsandbytes, which has no {stack} build for {gpu}")),
 )
 _INFER_ROWS: tuple[tuple[Callable[[InferJob], bool], Requirement], ...] = (
     (lambda j: j.weights in ("fp8", "fp8-block"),

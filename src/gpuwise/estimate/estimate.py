@@ -59,7 +59,9 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
     if catalog is not None:
-        perf = (train_perf(plan, catalog, calibration=calibration) if isinstance(plan, TrainPlan)
+        paged = float(memory.details.get("paged_out_bytes", 0.0))
+        perf = (train_perf(plan, catalog, calibration=calibration, paged_out_bytes=paged)
+                if isinstance(plan, TrainPlan)
                 else replace(infer_perf(plan, catalog, calibration=calibration),
                              replicas=plan.job.count // plan.job.replica_gpus))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None

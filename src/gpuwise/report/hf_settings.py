@@ -6,6 +6,7 @@ from gpuwise.estimate.memory.fit import FitReport
 from gpuwise.workload.jobs.job import TrainJob
 
 _OPTIM = {"adamw": "adamw_torch", "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit",
+          "paged-adamw": "paged_adamw_32bit",
           "sgd": "sgd", "adafactor": "adafactor"}
 _ATTN_TARGETS = '["q_proj", "k_proj", "v_proj", "o_proj"]'
 

@@ -28,7 +28,7 @@ from gpuwise.workload.model.architecture import Architecture
 
 
 def _optimizer_bytes_per_param(job: TrainJob, state_bytes: int) -> float:
-    if job.optimizer == "adamw":
+    if job.optimizer in ("adamw", "paged-adamw"):
         return C.ADAMW_STATES.value * state_bytes
     if job.optimizer in ("adamw-8bit", "paged-adamw-8bit"):
         return C.ADAMW_STATES.value * C.EIGHT_BIT_STATE_BYTES.value
@@ -159,7 +159,7 @@ def training_memory(plan: TrainPlan) -> MemoryEstimate:
     moment, at_peak = peak_moment(plan, parts)
     gradients_total = parts["gradients"]
     parts.update(at_peak)
-    paged = _page_out(parts, job, capacity_bytes)
+    paged_bytes, paged = _page_out(parts, job, capacity_bytes)
     allocated = sum(parts.values())
     parts["framework_overhead"] = framework_overhead(job.count)
     parts["allocator_reserve"] = allocated * C.ALLOCATOR_RESERVE.value
@@ -169,7 +169,8 @@ def training_memory(plan: TrainPlan) -> MemoryEstimate:
         details={"trainable_params": plan.trainable_params, "gradients_bytes": gradients_total,
                  # bitsandbytes' paged states sit in CUDA managed memory (cudaMallocManaged), which torch.cuda's
                  # memory statistics never see
-                 "managed_bytes": parts["optimizer"] if job.optimizer == "paged-adamw-8bit" else 0.0},
+                 "managed_bytes": parts["optimizer"] if job.optimizer in PAGED else 0.0,
+                 "paged_out_bytes": paged_bytes},
     )
 
 
@@ -220,19 +221,24 @@ def _moment_note(moment: str, parts: Mapping[str, float], gradients: float) -> t
             "end of backward, when the logits are gone): zero_grad(set_to_none=True) freed the last step's",)
 
 
-def _page_out(parts: dict[str, float], job: TrainJob, capacity_bytes: float) -> tuple[str, ...]:
+PAGED = ("paged-adamw", "paged-adamw-8bit")
+
+
+def _page_out(parts: dict[str, float], job: TrainJob, capacity_bytes: float) -> tuple[float, tuple[str, ...]]:
     """bitsandbytes' paged optimizers keep their states in CUDA unified memory, which the driver evicts to host RAM
-    under pressure (bitsandbytes docs, 'Paged optimizers'): the states take only the room the rest leaves."""
-    if job.optimizer != "paged-adamw-8bit" or not parts["optimizer"]:
-        return ()
+    under pressure (bitsandbytes docs, 'Paged optimizers'): the states take only the room the rest leaves. Returns
+    the bytes paged out and the note."""
+    if job.optimizer not in PAGED or not parts["optimizer"]:
+        return 0.0, ()
     rest = sum(parts.values()) - parts["optimizer"]
     room = capacity_bytes / (1 + C.ALLOCATOR_RESERVE.value) - rest - framework_overhead(job.count)
     if room >= parts["optimizer"]:
-        return ()
+        return 0.0, ()
     paged = parts["optimizer"] - max(room, 0.0)
     parts["optimizer"] = max(room, 0.0)
-    return (f"paged 8-bit optimizer: {paged / 2**30:,.2f} GiB of its states page out to host memory (the step then "
-            "waits on PCIe)",)
+    bits = "8-bit" if job.optimizer == "paged-adamw-8bit" else "32-bit"
+    return paged, (f"paged {bits} optimizer: {paged / 2**30:,.2f} GiB of its states page out to host memory (each "
+                   "step pages them in over PCIe for the update and out again for the next forward)",)
 
 
 def _precision_note(job: TrainJob) -> str:

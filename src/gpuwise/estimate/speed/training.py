@@ -30,7 +30,8 @@ from gpuwise.estimate.speed.roofline import Calibration, Machine, Op, PhaseTime,
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.workload.jobs.job import TrainJob
 
-_UPDATE_BYTES = {"adamw": 30.0, "adamw-8bit": 18.0, "paged-adamw-8bit": 18.0, "sgd": 18.0, "adafactor": 18.0}
+_UPDATE_BYTES = {"adamw": 30.0, "paged-adamw": 30.0, "adamw-8bit": 18.0, "paged-adamw-8bit": 18.0, "sgd": 18.0,
+                 "adafactor": 18.0}
 """Bytes read and written per trainable parameter by one optimizer step (derived: AdamW reads weight, gradient and
 two fp32 moments and writes weight and moments = 7 x 4 B, plus the 16-bit weight copy = 30 B)."""
 
@@ -206,7 +207,18 @@ class _Step:
         return self.compute_s + self.bubble_s + self.communication_s + self.slowdown_s
 
 
-def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibration | None) -> _Step:
+def _paging_s(plan: TrainPlan, catalog: Catalog, paged_out_bytes: float) -> float:
+    """A paged optimizer's states that do not fit (the memory model's paged_out_bytes) come in over the card's host
+    link for the update and go out again when the next forward needs the room: twice their bytes per step, at the
+    link's achieved rate (bitsandbytes prefetches paged states with cudaMemPrefetchAsync before the step)."""
+    link = catalog.interconnects.get(plan.gpu.native_link)
+    if paged_out_bytes <= 0 or link is None:
+        return 0.0
+    return 2 * paged_out_bytes / link.achieved_bytes_per_s
+
+
+def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibration | None,
+          paged_out_bytes: float = 0.0) -> _Step:
     arch, job, microbatches = plan.arch, plan.job, plan.microbatches
     fwd, bwd, recompute = _cnn_ops(plan) if arch.kind == "cnn" else _micro_batch_ops(plan)
     t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
@@ -215,7 +227,8 @@ def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibratio
     trainable = plan.trainable_params / plan.model_parallel
     if job.zero_stage >= 1:
         trainable /= job.data_parallel
-    update = phase_time([Op("optimizer_step", "memory", 0.0, trainable * _UPDATE_BYTES[job.optimizer], 10)], m)
+    update = phase_time([Op("optimizer_step", "memory", 0.0, trainable * _UPDATE_BYTES[job.optimizer], 10,
+                            fixed_s=_paging_s(plan, catalog, paged_out_bytes))], m)
     bubble = pipeline_bubble(job.pp, microbatches) * microbatches * per_micro / (1 - pipeline_bubble(
         job.pp, microbatches)) if job.pp > 1 else 0.0
     window = microbatches * (t_bwd.seconds + (t_fwd.seconds if job.zero_stage == 3 else 0.0))
@@ -240,12 +253,15 @@ def _mfu(plan: TrainPlan, m: Machine, tokens_per_s: float) -> float:
     return flops_per_token * tokens_per_s / (job.count * (peak or m.peak_flops))
 
 
-def train_perf(plan: TrainPlan, catalog: Catalog, *, calibration: Calibration | None = None) -> TrainPerf:
+def train_perf(plan: TrainPlan, catalog: Catalog, *, calibration: Calibration | None = None,
+               paged_out_bytes: float = 0.0) -> TrainPerf:
+    """Speed of one optimizer step of ``plan``; ``paged_out_bytes``: a paged optimizer's states the memory model
+    found no room for on the card."""
     arch, job, gpu = plan.arch, plan.job, plan.gpu
     m = machine(gpu, train_dtype(job.precision), calibration=calibration)
     if arch.kind == "cnn":
         m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
-    step = _step(plan, catalog, m, calibration)
+    step = _step(plan, catalog, m, calibration, paged_out_bytes)
     seq = 1 if arch.kind == "cnn" else job.seq  # a CNN "token" is an image
     tokens_per_s = job.data_parallel * plan.microbatches * job.batch * seq / step.seconds
     mfu = _mfu(plan, m, tokens_per_s)

@@ -21,7 +21,7 @@ from gpuwise.workload.model.checkpoint import WeightFormat
 Task = Literal["train", "infer"]
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16", "fp16", "fp32", "pure-bf16", "fp8"]
-Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor"]
+Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit", "sgd", "adafactor"]
 Checkpointing = Literal["none", "selective", "full"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
 LoraTargets = Literal["attn", "all-linear"]
