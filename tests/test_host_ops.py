@@ -62,3 +62,63 @@ def test_a_compiled_engine_keeps_no_host_floor() -> None:
     job = InferJob(engine="vllm", quant="bf16", batch=1, input_len=512, output_len=128)
     perf = infer_perf(infer_plan(resolve_model("llama-3.1-8b"), job, "h200-sxm-141gb"), catalog)
     assert perf.tpot_ms is not None and 3.5 < perf.tpot_ms < 6.0
+
+
+def _training_forward_ops(lora: bool, layers: int) -> int:
+    import collections
+
+    import torch
+    import transformers
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: collections.Counter[str] = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if not str(func).startswith("prim."):
+                self.ops[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    config = transformers.AutoConfig.for_model("llama", hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                                               num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+    config._attn_implementation = "sdpa"
+    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=8, target_modules="all-linear"))
+    model.train()
+    ids = torch.randint(0, 256, (2, 32))
+    model(input_ids=ids)  # the first call takes one-time paths
+    counter = Counter()
+    with counter:
+        model(input_ids=ids)
+    return sum(counter.ops.values())
+
+
+def test_peft_dispatches_what_the_framework_profile_says_per_adapted_linear() -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    import warnings
+
+    from gpuwise.runtimes import framework
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        extra = [_training_forward_ops(True, n) - _training_forward_ops(False, n) for n in (2, 4)]
+    per_linear = (extra[1] - extra[0]) / 2 / 7  # seven adapted linears per Llama layer
+    assert framework("hf").adapter_dispatches == pytest.approx(per_linear, rel=0.1)
+
+
+def test_a_small_lora_step_waits_for_the_host_to_dispatch_transformers_and_peft() -> None:
+    """At batch 1 an 8B LoRA forward on an H200 is the host's: 28 + 32 x 76 + 224 adapted linears x 12 operators at
+    30 us each, about 0.15 s, where the GPU needs a few tens of milliseconds."""
+    from gpuwise.estimate.speed.eager import training_forward_host_s
+    from gpuwise.workload.jobs.job import TrainJob
+    from plans import train_plan
+
+    plan = train_plan(resolve_model("llama-3.1-8b"), TrainJob(method="lora", batch=1, seq=2048), "h200-sxm-141gb")
+    assert training_forward_host_s(plan) == pytest.approx((28 + 32 * 76 + 224 * 12) * 30e-6, rel=0.01)

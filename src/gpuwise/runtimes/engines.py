@@ -163,17 +163,17 @@ HF = EngineProfile(
     kernels=Kernels(attention=Sourced("PyTorch SDPA", "transformers 5 modeling_utils: sdpa is the default")),
     host_ops=HostOps(
         norm=6, norm_casts=2, linear=4, rotary=16, attention=12, residual=2, gated_activation=2, moe=29, per_step=66,
-        per_forward=14,
+        per_forward=28,
         source="transformers 5.25.0 modeling_llama.py, modeling_qwen3.py, modeling_qwen3_moe.py, "
                "modeling_mixtral.py, modeling_bert.py: aten operators of one bf16 decode step of generate, and of "
-               "one fp16 forward of BERT, traced (gpuwise.workload.trace.host_ops; benchmarks/host_ops.py): Llama 76 "
-               "per layer, Qwen3 92 (QK-norm), Qwen3-MoE 111, Mixtral 97, 66 per step; BERT 39 per layer, 14 per "
-               "forward"),
+               "one forward of Llama and BERT, traced (gpuwise.workload.trace.host_ops): Llama 76 per layer, "
+               "Qwen3 92 (QK-norm), Qwen3-MoE 111, Mixtral 97, 66 per decode step and 28 per plain forward; BERT 39 "
+               "per layer, 14 per forward"),
     launch_cost_s=Sourced(30e-6, "../shared/data/h200-runs.yaml infer-llama-3.1-8b-b1-in512-out128 (transformers "
                                  "5.17, torch 2.11, H200 host, measured 2026-12-04): 74.9 ms per decode step at batch "
                                  "1 over 32 x 76 + 66 = 2,498 dispatched operators = 30 us each; the decode step "
                                  "does not shorten at batch 32 (the step is the host's). The same code on CPU "
-                                 "tensors dispatches at 4.8 us per operator on a 2-core EPYC VM (benchmarks/"
+                                 "tensors dispatches at 5 to 8 us per operator on a 2-core EPYC VM (benchmarks/"
                                  "host_ops.py): a CUDA host adds the launch, the caching allocator and its clock. "
                                  "Host-dependent: a calibration record replaces it"),
 )

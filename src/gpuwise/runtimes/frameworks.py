@@ -8,6 +8,7 @@ Adding a framework is adding a record here and a test in tests/test_runtimes.py 
 
 from __future__ import annotations
 
+from gpuwise.runtimes.engines import HF as TRANSFORMERS
 from gpuwise.runtimes.schema import FrameworkProfile, Kernels, Sourced
 
 TORCHTUNE_FULL = "pytorch/torchtune@59dc1f4f recipes/configs/llama3_1/8B_full_single_device.yaml"
@@ -24,6 +25,7 @@ HF = FrameworkProfile(
     fills=Sourced({}, TRAINER + ": gradient_checkpointing False, transformers' cross-entropy; gpuwise's own defaults, "
                               "so nothing is filled"),
     kernels=_HF_KERNELS,
+    host_ops=TRANSFORMERS.host_ops, launch_cost_s=TRANSFORMERS.launch_cost_s,
 )
 
 DEEPSPEED = FrameworkProfile(
@@ -31,6 +33,7 @@ DEEPSPEED = FrameworkProfile(
     fills=Sourced({}, "deepspeedai/DeepSpeed@cbf3d661 deepspeed/runtime/zero/config.py: stage 0 unless the config "
                       "says; the model is transformers' own, so nothing is filled"),
     kernels=_HF_KERNELS,
+    host_ops=TRANSFORMERS.host_ops, launch_cost_s=TRANSFORMERS.launch_cost_s,
 )
 
 TORCHTUNE = FrameworkProfile(
@@ -96,6 +99,7 @@ AXOLOTL = FrameworkProfile(
                   "axolotl-ai-cloud/axolotl@9f824ef7 examples/llama-3/lora-8b.yml: gradient_checkpointing true, "
                   "sample_packing true"),
     kernels=_HF_KERNELS,
+    host_ops=TRANSFORMERS.host_ops, launch_cost_s=TRANSFORMERS.launch_cost_s,
 )
 
 LLAMA_FACTORY = FrameworkProfile(
@@ -103,6 +107,7 @@ LLAMA_FACTORY = FrameworkProfile(
     fills=Sourced({"ckpt": "full"}, "hiyouga/LLaMA-Factory@cc22c045 src/llamafactory/hparams/model_args.py: "
                                     "disable_gradient_checkpointing False (checkpointing on)"),
     kernels=_HF_KERNELS,
+    host_ops=TRANSFORMERS.host_ops, launch_cost_s=TRANSFORMERS.launch_cost_s,
 )
 
 MEGATRON = FrameworkProfile(

@@ -178,4 +178,8 @@ class FrameworkProfile:
         "* scaling (read 2, write 2), result + (read 4, write 2). Backward: the two casts' gradients and the "
         "add into x's gradient (22 per input element), * scaling's and lora_B's gradient reads (6 per output)")
     adapter_kernels: int = 8  # launches per adapted linear in forward (two casts, two matmuls, weight casts, mul, add)
+    host_ops: HostOps | None = None  # the eager modules it runs, when traced (transformers' through the HF stacks)
+    launch_cost_s: Sourced[float] | None = None  # host seconds per operator its forward dispatches from Python
+    adapter_dispatches: int = 12  # operators PEFT dispatches around one adapted linear in forward: traced, LoRA on
+    # all seven linears of a Llama layer adds 84 (peft 0.18, transformers 5.25, tests/test_host_ops.py)
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -9,6 +9,7 @@ some 2,500 operators. The operators per module are the runtime profile's :class:
 
 from __future__ import annotations
 
+from gpuwise.estimate.plan import TrainPlan, adapted_linears
 from gpuwise.runtimes.schema import EngineProfile, HostOps
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Block
@@ -32,12 +33,12 @@ def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool, rms_norm: bool,
             + ops.attention + ops.residual + feed_forward)
 
 
-def host_ops_per_step(arch: Architecture, ops: HostOps, *, sixteen_bit: bool = True) -> int:
-    """Operators one forward of the model dispatches (a decode step of generate, a prefill, or an encoder's forward:
-    the count does not depend on the tokens). RMSNorm families run the norm op by op, LayerNorm is one operator;
-    decoders rotate q and k (RoPE), encoders add absolute positions once."""
+def host_ops_per_step(arch: Architecture, ops: HostOps, *, sixteen_bit: bool = True, generate: bool = True) -> int:
+    """Operators one forward of the model dispatches (a decode step of generate, a prefill, an encoder's or a training
+    step's forward: the count does not depend on the tokens). RMSNorm families run the norm op by op, LayerNorm is one
+    operator; decoders rotate q and k (RoPE), encoders add absolute positions once."""
     decoder = arch.kind == "decoder"
-    outside = ops.per_step if decoder else ops.per_forward
+    outside = ops.per_step if decoder and generate else ops.per_forward
     return outside + sum(b.count * _block_ops(b, ops, sixteen_bit=sixteen_bit, rms_norm=arch.rms_norm,
                                               rotary=decoder) for b in arch.blocks)
 
@@ -54,3 +55,17 @@ def encoder_layer_ops(ops: HostOps) -> int:
     """Operators of one pre-LN transformer encoder layer (CLIP's, BERT's): two LayerNorms, q, k, v, out and the two
     MLP linears, the attention's views and call, two residual adds, the activation."""
     return 2 * ops.layer_norm + 6 * ops.linear + ops.attention + ops.residual + 1
+
+
+def training_forward_host_s(plan: TrainPlan) -> float:
+    """The host's time to dispatch one training forward of the framework's eager modules (transformers' through the
+    HF-based stacks) and, with LoRA, PEFT's operators around each adapted linear: 0 when the framework has no
+    traced inventory or runs fused or compiled kernels (the per-kernel floor then applies)."""
+    framework = plan.framework
+    if framework.host_ops is None or framework.launch_cost_s is None or not plan.eager_modules:
+        return 0.0
+    ops = host_ops_per_step(plan.arch, framework.host_ops, sixteen_bit=True, generate=False)
+    if plan.job.trains_adapters:
+        share = plan.layers_per_stage / max(plan.arch.layers, 1)
+        ops += round(sum(x.layers * share for x in adapted_linears(plan.arch, plan.job))) * framework.adapter_dispatches
+    return ops * framework.launch_cost_s.value

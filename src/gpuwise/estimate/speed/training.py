@@ -18,6 +18,7 @@ from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.plan import TrainPlan, adapted_linears
 from gpuwise.estimate.speed.breakdown import merged_seconds, top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops, forward_flops_per_image
+from gpuwise.estimate.speed.eager import training_forward_host_s
 from gpuwise.estimate.speed.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.speed.parallel import (
     DEFAULT_NETWORK,
@@ -223,7 +224,9 @@ def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibratio
     fwd, bwd, recompute = _cnn_ops(plan) if arch.kind == "cnn" else _micro_batch_ops(plan)
     t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
     eager = not job.compile and arch.kind != "cnn"
-    per_micro = sum(_dispatch_bound(t, ops, eager) for t, ops in ((t_fwd, fwd), (t_bwd, bwd), (t_re, recompute)))
+    host = training_forward_host_s(plan) if arch.kind != "cnn" else 0.0
+    per_micro = sum(max(_dispatch_bound(t, ops, eager), host if ops and ops is not bwd else 0.0)
+                    for t, ops in ((t_fwd, fwd), (t_bwd, bwd), (t_re, recompute)))
     trainable = plan.trainable_params / plan.model_parallel
     if job.zero_stage >= 1:
         trainable /= job.data_parallel

@@ -10,7 +10,9 @@ time). Two depths and two lengths separate the per-layer count from the per-step
 from __future__ import annotations
 
 import collections
-import warnings
+import json
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,12 +71,27 @@ def _steps(config: Mapping[str, Any], layers: int, dtype: str) -> collections.Co
     return collections.Counter({k: (long[k] - short[k]) / 4 for k in long})  # per decode step
 
 
+def _isolated_steps(config: Mapping[str, Any], layers: int, dtype: str) -> dict[str, float]:
+    """``_steps`` in a fresh interpreter: what transformers dispatches depends on what a process ran before (lazy hub
+    kernels, one-time paths), so each count starts clean, with warnings silenced as in a user's run."""
+    code = ("import json, sys, warnings; warnings.simplefilter('ignore'); "
+            "from gpuwise.workload.trace.host_ops import _steps; "
+            "a = json.loads(sys.argv[1]); print(json.dumps(_steps(a['config'], a['layers'], a['dtype'])))")
+    argument = json.dumps({"config": dict(config), "layers": layers, "dtype": dtype})
+    done = subprocess.run([sys.executable, "-c", code, argument], capture_output=True, text=True,
+                          timeout=COUNT_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise ProbeUnavailable(f"counting dispatched operators failed: {done.stderr.strip()[-200:]}")
+    counted: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1][:1_000_000])
+    return counted
+
+
+COUNT_TIMEOUT_S = 300  # one count builds a tiny model and runs generate three times: seconds
+
+
 def decode_ops(config: Mapping[str, Any], *, dtype: str = "bfloat16") -> DecodeOps:
-    """Operators per layer and per step of one decode step of the model ``config`` describes (a config.json).
-    Warnings are silenced as in a user's run: under ``-W error`` transformers takes other paths."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        two, four = _steps(config, 2, dtype), _steps(config, 4, dtype)
-    per_layer = {k: (four[k] - two[k]) / 2 for k in four if four[k] != two[k]}
+    """Operators per layer and per step of one decode step of the model ``config`` describes (a config.json)."""
+    two, four = _isolated_steps(config, 2, dtype), _isolated_steps(config, 4, dtype)
+    per_layer = {k: (four[k] - two[k]) / 2 for k in four if four[k] != two.get(k, 0.0)}
     total = sum(per_layer.values())
     return DecodeOps(per_layer=total, per_step=sum(two.values()) - 2 * total, by_operator=per_layer)
