@@ -123,6 +123,8 @@ def perf_lines(est: Estimate) -> str:
                     f"decoding, end-to-end {perf.e2e_latency_ms:,.0f} ms, {perf.bound}-bound")
         if perf.replicas > 1:
             text += f"; each of {perf.replicas} replicas (x{perf.replicas} the throughput)"
+        if perf.bound_why:
+            text += f"\n{perf.bound_why}"
     else:
         return ""
     top = ", ".join(f"{name} {share:.0%}" for name, share in perf.top_ops[:5])

@@ -175,7 +175,7 @@ HF = EngineProfile(
                                  "does not shorten at batch 32 (the step is the host's). The same code on CPU "
                                  "tensors dispatches at 5 to 8 us per operator on a 2-core EPYC VM (benchmarks/"
                                  "host_ops.py): a CUDA host adds the launch, the caching allocator and its clock. "
-                                 "Host-dependent: a calibration record replaces it"),
+                                 "Host-dependent: not yet measurable per host (no bench record carries it)"),
 )
 
 LLAMACPP = EngineProfile(

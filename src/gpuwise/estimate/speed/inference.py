@@ -41,6 +41,7 @@ class InferPerf:
     samples_per_s: float | None = None
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     replicas: int = 1  # --count / --tp copies, each serving the job's batch: the figures above are one replica's
+    bound_why: str = ""  # why the step is bound as it is, when that is not the roofline's own answer
 
 
 def _infer_pass(plan: InferPlan, job: InferJob, *, query: int, context: float, logits: int = 1) -> Pass:
@@ -99,8 +100,10 @@ def _spans(group: int, path: Links, nodes: int) -> bool:
 
 
 def _machine(plan: InferPlan, calibration: Calibration | None) -> Machine:
-    return machine(plan.gpu, matmul_dtype(plan.job.weights, plan.gpu), eager=plan.engine.eager.value,
-                   calibration=calibration)
+    """The card's rates; an eager engine without a traced host inventory keeps the eager per-kernel floor (one with
+    an inventory pays its host's dispatch as a whole, ``_host_s``)."""
+    eager = plan.engine.eager.value and plan.engine.host_ops is None
+    return machine(plan.gpu, matmul_dtype(plan.job.weights, plan.gpu), eager=eager, calibration=calibration)
 
 
 def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | None = None,
@@ -127,12 +130,26 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | 
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
     scaled = (f"{plan.engine.name} decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement "
               "against the model (estimate/speed/inference.py)",) if factor != 1.0 else ()
+    host = _host_s(plan)
+    notes = _host_note(plan, host, decode.seconds)
     return InferPerf(
-        bound=decode.bound, top_ops=top_ops(decode.by_op, decode.seconds), ttft_ms=prefill_s * 1e3,
+        bound="host" if host >= decode.seconds else decode.bound, top_ops=top_ops(decode.by_op, decode.seconds),
+        ttft_ms=prefill_s * 1e3,
         tpot_ms=tpot * 1e3, decode_tokens_per_s=job.batch / tpot,
         output_tokens_per_s=job.batch * job.output_len / e2e if job.output_len else None,
-        e2e_latency_ms=e2e * 1e3, assumptions=_infer_assumptions(m) + scaled,
+        e2e_latency_ms=e2e * 1e3, assumptions=_infer_assumptions(m) + scaled + notes,
+        bound_why=notes[0] if notes and host >= decode.seconds else "",
     )
+
+
+def _host_note(plan: InferPlan, host_s: float, gpu_s: float) -> tuple[str, ...]:
+    cost = plan.engine.launch_cost_s
+    if not host_s or cost is None:
+        return ()
+    longer = "longer than" if host_s >= gpu_s else "under"
+    return (f"{plan.engine.name} runs eager: the host dispatches {host_s / cost.value:,.0f} operators per forward at "
+            f"{cost.value * 1e6:.0f} us each ({host_s * 1e3:,.1f} ms, {longer} the GPU's {gpu_s * 1e3:,.1f} ms; "
+            "runtimes/engines.py; --compile removes it)",)
 
 
 def decode_step_s(plan: InferPlan, catalog: Catalog, *, batch: int, context: float,

@@ -241,7 +241,7 @@ class InferJob(_Job):
         default=1, description="expert parallelism: the routed experts spread over this many GPUs of the replica, "
                                "tokens reaching them through an all-to-all (vLLM --enable-expert-parallel, SGLang "
                                "--ep-size). Alone (--tp 1) it also runs attention data-parallel on each GPU")
-    dp_attention: Annotated[int, Field(ge=1, le=1024), Flag(frozenset({"estimate", "fit", "serve-sim"}),
+    dp_attention: Annotated[int, Field(ge=1, le=8192), Flag(frozenset({"estimate", "fit", "serve-sim"}),
                                                              INFERENCE)] = Field(
         default=1, description="attention data-parallel groups of --tp GPUs in one replica (SGLang "
                                "--enable-dp-attention --dp-size, TRT-LLM attention DP): each runs attention for its "

@@ -58,6 +58,7 @@ def _steps(config: Mapping[str, Any], layers: int, dtype: str) -> collections.Co
         import transformers
     except ImportError:
         raise ProbeUnavailable("counting dispatched operators needs torch and transformers") from None
+    torch.manual_seed(0)  # routing and other data-dependent paths dispatch alike on every run
     values = {**config, **TINY, "num_hidden_layers": layers}
     for key in ("layer_types", "mlp_only_layers"):
         values.pop(key, None)
@@ -92,6 +93,7 @@ COUNT_TIMEOUT_S = 300  # one count builds a tiny model and runs generate three t
 def decode_ops(config: Mapping[str, Any], *, dtype: str = "bfloat16") -> DecodeOps:
     """Operators per layer and per step of one decode step of the model ``config`` describes (a config.json)."""
     two, four = _isolated_steps(config, 2, dtype), _isolated_steps(config, 4, dtype)
-    per_layer = {k: (four[k] - two[k]) / 2 for k in four if four[k] != two.get(k, 0.0)}
+    per_layer = {k: (four.get(k, 0.0) - two.get(k, 0.0)) / 2 for k in {*two, *four}
+                 if four.get(k, 0.0) != two.get(k, 0.0)}
     total = sum(per_layer.values())
     return DecodeOps(per_layer=total, per_step=sum(two.values()) - 2 * total, by_operator=per_layer)
