@@ -52,7 +52,8 @@ def _infer_pass(plan: InferPlan, job: InferJob, *, query: int, context: float, l
                 weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
                 flash=job.flash_attn, logits_tokens=job.local_batch * logits,
                 absorb_mla=plan.engine.absorbs_mla.value, expert_bytes=w.expert_bytes_per_weight, ep=job.ep,
-                dp=job.attention_dp, moe_call_s=_moe_call_s(plan))
+                dp=job.attention_dp, moe_call_s=_moe_call_s(plan),
+                act_quant=job.weights != "fp32" and matmul_dtype(job.weights, plan.gpu) in ("fp8", "int8", "fp4"))
 
 
 def _moe_call_s(plan: InferPlan) -> float:

@@ -48,6 +48,7 @@ class Pass:
     # without torch.compile): ``_eager_elementwise``
     stream_bytes: int | None = None  # the residual stream's element size when it differs (fp32 under autocast)
     moe_call_s: float = 0.0  # the engine's measured floor of one MoE layer's grouped-GEMM call (its profile)
+    act_quant: bool = False  # W8A8/W4A4 matmuls: each linear first quantizes its input in a kernel of its own
 
     @property
     def tokens(self) -> int:
@@ -322,7 +323,21 @@ def head_ops(arch: Architecture, p: Pass) -> list[Op]:
 
 
 def forward_ops(arch: Architecture, p: Pass, layers: float | None = None) -> list[Op]:
-    return layer_ops(arch, p, arch.layers if layers is None else layers) + head_ops(arch, p)
+    ops = layer_ops(arch, p, arch.layers if layers is None else layers) + head_ops(arch, p)
+    return ops + _activation_quant(ops) if p.act_quant else ops
+
+
+_UNQUANTIZED = ("lm_head", "moe_router", "attention_matmuls", "mla_absorb_k", "mla_absorb_v")
+
+
+def _activation_quant(ops: list[Op]) -> list[Op]:
+    """A W8A8 (FP8, INT8) or W4A4 (NVFP4) linear quantizes its 16-bit input first, in a kernel of its own: vLLM's
+    Fp8LinearOp (ops.scaled_fp8_quant, dynamic scales), W8A8BlockFp8LinearOp (per_token_group_quant_fp8) and
+    fused_moe's moe_kernel_quantize_input before each grouped GEMM (vllm model_executor/layers/quantization/utils
+    fp8_utils.py, fused_moe/utils.py). One launch per linear; its bytes (read 2, write 1 per input element) are small
+    beside the GEMM's and are not counted."""
+    launches = sum(op.count for op in ops if op.kind == "gemm" and op.name not in _UNQUANTIZED)
+    return [Op("activation_quant", "memory", 0.0, 0.0, launches)] if launches else []
 
 
 def model_flops_per_token(arch: Architecture, seq: int, *, weight_gradients: bool = True) -> float:
