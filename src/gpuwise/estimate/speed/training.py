@@ -106,7 +106,8 @@ def _adapter_ops(plan: TrainPlan, p: Pass) -> tuple[Op, Op]:
     """LoRA's adapters beside each adapted linear: the rank-r matmuls (2 r (d_in + d_out) FLOPs per token forward,
     twice that backward) and the casts, scaling and add the framework runs around them (its profile's
     adapter_bytes, per element of the linear's input and output). A routed expert's adapter runs on the tokens
-    routed to it: top-k copies of each token."""
+    routed to it: top-k copies of each token; transformers 5 stores the experts fused (one 3-D parameter per layer),
+    which PEFT adapts through one ParamWrapper, so its kernels launch once per layer, not once per expert."""
     arch, job = plan.arch, plan.job
     share = plan.layers_per_stage / max(arch.layers, 1) / job.tp
     fwd_in, fwd_out, bwd_in, bwd_out = plan.framework.adapter_bytes.value
@@ -117,7 +118,7 @@ def _adapter_ops(plan: TrainPlan, p: Pass) -> tuple[Op, Op]:
         flops += 2.0 * copies * job.lora_rank * (x.d_in + x.d_out)
         fwd_bytes += copies * (fwd_in * x.d_in + fwd_out * x.d_out) * p.act_bytes / 2
         bwd_bytes += copies * (bwd_in * x.d_in + bwd_out * x.d_out) * p.act_bytes / 2
-        linears += round(x.layers * share) * (x.count if x.count > 1 else 1)
+        linears += round(x.layers * share)  # routed experts: one fused parameter per layer (PEFT's ParamWrapper)
     kernels = plan.framework.adapter_kernels * linears
     return (Op("lora_adapters", "memory", flops, fwd_bytes, kernels),
             Op("lora_adapters.bwd", "memory", 2 * flops, bwd_bytes, 2 * kernels))
