@@ -57,6 +57,8 @@ TORCHTUNE = FrameworkProfile(
                           "* scaling and out + lora_out (12 per output element); backward: lora_a's input gradient "
                           "and its add into x's (10 per input), the output side's reads (6 per output)"),
     adapter_kernels=4,
+    merges_fused_experts=Sourced(False, "torchtune's LoRALinear wraps nn.Linear modules; it has no adapter on fused "
+                                        "expert parameters"),
     kernels=Kernels(attention=Sourced("PyTorch SDPA", "torchtune modules/attention.py"),
                     norm=Sourced("torchtune RMSNorm module, op by op", "torchtune modules/rms_norm.py"),
                     loss=Sourced("CEWithChunkedOutputLoss, 8 chunks", TORCHTUNE_FULL)),
@@ -75,6 +77,7 @@ UNSLOTH = FrameworkProfile(
                           "out.addmm_(X @ A, B, alpha=s) in the base dtype: X @ A reads x (2 per input element), "
                           "addmm_ reads and writes out (4 per output); LoRA_MLP/LoRA_QKV backward likewise fused"),
     adapter_kernels=2,
+    merges_fused_experts=Sourced(False, "Unsloth's fused LoRA kernels (matmul_lora) keep the factors apart"),
     kernels=Kernels(attention=Sourced("FlashAttention / xformers", "unsloth README"),
                     norm=Sourced("Triton fused RMSNorm", "unsloth/kernels/rms_layernorm.py"),
                     loss=Sourced("Triton fused cross-entropy", "unsloth/kernels/cross_entropy_loss.py")),

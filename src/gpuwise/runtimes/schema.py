@@ -178,6 +178,11 @@ class FrameworkProfile:
         "* scaling (read 2, write 2), result + (read 4, write 2). Backward: the two casts' gradients and the "
         "add into x's gradient (22 per input element), * scaling's and lora_B's gradient reads (6 per output)")
     adapter_kernels: int = 8  # launches per adapted linear in forward (two casts, two matmuls, weight casts, mul, add)
+    merges_fused_experts: Sourced[bool] = Sourced(
+        True, "huggingface/peft@v0.21.2 src/peft/tuners/lora/layer.py ParamWrapper._activate_lora: LoRA on a fused "
+              "3-D expert parameter registers a parametrization that returns torch.baddbmm(W, lhs, rhs) on every "
+              "forward, so the whole expert stack is merged anew, and its gradient reaches the factors through the "
+              "merged weight: backward computes the full weight gradient of the experts")
     host_ops: HostOps | None = None  # the eager modules it runs, when traced (transformers' through the HF stacks)
     launch_cost_s: Sourced[float] | None = None  # host seconds per operator its forward dispatches from Python
     adapter_dispatches: int = 12  # operators PEFT dispatches around one adapted linear in forward: traced, LoRA on

@@ -30,6 +30,7 @@ from gpuwise.estimate.speed.parallel import (
 from gpuwise.estimate.speed.roofline import Calibration, Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.workload.model.counts import Linear
 
 _UPDATE_BYTES = {"adamw": 30.0, "paged-adamw": 30.0, "adamw-8bit": 18.0, "paged-adamw-8bit": 18.0, "sgd": 18.0,
                  "adafactor": 18.0}
@@ -88,9 +89,9 @@ def _micro_batch_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
     elif job.ckpt == "selective":
         recompute = [op for op in layer_ops(arch, p, layers) if op.kind == "attention" or "softmax" in op.name]
     if job.trains_adapters:
-        adapter_fwd, adapter_bwd = _adapter_ops(plan, p)
+        adapter_fwd, adapter_bwd, merged_wgrad = _adapter_ops(plan, p)
         fwd.append(adapter_fwd)
-        bwd.append(adapter_bwd)
+        bwd += [adapter_bwd] + ([merged_wgrad] if merged_wgrad is not None else [])
         if job.ckpt == "full":
             recompute.append(adapter_fwd)
     fwd += _framework_traffic(plan, p)
@@ -102,26 +103,41 @@ def _micro_batch_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
     return fwd, bwd, recompute
 
 
-def _adapter_ops(plan: TrainPlan, p: Pass) -> tuple[Op, Op]:
+def _adapter_ops(plan: TrainPlan, p: Pass) -> tuple[Op, Op, Op | None]:
     """LoRA's adapters beside each adapted linear: the rank-r matmuls (2 r (d_in + d_out) FLOPs per token forward,
     twice that backward) and the casts, scaling and add the framework runs around them (its profile's
     adapter_bytes, per element of the linear's input and output). A routed expert's adapter runs on the tokens
     routed to it: top-k copies of each token; transformers 5 stores the experts fused (one 3-D parameter per layer),
-    which PEFT adapts through one ParamWrapper, so its kernels launch once per layer, not once per expert."""
+    which PEFT adapts through one ParamWrapper, so its kernels launch once per layer, not once per expert, and it
+    merges the whole stack each forward (``_merged_experts``)."""
     arch, job = plan.arch, plan.job
     share = plan.layers_per_stage / max(arch.layers, 1) / job.tp
     fwd_in, fwd_out, bwd_in, bwd_out = plan.framework.adapter_bytes.value
-    flops = fwd_bytes = bwd_bytes = 0.0
-    linears = 0
+    flops = fwd_bytes = bwd_bytes = wgrad = 0.0
+    linears = merged_launches = 0
     for x in adapted_linears(arch, job):
         copies = p.tokens * x.layers * share * (max(arch.experts_per_token, 1) if x.count > 1 else 1)
         flops += 2.0 * copies * job.lora_rank * (x.d_in + x.d_out)
         fwd_bytes += copies * (fwd_in * x.d_in + fwd_out * x.d_out) * p.act_bytes / 2
         bwd_bytes += copies * (bwd_in * x.d_in + bwd_out * x.d_out) * p.act_bytes / 2
-        linears += round(x.layers * share)  # routed experts: one fused parameter per layer (PEFT's ParamWrapper)
+        linears += round(x.layers * share)
+        if x.count > 1 and plan.framework.merges_fused_experts.value:
+            merge_fwd, merge_bwd, merge_wgrad = _merged_experts(x, copies, x.layers * share)
+            fwd_bytes, bwd_bytes, wgrad = fwd_bytes + merge_fwd, bwd_bytes + merge_bwd, wgrad + merge_wgrad
+            merged_launches += round(x.layers * share)
     kernels = plan.framework.adapter_kernels * linears
     return (Op("lora_adapters", "memory", flops, fwd_bytes, kernels),
-            Op("lora_adapters.bwd", "memory", 2 * flops, bwd_bytes, 2 * kernels))
+            Op("lora_adapters.bwd", "memory", 2 * flops, bwd_bytes, 2 * kernels),
+            Op("lora_merged_experts.wgrad", "gemm", wgrad, 0.0, merged_launches) if wgrad else None)
+
+
+def _merged_experts(x: Linear, copies: float, layers: float) -> tuple[float, float, float]:
+    """What PEFT's ParamWrapper adds for a fused expert stack (the framework profile's merges_fused_experts): forward,
+    baddbmm reads the 16-bit stack and writes the merged one (4 bytes per weight); backward, the grouped GEMM computes
+    the merged weight's gradient (2 x routed tokens x d_in x d_out FLOPs, which a frozen weight skips), writes it and
+    reads it once for each factor (6 bytes per weight). Returns (forward bytes, backward bytes, backward FLOPs)."""
+    weights = x.count * x.d_in * x.d_out * layers
+    return weights * 4.0, weights * 6.0, 2.0 * copies * x.d_in * x.d_out
 
 
 def _dispatch_bound(phase: PhaseTime, ops: list[Op], eager: bool) -> float:
