@@ -122,3 +122,21 @@ def test_decode_only_stretches_are_jumped_exactly() -> None:
     result = simulate(requests, decode_step=lambda batch, context: 0.010 + 1e-5 * context,
                       prefill=lambda tokens: 0.0, max_batch=8, kv_capacity_tokens=1e9, concurrency=1)
     assert result.tpot_mean_ms == pytest.approx(16.005, rel=1e-9)
+
+
+def test_max_num_batched_tokens_replaces_the_engines_token_budget() -> None:
+    """vLLM takes 8,192 tokens per iteration on a >= 70 GiB card other than A100 (EngineArgs batch defaults);
+    --max-num-batched-tokens 2048 makes its prompts wait more iterations, so a closed loop's first tokens come later."""
+    from gpuwise import api
+    from gpuwise.workload.jobs.job import InferJob
+    from gpuwise.workload.model.resolve import resolve_model
+    from plans import infer_plan
+
+    arch = resolve_model("llama-3.1-70b")
+    default = InferJob(engine="vllm", quant="fp8", tp=2, count=2, input_len=4096, output_len=256)
+    small = default.updated(max_num_batched_tokens=2048)
+    assert infer_plan(arch, default, "h200-sxm-141gb").max_batched_tokens == 8192
+    assert infer_plan(arch, small, "h200-sxm-141gb").max_batched_tokens == 2048
+    ttft = [api.serve_sim("llama-3.1-70b", gpu="h200-sxm-141gb", job=job, concurrency=16).at_concurrency.ttft_mean_ms
+            for job in (default, small)]
+    assert ttft[1] > ttft[0]

@@ -134,7 +134,8 @@ class InferPlan:
 
     @property
     def max_batched_tokens(self) -> int | None:
-        return self.rule.max_batched_tokens
+        """The tokens one iteration schedules: --max-num-batched-tokens, else the engine's default for the card."""
+        return self.job.max_num_batched_tokens or self.rule.max_batched_tokens
 
     @property
     def act_bytes(self) -> int:
@@ -245,7 +246,7 @@ def _infer_choices(arch: Architecture, job: InferJob, engine: EngineProfile, rul
         unit = "of what the loaded engine leaves free" if pool == "of_free" else "of total memory"
         found.append(Choice("KV pool", f"{engine.memory_fraction.value:.0%} {unit}",
                             f"{engine.name} default: {engine.memory_fraction.source}"))
-    if job.max_num_seqs is None and engine.pooled:  # an engine with a scheduler of its own
+    if job.max_num_seqs is None and job.max_num_batched_tokens is None and engine.pooled:  # its own scheduler
         limits = [f"{rule.max_num_seqs:,} sequences" if rule.max_num_seqs else "no sequence cap",
                   f"{rule.max_batched_tokens:,} tokens per iteration" if rule.max_batched_tokens else "no token budget"]
         found.append(Choice("batch limits", ", ".join(limits), f"{engine.name} default on this card: "

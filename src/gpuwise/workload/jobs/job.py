@@ -265,6 +265,12 @@ class InferJob(_Job):
         default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "
                                   "default: the engine's own for the card -- vLLM 1024 on 70 GiB+ cards other than "
                                   "A100, else 256; SGLang: as many as the KV pool holds)")
+    max_num_batched_tokens: Annotated[int | None, Field(ge=1, le=10_000_000),
+                                      Flag(frozenset({"estimate", "fit", "serve-sim", "recommend"}),
+                                           INFERENCE)] = Field(
+        default=None, description="the tokens one engine iteration schedules, prompt chunks included (vLLM "
+                                  "--max-num-batched-tokens, SGLang --chunked-prefill-size, TensorRT-LLM "
+                                  "max_num_tokens); default: the engine's own for the card")
 
     @property
     def weights(self) -> Quant:
