@@ -172,7 +172,7 @@ class FrameworkProfile:
     persistent_gradients: Sourced[bool] = Sourced(False, "gradients are freed after each optimizer step")
     adapter_bytes: Sourced[AdapterBytes] = Sourced(
         (14.0, 12.0, 22.0, 6.0),
-        "huggingface/peft@v0.18.0 src/peft/tuners/lora/layer.py Linear.forward: the adapters are fp32 "
+        "huggingface/peft@v0.21.2 src/peft/tuners/lora/layer.py Linear.forward: the adapters are fp32 "
         "(get_peft_model autocast_adapter_dtype=True), so x.to(float32) (read 2, write 4 per input element), "
         "autocast's cast back for lora_A (read 4, write 2) and lora_A's read (2); lora_B's output (write 2), "
         "* scaling (read 2, write 2), result + (read 4, write 2). Backward: the two casts' gradients and the "
