@@ -122,3 +122,13 @@ def test_a_small_lora_step_waits_for_the_host_to_dispatch_transformers_and_peft(
 
     plan = train_plan(resolve_model("llama-3.1-8b"), TrainJob(method="lora", batch=1, seq=2048), "h200-sxm-141gb")
     assert training_forward_host_s(plan) == pytest.approx((28 + 32 * 76 + 224 * 12) * 30e-6, rel=0.01)
+
+
+def test_a_small_lora_step_says_it_is_host_bound_and_a_large_one_does_not() -> None:
+    from gpuwise import api
+    from gpuwise.workload.jobs.job import TrainJob
+
+    small, large = (api.estimate("llama-3.1-8b", gpu="h200-sxm-141gb", job=TrainJob(method="lora", batch=b, seq=2048))
+                    for b in (1, 8))
+    assert small.perf is not None and small.perf.bound == "host"
+    assert large.perf is not None and large.perf.bound == "compute"

@@ -260,6 +260,8 @@ def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibratio
         by_op["communication (exposed)"] = comm + slowdown
     bound = "communication" if comm > 0.5 * compute else (
         "compute" if (t_fwd.compute_s + t_bwd.compute_s) >= (t_fwd.memory_s + t_bwd.memory_s) else "memory")
+    if host > t_fwd.seconds and comm <= 0.5 * compute:
+        bound = "host"  # Python dispatching the forward's operators takes longer than the GPU runs them
     return _Step(compute, bubble, comm, slowdown, by_op, bound)
 
 
