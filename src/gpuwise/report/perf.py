@@ -67,7 +67,7 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
             "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
             "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms},
-            "replicas": report.replicas}
+            "replicas": report.replicas, "layout": report.layout or None}
 
 
 def serving_view(report: ServingReport) -> Group:
@@ -84,9 +84,10 @@ def serving_view(report: ServingReport) -> Group:
                       f"{result.throughput_tokens_per_s:,.0f}",
                       "saturated" if result.saturated else ("" if result.steady else "too few requests"))
     over = f" over {report.replicas} replicas" if report.replicas > 1 else ""
+    plans = (report.layout if report.layout else
+             f"the recommender's closed form plans {report.planned_qps:,.2f} QPS{over}")
     lines: list[Any] = [table, f"KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
-                               f"{report.max_batch} sequences per replica; the recommender's closed form plans "
-                               f"{report.planned_qps:,.2f} QPS{over}"]
+                               f"{report.max_batch} sequences per replica; {plans}"]
     short = next((r for r in results if not r.steady), None)
     if short is not None:
         lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "

@@ -72,6 +72,8 @@ VLLM = EngineProfile(
                     moe_call_s=FUSED_MOE_CALL,
                     norm=Sourced("fused RMSNorm (custom op)", "vllm model_executor/layers/layernorm.py")),
     needs=Requirement("vllm", "vLLM does not run on {stack} for {gpu}; choose another --engine"),
+    disaggregates=Sourced(True, "vLLM docs, Disaggregated Prefilling: separate prefill and decode instances joined "
+                                "by a KV connector (NixlConnector)"),
 )
 
 SGLANG = EngineProfile(
@@ -104,6 +106,8 @@ SGLANG = EngineProfile(
     kernels=Kernels(attention=Sourced("FlashInfer / FA3 radix attention", "SGLang docs, attention backends"),
                     moe=Sourced("fused_moe Triton grouped GEMM", "sglang srt/layers/moe/fused_moe_triton"),
                     moe_call_s=FUSED_MOE_CALL),
+    disaggregates=Sourced(True, "SGLang docs, PD Disaggregation: --disaggregation-mode prefill / decode with a KV "
+                                "transfer backend (Mooncake, NIXL)"),
 )
 
 TRTLLM = EngineProfile(
@@ -122,6 +126,8 @@ TRTLLM = EngineProfile(
                                              "range(1, 32) + [32, 64, 128], enable_padding False"),
     kernels=Kernels(attention=Sourced("TensorRT-LLM XQA / FMHA kernels", "TensorRT-LLM docs, attention")),
     needs=Requirement("cuda", "TensorRT-LLM runs on NVIDIA GPUs (CUDA) only, not on {gpu}"),
+    disaggregates=Sourced(True, "TensorRT-LLM docs, Disaggregated Serving: context and generation servers "
+                                "(trtllm-serve disaggregated)"),
 )
 
 LMDEPLOY = EngineProfile(

@@ -148,6 +148,7 @@ class EngineProfile:
     splits_layers: Sourced[str] | None = None  # its multi-GPU default splits by layers, as this flag says
     host_ops: HostOps | None = None  # eager runtimes: what each module dispatches from Python
     launch_cost_s: Sourced[float] | None = None  # host seconds per dispatched operator (eager runtimes)
+    disaggregates: Sourced[bool] = Sourced(False, "no separate prefill and decode workers")
 
     @property
     def pooled(self) -> bool:

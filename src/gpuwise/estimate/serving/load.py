@@ -12,8 +12,12 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
 from gpuwise.estimate.plan import InferPlan, require_tp, resolve
-from gpuwise.estimate.serving.capacity import capacity, replica, require_room
+from gpuwise.estimate.serving import disagg
+from gpuwise.estimate.serving.capacity import Replica, capacity, replica, require_room
+from gpuwise.estimate.serving.disagg import pools
 from gpuwise.estimate.serving.simulate import (
     LoadResult,
     ServingReport,
@@ -22,6 +26,7 @@ from gpuwise.estimate.serving.simulate import (
     poisson_requests,
     simulate,
 )
+from gpuwise.estimate.speed.parallel import GPUS_PER_NODE, links
 from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
@@ -88,6 +93,8 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                        kv_capacity_tokens=rep.kv_capacity_tokens, prefix_hit=load.prefix_hit)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
+    if load.disagg is not None:
+        return _disaggregated(plan, rep, catalog, load, replicas)
     slo_s = load.p99_ms / 1e3 if load.p99_ms is not None else None
     planned = capacity(rep, slo_s=slo_s, slo=load.slo)
     best_rate, at_best = None, None
@@ -101,3 +108,36 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                          rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
                          at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
                          closed(load.concurrency) if load.concurrency is not None else None)
+
+
+def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTest, replicas: int) -> ServingReport:
+    """``--disagg XPYD`` (estimate/serving/disagg.py): X prefill and Y decode replicas of the job's layout."""
+    job = plan.job
+    split = pools(str(load.disagg))
+    if not plan.engine.disaggregates.value:
+        raise ConfigError(f"--disagg: {plan.engine.name} has no separate prefill and decode workers; use --engine "
+                          "vllm, sglang or trtllm")
+    if load.concurrency is None or "qps" in load.model_fields_set:
+        raise ConfigError("--disagg simulates a closed loop: give --concurrency (not --qps)")
+    if split.replicas != replicas:
+        raise ConfigError(f"--disagg {load.disagg} needs {split.replicas} replicas of {job.replica_gpus} GPU(s): "
+                          f"--count {split.replicas * job.replica_gpus}, not {job.count}")
+    transfer_s = _kv_transfer_s(plan, catalog)
+    one = disagg.closed_loop(rep, split, load.concurrency, kv_transfer_s=transfer_s, requests=max(load.requests, 20),
+                             seed=load.seed)
+    layout = (f"disaggregated {load.disagg}: {split.prefill} prefill and {split.decode} decode replica(s) of "
+              f"{job.replica_gpus} GPU(s); the mean batch is a decode replica's; each prompt's KV cache moves in "
+              f"{transfer_s * 1e3:,.1f} ms")
+    return ServingReport(None, load.p99_ms, load.slo, None, None, rep.max_num_seqs, rep.kv_capacity_tokens,
+                         0.0, None, replicas, one, layout)
+
+
+def _kv_transfer_s(plan: InferPlan, catalog: Catalog) -> float:
+    """One prompt's KV cache from a prefill replica to a decode one: over the scale-up link inside a node, the
+    network when the pools span nodes (the replica's GPUs send their shards in parallel)."""
+    job = plan.job
+    nodes = math.ceil(job.count / GPUS_PER_NODE)
+    path = links(plan.gpu, catalog, network=job.network, nodes=nodes, slot_link=job.slot_link)
+    link = path.inter if nodes > 1 and path.inter is not None else path.intra
+    size = job.input_len * kv_bytes_per_token(plan.arch, job)
+    return size / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value

@@ -360,3 +360,4 @@ class ServingReport:
     planned_p99_ms: float | None  # the closed form's P99 at the simulated rate (None: unstable there)
     replicas: int = 1  # --count / --tp replicas behind a load balancer; rates and throughputs are their sum
     at_concurrency: LoadResult | None = None  # the closed loop of --concurrency clients
+    layout: str = ""  # how the replicas split the work, when not alike (--disagg)

@@ -33,5 +33,11 @@ class LoadTest(BaseModel):
     prefix_hit: Annotated[float, Field(ge=0, le=1), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default=0.0, description="share of each prompt already in the prefix cache (vLLM automatic prefix caching, "
                                  "SGLang RadixAttention): only the rest is prefilled, at least its last token")
+    disagg: Annotated[str | None, Field(pattern=r"^[1-9][0-9]{0,2}P[1-9][0-9]{0,2}D$"),
+                      Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=None, description="disaggregated prefill and decode, XPYD: X replicas only prefill, Y only decode, "
+                                  "the KV cache moving between them (NVIDIA Dynamo, SGLang --disaggregation-mode, "
+                                  "vLLM P/D connectors, TensorRT-LLM disaggregated serving); --count holds X + Y "
+                                  "replicas; with --concurrency")
     length_dist: Annotated[Literal["fixed", "exponential"], Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default="fixed", description="input/output lengths: fixed, or exponential around the job's")
