@@ -59,3 +59,37 @@ def test_tp_with_ep_and_attention_dp_shape_the_replica() -> None:
     assert dp.replica_gpus == 16 and dp.local_batch == 8
     legacy = InferJob(count=8, ep=8, batch=64)  # --ep alone: DP attention on every GPU, as before
     assert legacy.replica_gpus == 8 and legacy.local_batch == 8
+
+
+def test_training_expert_parallelism_keeps_one_ep_th_of_the_experts_on_each_gpu() -> None:
+    """--ep 8 over 8 data-parallel ranks (torchtitan expert_parallel_degree): each GPU holds its eighth of Mixtral's
+    routed experts and every other parameter whole; without ZeRO-3 the 16-bit weights shrink by exactly that."""
+    from gpuwise.estimate.memory.training import model_states
+    from gpuwise.workload.jobs.job import TrainJob
+    from gpuwise.workload.model.resolve import resolve_model
+    from plans import train_plan
+
+    arch = resolve_model("mixtral-8x7b")
+    experts = sum(x.count * x.d_in * x.d_out * x.layers for x in arch.params.linears if x.count > 1)
+    whole = model_states(train_plan(arch, TrainJob(count=8, zero=1)))["weights"]
+    split = model_states(train_plan(arch, TrainJob(count=8, zero=1, ep=8)))["weights"]
+    assert whole - split == pytest.approx(experts * 7 / 8 * 2, rel=1e-6)
+
+
+def test_training_expert_parallelism_pays_a_dispatch_and_a_combine_per_moe_layer_and_pass() -> None:
+    """Two all-to-alls per MoE layer in forward and two in backward, each of batch x seq x top-k x hidden 16-bit
+    values over the 8 GPUs' NVLink (parallel.py: (n - 1) / n of it at the link's achieved rate plus a latency)."""
+    from gpuwise.catalog import load_catalog
+    from gpuwise.estimate.speed.parallel import all_to_all_s, links
+    from gpuwise.estimate.speed.training import _expert_all_to_all_s
+    from gpuwise.workload.jobs.job import TrainJob
+    from gpuwise.workload.model.resolve import resolve_model
+    from plans import train_plan
+
+    catalog = load_catalog(use_user_dir=False)
+    gpu = catalog.gpu("h100-sxm-80gb")
+    plan = train_plan(resolve_model("mixtral-8x7b"), TrainJob(count=8, ep=8, batch=2, seq=4096, ckpt="none"),
+                      "h100-sxm-80gb")
+    path = links(gpu, catalog, network=None, nodes=1)
+    one = all_to_all_s(2 * 4096 * 2 * 4096 * 2, 8, path.for_group(8, spans_nodes=False))
+    assert _expert_all_to_all_s(plan, path) == pytest.approx(2 * 2 * 32 * one)

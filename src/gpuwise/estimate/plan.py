@@ -67,6 +67,17 @@ class TrainPlan:
         return self.job.tp * self.job.pp
 
     @property
+    def expert_share_held(self) -> float:
+        """The share of the model's parameters one GPU holds unsharded under --ep: the routed experts (all the
+        experts of each layer) split over ep data-parallel ranks, the rest whole."""
+        job, arch = self.job, self.arch
+        if job.ep <= 1 or not arch.total_params:
+            return 1.0
+        experts = sum(x.count * x.d_in * x.d_out * x.layers for x in arch.params.linears if x.count > 1)
+        share = experts / arch.total_params
+        return 1.0 - share + share / job.ep
+
+    @property
     def weight_bytes(self) -> int:
         """The working copy of the weights the forward pass reads (16-bit, fp32 for --precision fp32)."""
         return training_weight_bytes(self.job.precision)
@@ -194,6 +205,8 @@ def resolve(arch: Architecture, job: Job, gpu: GPU) -> TrainPlan | InferPlan:
 
 
 def _train_plan(arch: Architecture, job: TrainJob, gpu: GPU) -> TrainPlan:
+    if job.ep > 1 and not arch.experts:
+        raise ConfigError(f"--ep {job.ep} spreads routed experts over GPUs; {arch.name} has none")
     require_training_knobs(arch, job)
     framework = runtimes.framework(job.framework)
     accumulation = math.ceil(job.global_batch / (job.batch * job.data_parallel)) if job.global_batch else 1

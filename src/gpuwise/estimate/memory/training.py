@@ -76,8 +76,16 @@ def model_states(plan: TrainPlan) -> dict[str, float]:
     else:
         optimizer = trainable * _optimizer_bytes_per_param(job, state_bytes)
     zero = job.zero_stage
+    # --ep spreads the routed experts over data-parallel ranks: whatever ZeRO leaves whole holds 1/ep of them; what
+    # ZeRO shards over all dp ranks is already split that finely (the experts' dp / ep replicas shard it)
+    held = plan.expert_share_held
+    weights *= held if zero < 3 else 1.0
+    if zero < 2:
+        grads *= held
     if zero >= 1:
         optimizer, master = optimizer / dp, master / dp
+    else:
+        optimizer, master = optimizer * held, master * held
     # with pipeline parallelism, ZeRO-2/3 cannot reshard between micro-batches: DeepSpeed refuses the
     # combination and torchtitan keeps FSDP parameters unsharded after forward (reshard_after_forward=False),
     # so gradients and weights stay whole on each rank; only optimizer states and master weights shard.

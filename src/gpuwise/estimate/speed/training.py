@@ -22,8 +22,11 @@ from gpuwise.estimate.speed.eager import training_forward_host_s
 from gpuwise.estimate.speed.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.speed.parallel import (
     DEFAULT_NETWORK,
+    GPUS_PER_NODE,
+    Links,
     all_gather_s,
     all_reduce_s,
+    all_to_all_s,
     links,
     pipeline_bubble,
 )
@@ -79,7 +82,8 @@ def _micro_batch_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
     causal = arch.kind == "decoder"
     p = Pass(batch=job.batch, query=job.seq, context=job.seq / 2 if causal else job.seq, act_bytes=e,
              weight_bytes=float(plan.weight_bytes), kv_bytes=e, tp=job.tp, flash=job.flash_attn,
-             loss=True, eager_modules=plan.eager_modules, stream_bytes=plan.stream_bytes)
+             loss=True, eager_modules=plan.eager_modules, stream_bytes=plan.stream_bytes,
+             ep=job.ep, dp=job.ep)  # under --ep a GPU's experts take the routed tokens of all ep ranks
     layers = plan.layers_per_stage
     fwd = forward_ops(arch, p, layers)
     bwd = _backward(fwd, frozen_gemms=job.trains_adapters)
@@ -186,11 +190,12 @@ def _communication(plan: TrainPlan, catalog: Catalog, window_s: float) -> tuple[
         size = job.batch * job.seq * arch.hidden * e
         tp_s = microbatches * passes * 2 * layers * all_reduce_s(size, job.tp, link.for_group(job.tp,
                                                                                                 spans_nodes=False))
+    tp_s += _expert_all_to_all_s(plan, link)
     dp = job.data_parallel
     spans = job.nodes > 1 and dp > 1
     dp_link = link.for_group(dp, spans_nodes=spans)
     shard_params = plan.trainable_params / plan.model_parallel
-    grad_bytes = shard_params * plan.state_bytes
+    grad_bytes = shard_params * plan.state_bytes * plan.expert_share_held
     if job.zero_stage == 3 and dp > 1:
         weight_bytes = arch.total_params / plan.model_parallel * 2
         # forward and backward each gather every layer once (recompute runs inside the backward gather)
@@ -201,6 +206,21 @@ def _communication(plan: TrainPlan, catalog: Catalog, window_s: float) -> tuple[
     exposed = max(0.0, overlappable - window_s)
     slowdown = C.OVERLAP_SLOWDOWN.value * min(overlappable, window_s)
     return tp_s + exposed, slowdown
+
+
+def _expert_all_to_all_s(plan: TrainPlan, link: Links) -> float:
+    """--ep: each MoE layer dispatches every token's top-k copies to the GPUs holding their experts and combines
+    the results back, in forward, in backward (the gradients' way), and again in a checkpointed layer's recompute;
+    not overlapped (the next operator needs the tokens). DeepSeek-V3 report sec. 3.4; torchtitan expert parallel."""
+    arch, job = plan.arch, plan.job
+    if job.ep <= 1:
+        return 0.0
+    moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts) * plan.layers_per_stage / max(arch.layers, 1)
+    passes = 3 if job.ckpt == "full" else 2
+    size = job.batch * job.seq * max(arch.experts_per_token, 1) * arch.hidden * plan.act_bytes
+    spans = job.nodes > 1 and job.ep > max(GPUS_PER_NODE, link.intra.max_gpus or 0)
+    group = link.for_group(job.ep, spans_nodes=spans)
+    return plan.microbatches * passes * 2 * moe_layers * all_to_all_s(size, job.ep, group)
 
 
 def _cnn_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:

@@ -77,6 +77,12 @@ class _Job(BaseModel):
     batch: Annotated[int, Field(ge=1, le=1_000_000), Flag(_ALL, HARDWARE, refused={("serve-sim", "infer"): (
         "under load the batch is what the arrivals make it; cap it with --max-num-seqs")})] = Field(
         default=1, description="micro-batch per GPU (train) or concurrent sequences per replica (infer)")
+    ep: Annotated[int, Field(ge=1, le=1024), Flag(frozenset({"estimate", "fit", "serve-sim"}), HARDWARE)] = Field(
+        default=1, description="expert parallelism: the routed experts spread over this many GPUs, tokens reaching "
+                               "them through an all-to-all. Infer: GPUs of the replica (vLLM --enable-expert-parallel, "
+                               "SGLang --ep-size; alone at --tp 1 it also runs attention data-parallel). Train: "
+                               "data-parallel ranks (torchtitan expert_parallel_degree, Megatron "
+                               "--expert-model-parallel-size)")
     flash_attn: Annotated[bool, Flag(_ALL, HARDWARE)] = Field(
         default=True, description="FlashAttention / fused SDPA kernels: no s x s score tensor")
     compile: Annotated[bool, Flag(_ALL, HARDWARE, negatable=True)] = Field(
@@ -188,6 +194,9 @@ class TrainJob(_Job):
             raise ValueError(f"--offload {self.offload} needs --zero 1, 2 or 3 (ZeRO-Offload / FSDP CPU offload)")
         if self.offload == "optimizer+params" and self.zero_stage != 3:
             raise ValueError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
+        if self.data_parallel % self.ep:
+            raise ValueError(f"--ep {self.ep} does not divide the {self.data_parallel} data-parallel ranks (--count / "
+                             "(--tp x --pp)): training spreads the experts over data-parallel ranks")
         if self.optimizer_in_backward and self.accumulates:
             raise ValueError("--optim-in-bwd steps at every backward: it cannot accumulate gradients over "
                              "--global-batch (torchtune refuses gradient_accumulation_steps > 1 with it)")
@@ -237,10 +246,6 @@ class InferJob(_Job):
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=256, description="generated tokens")
     engine: Annotated[Engine, Flag(_INFER, INFERENCE)] = Field(default="vllm", description="serving engine")
-    ep: Annotated[int, Field(ge=1, le=1024), Flag(frozenset({"estimate", "fit", "serve-sim"}), INFERENCE)] = Field(
-        default=1, description="expert parallelism: the routed experts spread over this many GPUs of the replica, "
-                               "tokens reaching them through an all-to-all (vLLM --enable-expert-parallel, SGLang "
-                               "--ep-size). Alone (--tp 1) it also runs attention data-parallel on each GPU")
     dp_attention: Annotated[int, Field(ge=1, le=8192), Flag(frozenset({"estimate", "fit", "serve-sim"}),
                                                              INFERENCE)] = Field(
         default=1, description="attention data-parallel groups of --tp GPUs in one replica (SGLang "
