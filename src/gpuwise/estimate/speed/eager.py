@@ -9,8 +9,11 @@ some 2,500 operators. The operators per module are the runtime profile's :class:
 
 from __future__ import annotations
 
+from gpuwise import runtimes
+from gpuwise.estimate import constants as C
 from gpuwise.estimate.plan import TrainPlan, adapted_linears
 from gpuwise.runtimes.schema import EngineProfile, HostOps
+from gpuwise.workload.jobs.job import InferJob, Job
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Block
 
@@ -69,3 +72,16 @@ def training_forward_host_s(plan: TrainPlan) -> float:
         share = plan.layers_per_stage / max(plan.arch.layers, 1)
         ops += round(sum(x.layers * share for x in adapted_linears(plan.arch, plan.job))) * framework.adapter_dispatches
     return ops * framework.launch_cost_s.value
+
+
+def host_s_per_dispatch(job: Job) -> float:
+    """What the host spends per dispatched operator: the engine's measured launch cost (transformers), the eager
+    PyTorch floor for a training step that is not compiled, nothing for a compiled or graph-replaying runtime."""
+    if job.compile:
+        return 0.0
+    if isinstance(job, InferJob):
+        engine = runtimes.engine(job.engine)
+        if engine.launch_cost_s is not None:
+            return engine.launch_cost_s.value
+        return C.EAGER_OVERHEAD.value if engine.eager.value else 0.0
+    return C.EAGER_OVERHEAD.value

@@ -18,7 +18,6 @@ from gpuwise.estimate.speed.eager import host_seconds
 from gpuwise.estimate.speed.operators import Pass, forward_ops
 from gpuwise.estimate.speed.parallel import (
     GPUS_PER_NODE,
-    Links,
     all_reduce_s,
     all_to_all_s,
     links,
@@ -85,19 +84,12 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
     seconds = 0.0
     if job.ep > 1:
         local = size * max(arch.experts_per_token, 1)
-        group = path.for_group(job.ep, spans_nodes=_spans(job.ep, path, nodes))
+        group = path.for_group(job.ep, spans_nodes=path.leaves_node(job.ep, nodes))
         seconds += 2 * moe_layers * all_to_all_s(local, job.ep, group)
     if job.tp > 1:
-        ring = path.for_group(job.tp, spans_nodes=_spans(job.tp, path, nodes))
+        ring = path.for_group(job.tp, spans_nodes=path.leaves_node(job.tp, nodes))
         seconds += (2 * arch.layers - moe_layers) * all_reduce_s(size, job.tp, ring)
     return seconds
-
-
-def _spans(group: int, path: Links, nodes: int) -> bool:
-    """Whether a group of ``group`` GPUs leaves the scale-up domain (an 8-GPU node, or a larger NVLink domain such
-    as an NVL72 rack): an expert-parallel group of 16 on 8-GPU H100 nodes crosses the network."""
-    domain = max(GPUS_PER_NODE, path.intra.max_gpus or 0)
-    return nodes > 1 and group > domain
 
 
 def _machine(plan: InferPlan, calibration: Calibration | None) -> Machine:

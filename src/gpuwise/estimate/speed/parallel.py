@@ -24,6 +24,11 @@ class Links:
     inter: Interconnect | None
     pcie: Interconnect | None = None  # the path between cards when the scale-up link does not join the whole group
 
+    def leaves_node(self, ranks: int, nodes: int) -> bool:
+        """Whether a group of ``ranks`` GPUs outgrows the scale-up domain (an 8-GPU node, or a larger NVLink domain
+        such as an NVL72 rack): an expert-parallel group of 16 on 8-GPU H100 nodes crosses the network."""
+        return nodes > 1 and ranks > max(GPUS_PER_NODE, self.intra.max_gpus or 0)
+
     def for_group(self, ranks: int, *, spans_nodes: bool) -> Interconnect:
         """The link that bounds a ring over ``ranks`` GPUs, the slowest hop on it: inside a node the scale-up link,
         unless it joins fewer GPUs than the ring (an NVLink bridge joins a pair: a ring over four bridged cards

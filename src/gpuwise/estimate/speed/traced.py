@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpuwise import runtimes
 from gpuwise.catalog import GPU
-from gpuwise.estimate import constants as C
 from gpuwise.estimate.memory.weights import matmul_dtype
+from gpuwise.estimate.speed.eager import host_s_per_dispatch
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.training import train_dtype
 from gpuwise.workload.jobs.job import InferJob, Job
@@ -24,19 +23,6 @@ class TracedTime:
     host_s: float
     launches: int
     dispatches: int
-
-
-def host_s_per_dispatch(job: Job) -> float:
-    """What the host spends per dispatched operator: the engine's measured launch cost (transformers), the eager
-    PyTorch floor for a training step that is not compiled, nothing for a compiled or graph-replaying runtime."""
-    if job.compile:
-        return 0.0
-    if isinstance(job, InferJob):
-        engine = runtimes.engine(job.engine)
-        if engine.launch_cost_s is not None:
-            return engine.launch_cost_s.value
-        return C.EAGER_OVERHEAD.value if engine.eager.value else 0.0
-    return C.EAGER_OVERHEAD.value
 
 
 def traced_time(ops: Mapping[str, TracedOp], job: Job, gpu: GPU) -> TracedTime:

@@ -22,7 +22,6 @@ from gpuwise.estimate.speed.eager import training_forward_host_s
 from gpuwise.estimate.speed.operators import Pass, forward_ops, layer_ops, model_flops_per_token
 from gpuwise.estimate.speed.parallel import (
     DEFAULT_NETWORK,
-    GPUS_PER_NODE,
     Links,
     all_gather_s,
     all_reduce_s,
@@ -218,8 +217,7 @@ def _expert_all_to_all_s(plan: TrainPlan, link: Links) -> float:
     moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts) * plan.layers_per_stage / max(arch.layers, 1)
     passes = 3 if job.ckpt == "full" else 2
     size = job.batch * job.seq * max(arch.experts_per_token, 1) * arch.hidden * plan.act_bytes
-    spans = job.nodes > 1 and job.ep > max(GPUS_PER_NODE, link.intra.max_gpus or 0)
-    group = link.for_group(job.ep, spans_nodes=spans)
+    group = link.for_group(job.ep, spans_nodes=link.leaves_node(job.ep, job.nodes))
     return plan.microbatches * passes * 2 * moe_layers * all_to_all_s(size, job.ep, group)
 
 
