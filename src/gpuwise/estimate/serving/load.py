@@ -90,7 +90,8 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         stream = poisson_requests(rate / replicas, load.requests, job.input_len, output, seed=load.seed,
                                   exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
-                       kv_capacity_tokens=rep.kv_capacity_tokens, prefix_hit=load.prefix_hit)
+                       kv_capacity_tokens=rep.kv_capacity_tokens, max_batched_tokens=rep.max_batched_tokens,
+                       prefix_hit=load.prefix_hit)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
     if load.disagg is not None:

@@ -88,6 +88,11 @@ def poisson_requests(qps: float, count: int, input_len: int, output_len: int, *,
 
 
 STEADY_FACTOR = 4.0
+# A closed-loop client's next request reaches the scheduler after its answer was streamed back and the new request
+# sent, parsed and tokenized; the engine starts its next iteration as soon as the last one ends, without waiting.
+# So the next request misses the iteration under way and joins the one after. Any delay shorter than an iteration
+# has that effect; a microsecond stands for "after the iteration started" without claiming a latency.
+CLIENT_TURNAROUND_S = 1e-6
 
 StepTime = Callable[[int, float], float]  # (batch, mean context) -> seconds of one decode step
 PrefillTime = Callable[[int], float]  # (prompt tokens) -> seconds
@@ -109,7 +114,8 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
     """Run the scheduler over ``requests`` (sorted by arrival); measures TTFT, TPOT, end-to-end latency, queueing.
 
     With ``concurrency`` the arrivals are a closed loop: the first ``concurrency`` requests arrive at once and each
-    finished one lets the next pending request in at that moment (no think time). With ``max_batched_tokens`` the
+    finished one lets the next pending request in (no think time), after the engine started its next iteration
+    (CLIENT_TURNAROUND_S). With ``max_batched_tokens`` the
     scheduler chunks prefills (vLLM V1 and SGLang): each iteration spends its token budget on one token per running
     sequence first, then on prompt chunks of admitted requests in arrival order; a request's first token comes with
     the iteration that finishes its prompt. ``prefix_hit`` of each prompt is already cached: only the rest is
@@ -131,9 +137,9 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
         if sim.running:
             step += decode_step(sim.running, sim.mean_context())
         done_now = sim.advance(step, chunks)
-        if concurrency is not None:  # each client that got its answer sends its next request now
-            for _ in range(min(done_now, len(requests) - released)):
-                arrival[released] = sim.clock
+        if concurrency is not None:  # each client that got its answer sends its next request: it misses the
+            for _ in range(min(done_now, len(requests) - released)):  # iteration the engine starts meanwhile
+                arrival[released] = sim.clock + CLIENT_TURNAROUND_S
                 released += 1
     return _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
                       (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
