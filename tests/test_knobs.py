@@ -37,3 +37,31 @@ def test_recommend_keeps_what_the_user_set(shipped: Catalog) -> None:
     assert {k.free for k in free_knobs(arch, mine, mine, card)}.isdisjoint({"ckpt", "optimizer", "batch"})
     left_free = TrainJob(method="full")
     assert {"ckpt", "optimizer"} <= {k.free for k in free_knobs(arch, left_free, FULL, card)}
+
+
+def test_a_fit_plan_names_each_flag_once_and_says_the_job_it_reaches(shipped: Catalog) -> None:
+    """Halving a 131,072-token prompt twice is --input-len 32768, printed once: the flags, applied to the user's
+    command, give exactly the job the plan estimated."""
+    from gpuwise.estimate.memory.fit import plan
+    from gpuwise.workload.jobs.job import InferJob
+
+    job = InferJob(engine="vllm", quant="awq-int4", input_len=131072, output_len=512, batch=8)
+    flags, planned = plan(resolve_model("qwen2.5-32b"), job, shipped.gpu("rtx-3090"))
+    assert planned is not None
+    options = [token for flag in flags for token in flag.split() if token.startswith("--")]
+    assert len(options) == len(set(options))
+    assert f"--input-len {planned.input_len}" in flags and planned.input_len < job.input_len
+
+
+def test_fit_suggests_only_what_llama_cpp_runs(shipped: Catalog) -> None:
+    """llama.cpp splits a model by layers (no tensor parallelism), keeps its KV cache in f16/q8_0/q4_0 (no fp8:
+    common/arg.cpp kv_cache_types), and gpt-oss ships MXFP4 (4.25 bits): Q4_K_M (4.89) would add bytes."""
+    from gpuwise.estimate.memory.fit import changes
+    from gpuwise.workload.jobs.job import InferJob
+
+    arch = resolve_model("gpt-oss-120b")
+    job = InferJob(engine="llamacpp").for_checkpoint(arch.checkpoint)
+    flags = " ".join(c.flags for c in changes(arch, job, shipped.gpu("rtx-5090")))
+    assert "--tp" not in flags and "--kv-dtype fp8" not in flags and "--quant gguf-q4_k_m" not in flags
+    served = InferJob(engine="vllm").for_checkpoint(arch.checkpoint)
+    assert "--kv-dtype fp8" in " ".join(c.flags for c in changes(arch, served, shipped.gpu("rtx-5090")))

@@ -11,9 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise import budget
+from gpuwise import budget, runtimes
 from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
+from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import CHECKPOINTING, CHUNKED_LOSS, EIGHT_BIT_ADAM, FUSED_LOSS, Knob
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, engine_runs
@@ -121,17 +122,27 @@ def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[s
     return edits
 
 
-def _inference_edits(job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
+def _smaller_than_shipped(arch: Architecture, quant: str) -> bool:
+    """Whether ``quant`` stores a weight in fewer bytes than the checkpoint ships it: re-quantizing an MXFP4 release
+    to Q4_K_M adds bytes and loses quality, so it is never suggested."""
+    shipped = arch.checkpoint.quant if arch.checkpoint is not None else "bf16"
+    return bytes_per_element(quant) < bytes_per_element(shipped)
+
+
+def _inference_edits(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Edits the job's engine runs: its weight formats (none larger than the checkpoint ships), its KV-cache
+    formats, and tensor parallelism only where it splits a model by heads (llama.cpp and exllamav2 split layers)."""
+    profile = runtimes.engine(job.engine)
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
-    if job.weights in ("fp32", "bf16", "fp16", "fp8", "fp8-block", "int8"):
+    if job.weights in ("fp32", "bf16", "fp16", "fp8", "fp8-block", "int8") and _smaller_than_shipped(arch, "awq-int4"):
         edits.append(("--quant awq-int4", "4-bit AWQ weights", "small quality loss", {"quant": "awq-int4"}))
     gguf_only = not engine_runs(job.engine, "awq-int4") and engine_runs(job.engine, "gguf-q4_k_m")
-    if gguf_only and job.weights != "gguf-q4_k_m":
+    if gguf_only and job.weights != "gguf-q4_k_m" and _smaller_than_shipped(arch, "gguf-q4_k_m"):
         edits.append(("--quant gguf-q4_k_m", "4-bit GGUF (llama.cpp Q4_K_M)", "small quality loss; llama.cpp",
                       {"quant": "gguf-q4_k_m"}))
     if job.weights in ("fp32", "bf16", "fp16") and gpu.software.fp8:
         edits.append(("--quant fp8", "FP8 weights", "minimal quality loss", {"quant": "fp8"}))
-    if job.kv_dtype != "fp8":
+    if job.kv_dtype != "fp8" and "fp8" in profile.kv_formats.value:
         edits.append(("--kv-dtype fp8", "FP8 KV cache", "minimal quality loss", {"kv_dtype": "fp8"}))
     if job.batch > 1:
         edits.append((f"--batch {job.batch // 2}", "half the concurrent sequences", "lower throughput",
@@ -140,7 +151,7 @@ def _inference_edits(job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[
         edits.append((f"--input-len {job.input_len // 2}", "half the prompt length", "shorter context",
                       {"input_len": job.input_len // 2}))
     for n in (2, 4, 8):
-        if n > job.tp:
+        if n > job.tp and profile.splits_layers is None:
             edits.append((f"--tp {n} --count {max(n, job.count)}", f"tensor parallel over {n} GPUs",
                           f"{n} GPUs", {"tp": n, "count": max(n, job.count)}))
     return edits
@@ -149,7 +160,7 @@ def _inference_edits(job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[
 def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
     """Single-flag edits ranked by the memory they save (largest first); edits that save nothing are dropped."""
     base = estimate(arch, job, gpu).memory.per_gpu_bytes
-    edits = _training_edits(job, gpu) if isinstance(job, TrainJob) else _inference_edits(job, gpu)
+    edits = _training_edits(job, gpu) if isinstance(job, TrainJob) else _inference_edits(arch, job, gpu)
     found = []
     for flags, description, tradeoff, update in edits:
         budget.checkpoint()
@@ -180,7 +191,8 @@ def _greedy(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int,
     for _ in range(max_steps):
         if estimate(arch, current, gpu).memory.fits:
             return tuple(flags), current
-        edits = _training_edits(current, gpu) if isinstance(current, TrainJob) else _inference_edits(current, gpu)
+        edits = (_training_edits(current, gpu) if isinstance(current, TrainJob)
+                 else _inference_edits(arch, current, gpu))
         best: tuple[float, str, Job] | None = None
         for flag, _d, _t, update in edits:
             budget.checkpoint()
@@ -195,9 +207,32 @@ def _greedy(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int,
                 best = (memory, flag, candidate)
         if best is None:
             break
-        flags.append(best[1])
+        flags = _merged(flags, best[1])
         current = best[2]
     return (tuple(flags), current) if estimate(arch, current, gpu).memory.fits else ((), None)
+
+
+def _options(flags: str) -> list[tuple[str, str | None]]:
+    """``"--tp 2 --count 2"`` -> [("--tp", "2"), ("--count", "2")]; a switch has no value."""
+    tokens = flags.split()
+    out: list[tuple[str, str | None]] = []
+    for i, token in enumerate(tokens):
+        if token.startswith("--"):
+            value = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") else None
+            out.append((token, value))
+    return out
+
+
+def _merged(plan: list[str], edit: str) -> list[str]:
+    """The plan with ``edit`` applied last: an option it sets again leaves the earlier edits (halving the prompt
+    twice is one --input-len, not two), so the printed command names each flag once."""
+    again = {option for option, _ in _options(edit)}
+    out = []
+    for earlier in plan:
+        kept = [(o, v) for o, v in _options(earlier) if o not in again]
+        if kept:
+            out.append(" ".join(o if v is None else f"{o} {v}" for o, v in kept))
+    return [*out, edit]
 
 
 @dataclass(frozen=True)
