@@ -46,3 +46,65 @@ def test_a_layout_the_engine_or_the_count_cannot_run_is_refused(changes: dict[st
                                                                 message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", job=InferJob(**(LONG_PROMPTS | changes)), **load)
+
+
+def _flat_replica(prefill_s: float, step: object, limit: int, output_len: int) -> object:
+    """A replica whose prefill takes ``prefill_s`` and whose decode step is ``step(batch)``: the closed form's
+    inputs, with nothing else of a model behind them."""
+    from gpuwise.estimate.serving.capacity import Replica
+
+    job = InferJob(engine="vllm", input_len=1000, output_len=output_len)
+    return Replica(job, None, 1e12, limit, limit, lambda tokens: prefill_s,  # type: ignore[arg-type]
+                   lambda batch, context: step(batch))  # type: ignore[operator]
+
+
+def test_a_split_balances_the_pools_saturation_rates() -> None:
+    """Hand-worked: prefill 0.1 s (10 prompts/s a prefill replica), decode step 10 ms + 0.1 ms a sequence, at most
+    256 sequences, 101 output tokens: a decode replica saturates at 256 / (100 x 35.6 ms) = 71.9 requests/s. Four
+    replicas balance at 4 x 71.9 / (10 + 71.9) = 3.5 prefill ones: 3P1D holds min(30, 71.9) = 30 requests/s, 4P0D
+    is no split and 2P2D 20. With no SLO the plan is 80 % of that (SERVING_PLANNING_UTILISATION)."""
+    from gpuwise.estimate.serving.disagg_plan import plan_split
+
+    rep = _flat_replica(0.1, lambda batch: 0.010 + 1e-4 * batch, 256, 101)
+    planned = plan_split(rep, 4, kv_s=0.0, slo_s=None)  # type: ignore[arg-type]
+    assert planned is not None
+    assert (planned.pools.prefill, planned.pools.decode) == (3, 1)
+    assert planned.rate_qps == pytest.approx(0.8 * 30, rel=1e-3)
+
+
+def test_a_planned_split_meets_its_ttft_slo() -> None:
+    """P99 TTFT = the prompt in flight + its own prefill x (1 + q99(Poisson(rate x P))): at a 350 ms SLO on 0.1 s
+    prefills, q99 may be at most 1 (0.1 + 0.1 x 2 = 0.3 s; with 2 it is 0.4 s), so each prefill replica takes at most
+    the rate whose Poisson(r x 0.1) has P(N <= 1) >= 0.99: r x 0.1 = 0.1486, 1.486 prompts/s."""
+    from gpuwise.estimate.serving.disagg_plan import plan_split
+
+    rep = _flat_replica(0.1, lambda batch: 0.010, 256, 101)
+    planned = plan_split(rep, 4, kv_s=0.0, slo_s=0.35, slo="ttft")  # type: ignore[arg-type]
+    assert planned is not None
+    assert planned.rate_qps == pytest.approx(planned.pools.prefill * 1.486, rel=0.01)
+    assert planned.p99_s(planned.rate_qps * 0.99) <= 0.35
+
+
+def test_recommend_disagg_auto_keeps_the_layout_that_sustains_more(shipped: object) -> None:
+    """Qwen3-235B-A22B on 32 B200s, 4,000 -> 1,000 tokens, P99 end-to-end 20 s: with prompts and decoding on the
+    same replicas each prompt stalls every decoding sequence for its prefill; apart, the decode replicas step at the
+    SLO's pace. --disagg auto offers the split when it carries more, and its P99 stays within the SLO."""
+    from gpuwise.recommend.evaluate import evaluate
+    from gpuwise.recommend.fit import Fit
+    from gpuwise.recommend.request import Workload
+    from gpuwise.workload.model.resolve import resolve_model
+
+    job = InferJob(engine="vllm", quant="nvfp4", input_len=4000, output_len=1000)
+    arch = resolve_model("qwen3-235b-a22b")
+    card = shipped.gpu("b200-sxm-180gb")  # type: ignore[attr-defined]
+    outcome = {}
+    for mode in ("off", "auto"):
+        workload = Workload(model="qwen3-235b-a22b", task="infer", options=job, qps=20, p99_ms=20_000, disagg=mode)
+        outcome[mode] = evaluate({"qwen3-235b-a22b": arch}, (workload,), card, shipped, 32)  # type: ignore[arg-type]
+    auto = outcome["auto"]
+    assert isinstance(auto, Fit) and auto.qps_capacity is not None and auto.qps_capacity >= 20
+    off = outcome["off"]
+    assert not isinstance(off, Fit) or (off.qps_capacity or 0) <= auto.qps_capacity
+    split = next(s["disagg"] for s in auto.settings if "disagg" in s)
+    prefill, decode = (int(n) for n in str(split).removesuffix("D").split("P"))
+    assert prefill + decode == 32 and auto.p99_ms is not None and auto.p99_ms <= 20_000

@@ -174,15 +174,15 @@ def capacity(rep: Replica, *, slo_s: float | None, slo: str = "e2e") -> Capacity
             return math.inf
         return found.p99_e2e_s if slo == "e2e" else found.p99_ttft_s
 
-    stable = _highest(lambda r: math.isfinite(p99(r)))
+    stable = largest_rate(lambda r: math.isfinite(p99(r)))
     idle = p99(0.0)
     if slo_s is None:
         return Capacity(stable * C.SERVING_PLANNING_UTILISATION.value, stable, None, slo, idle, p99)
-    rate = 0.0 if idle > slo_s else _highest(lambda r: p99(r) <= slo_s)
+    rate = 0.0 if idle > slo_s else largest_rate(lambda r: p99(r) <= slo_s)
     return Capacity(rate, stable, slo_s, slo, idle, p99)
 
 
-def _highest(ok: Callable[[float], bool], low: float = 1e-4, high: float = 1e5) -> float:
+def largest_rate(ok: Callable[[float], bool], low: float = 1e-4, high: float = 1e5) -> float:
     """Largest rate in [low, high] where ``ok`` holds (monotone: true below, false above), 0 when none does."""
     if not ok(low):
         return 0.0
@@ -212,4 +212,4 @@ def batch_capacity(*, seconds_per_batch: float, batch: int,
         return stable * C.SERVING_PLANNING_UTILISATION.value, p99
     if p99(0.0) > slo_s:
         return 0.0, p99
-    return _highest(lambda r: p99(r) <= slo_s, high=stable), p99
+    return largest_rate(lambda r: p99(r) <= slo_s, high=stable), p99

@@ -14,12 +14,18 @@ the rate and the rate falls with TTFT.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
+from gpuwise.catalog import Catalog
 from gpuwise.errors import ConfigError
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
+from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.serving.capacity import Replica
 from gpuwise.estimate.serving.simulate import LoadResult, poisson_requests, simulate
+from gpuwise.estimate.speed.parallel import GPUS_PER_NODE, links
 
 FIXED_POINT_ROUNDS = 6  # the rate and TTFT settle within a few percent in three or four
 
@@ -40,6 +46,17 @@ def pools(text: str) -> Pools:
     if found is None:
         raise ConfigError(f"--disagg {text[:20]!r} is not XPYD; use e.g. 1P3D (one prefill and three decode replicas)")
     return Pools(int(found.group(1)), int(found.group(2)))
+
+
+def kv_transfer_s(plan: InferPlan, catalog: Catalog) -> float:
+    """One prompt's KV cache from a prefill replica to a decode one: over the scale-up link inside a node, the
+    network when the pools span nodes (the replica's GPUs send their shards in parallel)."""
+    job = plan.job
+    nodes = math.ceil(job.count / GPUS_PER_NODE)
+    path = links(plan.gpu, catalog, network=job.network, nodes=nodes, slot_link=job.slot_link)
+    link = path.inter if nodes > 1 and path.inter is not None else path.intra
+    size = job.input_len * kv_bytes_per_token(plan.arch, job)
+    return size / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
 
 
 def _prefill_pool(rep: Replica, rate: float, pools_: Pools, requests: int, seed: int) -> LoadResult:

@@ -12,8 +12,6 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
-from gpuwise.estimate import constants as C
-from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
 from gpuwise.estimate.plan import InferPlan, require_tp, resolve
 from gpuwise.estimate.serving import disagg
 from gpuwise.estimate.serving.capacity import Replica, capacity, replica, require_room
@@ -26,7 +24,6 @@ from gpuwise.estimate.serving.simulate import (
     poisson_requests,
     simulate,
 )
-from gpuwise.estimate.speed.parallel import GPUS_PER_NODE, links
 from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
@@ -123,7 +120,7 @@ def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTe
     if split.replicas != replicas:
         raise ConfigError(f"--disagg {load.disagg} needs {split.replicas} replicas of {job.replica_gpus} GPU(s): "
                           f"--count {split.replicas * job.replica_gpus}, not {job.count}")
-    transfer_s = _kv_transfer_s(plan, catalog)
+    transfer_s = disagg.kv_transfer_s(plan, catalog)
     one = disagg.closed_loop(rep, split, load.concurrency, kv_transfer_s=transfer_s, requests=max(load.requests, 20),
                              seed=load.seed)
     layout = (f"disaggregated {load.disagg}: {split.prefill} prefill and {split.decode} decode replica(s) of "
@@ -131,14 +128,3 @@ def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTe
               f"{transfer_s * 1e3:,.1f} ms")
     return ServingReport(None, load.p99_ms, load.slo, None, None, rep.max_num_seqs, rep.kv_capacity_tokens,
                          0.0, None, replicas, one, layout)
-
-
-def _kv_transfer_s(plan: InferPlan, catalog: Catalog) -> float:
-    """One prompt's KV cache from a prefill replica to a decode one: over the scale-up link inside a node, the
-    network when the pools span nodes (the replica's GPUs send their shards in parallel)."""
-    job = plan.job
-    nodes = math.ceil(job.count / GPUS_PER_NODE)
-    path = links(plan.gpu, catalog, network=job.network, nodes=nodes, slot_link=job.slot_link)
-    link = path.inter if nodes > 1 and path.inter is not None else path.intra
-    size = job.input_len * kv_bytes_per_token(plan.arch, job)
-    return size / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
