@@ -72,6 +72,21 @@ def test_estimate_splits_over_the_cards_given_and_refuses_five() -> None:
     assert train.exit_code == 2 and "--task infer" in train.output
 
 
+def test_count_on_a_layer_splitting_engine_is_one_copy_over_the_cards() -> None:
+    """llama.cpp's multi-GPU default is one copy split by layers (--split-mode layer): --gpu rtx-3090 --count 3 holds
+    a 4-bit 70B in 3 x 24 GB (about 42 GB of weights; Q4_K_M at 4.89 bits), where 3 independent copies would each
+    need the whole model. vLLM at --count 3 keeps meaning three replicas."""
+    runner = CliRunner()
+    done = runner.invoke(app, ["estimate", "llama-3.1-70b", "--task", "infer", "--engine", "llamacpp", "--quant",
+                               "gguf-q4_k_m", "--gpu", "rtx-3090", "--count", "3", "--json"])
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.output)
+    assert document["fits"] and len(document["cards"]) == 3 and sum(c["layers"] for c in document["cards"]) == 80
+    served = runner.invoke(app, ["estimate", "llama-3.1-8b", "--task", "infer", "--engine", "vllm", "--gpu",
+                                 "rtx-3090", "--count", "3", "--json"])
+    assert served.exit_code == 0 and "cards" not in json.loads(served.output)
+
+
 @pytest.mark.parametrize(("cards", "says"), [
     ("apple-m4-max-128gb,rtx-4090", "whole computer"),
     ("h100-sxm-80gb,rtx-4090", "one machine"),

@@ -23,8 +23,8 @@ _FROM: dict[str, str] = {
     **dict.fromkeys(("hpc_apps", "hpc_estimate"), "gpuwise.api.hpc"),
     **dict.fromkeys(("image_estimate", "image_fit", "list_pipelines", "pipeline"), "gpuwise.api.images"),
     **dict.fromkeys(("estimate", "exact_params", "fit", "job", "layer_split", "list_models", "model",
-                     "model_from_config", "plan", "recommend", "scale", "serve_sim", "tco", "trace",
-                     "trace_time"),
+                     "model_from_config", "plan", "recommend", "scale", "serve_sim", "splits_by_layers", "tco",
+                     "trace", "trace_time"),
                     "gpuwise.api.jobs"),
     # jobs, plans and results
     **dict.fromkeys(("InferJob", "Job", "TrainJob"), "gpuwise.workload.jobs.job"),
@@ -101,6 +101,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.api.jobs import recommend as recommend
     from gpuwise.api.jobs import scale as scale
     from gpuwise.api.jobs import serve_sim as serve_sim
+    from gpuwise.api.jobs import splits_by_layers as splits_by_layers
     from gpuwise.api.jobs import tco as tco
     from gpuwise.api.jobs import trace as trace
     from gpuwise.api.jobs import trace_time as trace_time

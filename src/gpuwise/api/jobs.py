@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuwise import runtimes
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import AmbiguousGPU, ConfigError, UnknownGPU
@@ -165,6 +166,15 @@ def plan(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None
     ``gpuwise.plan("llama-3.1-8b", gpu="h100-sxm-80gb", task="infer", engine="sglang").max_batched_tokens``
     """
     return _resolve(model(model_name), _job(task, job, options), load_catalog(catalog_files=catalog_files).gpu(gpu))
+
+
+def splits_by_layers(job: Job) -> bool:
+    """Whether ``job`` is one inference copy split by layers over its --count cards: at TP 1 on an engine whose
+    multi-GPU default is a layer split (its profile's ``splits_layers``: llama.cpp's --split-mode layer, exllamav2's
+    gpu_split), not --count independent copies."""
+    if not isinstance(job, InferJob) or job.count <= 1 or job.tp != 1:
+        return False
+    return runtimes.engine(job.engine).splits_layers is not None
 
 
 def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | None = None,

@@ -132,13 +132,16 @@ def _image(given: Given, command: str) -> None:
 
 
 def _split(given: Given, model: str, job: TrainJob | InferJob) -> None:
-    """``--gpu a,b[,c,d]``: one inference copy split by layers over those cards (llama.cpp's default)."""
+    """``--gpu a,b[,c,d]``, or ``--gpu a --count N`` on llama.cpp or exllamav2: one inference copy split by layers
+    over those cards (their default)."""
     from gpuwise.report.split import split_json, split_view
 
     if not isinstance(job, InferJob):
         raise ConfigError("--gpu with several cards (a,b) splits one inference copy by layers; use --task infer, or "
                           "one --gpu with --count for training")
     names = [name.strip() for name in _gpu(given).split(",")]
+    if len(names) == 1:  # --gpu CARD --count N on an engine that splits by layers (api.splits_by_layers)
+        names *= job.count
     result = api.layer_split(model, gpus=names, job=job, catalog_files=_files(given))
     if given.shell.get("as_json"):
         print_json(split_json(result))
@@ -171,7 +174,7 @@ def _estimate(given: Given) -> None:
         _image(given, "estimate")
         return
     model, job = given.args["model"], typed_job(given, "estimate")
-    if "," in _gpu(given):
+    if "," in _gpu(given) or api.splits_by_layers(job):
         _split(given, model, job)
         return
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
