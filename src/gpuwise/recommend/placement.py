@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog, CloudOffer, System
 from gpuwise.catalog.systems import ALL_KINDS, SystemChoice, choose
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.speed.parallel import intra_node_link
+from gpuwise.estimate.speed.parallel import intra_node_link, links
 from gpuwise.recommend.fit import Rejection
 from gpuwise.recommend.request import Request
 
@@ -31,11 +31,12 @@ class Placement:
     name: str
     machines: int
     gpus_per_machine: int
-    interconnect: str  # catalog id of the link between GPUs in one machine
+    interconnect: str  # catalog id of the link between GPUs in one machine ("none" for one GPU a machine)
     network: str | None  # catalog id of the network between machines; None: one machine
     slot_link: str | None = None  # the PCIe link each card's slot gives it, when narrower than the card's own
     host_usd: float = 0.0  # the machines without their GPUs (0 for rent, a whole computer or your own host)
     notes: tuple[str, ...] = ()  # what a buyer must know to build it (coolers wider than the slots allow)
+    inside: str = ""  # what joins the GPUs of one machine, in words for the table ("" for one GPU a machine)
 
     @property
     def label(self) -> str:
@@ -68,7 +69,7 @@ def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network:
     communicate across GPUs (training, a serving replica larger than one machine)."""
     c = request.constraints
     if gpu.form_factor in ("soc", "module"):
-        return Placement("computer", gpu.name, 1, 1, intra_node_link(gpu, catalog).id, None)
+        return Placement("computer", gpu.name, 1, 1, "none", None)
     chassis = c.chassis or ("desktop" if c.own_host and gpu.form_factor == "pcie" else None)  # most people's PC
     kinds = _CHASSIS_KINDS.get(chassis or "", ALL_KINDS)
     chosen = choose(catalog.systems.values(), gpu, count, kinds)
@@ -99,9 +100,22 @@ def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network:
         return power
     slot = _slot_link(system, gpu, per_machine, catalog)
     host = 0.0 if c.own_host and system.kind != "board-server" else chosen.host_usd
-    return Placement(system.id, _short_name(system), machines, per_machine,
-                     intra_node_link(gpu, catalog, slot).id, link if machines > 1 else None, slot, host,
-                     _crowded(system, gpu, per_machine))
+    joined = _joined(gpu, catalog, per_machine, intra_node_link(gpu, catalog, slot).id, slot)
+    return Placement(system.id, _short_name(system), machines, per_machine, joined[0],
+                     link if machines > 1 else None, slot, host, _crowded(system, gpu, per_machine), joined[1])
+
+
+def _joined(gpu: GPU, catalog: Catalog, per_machine: int, link_id: str, slot: str | None) -> tuple[str, str]:
+    """(catalog id, words) of what joins one machine's GPUs: nothing for one GPU; a link that joins fewer cards than
+    the machine holds (an NVLink bridge joins a pair) says what carries the traffic between its groups."""
+    if per_machine <= 1:
+        return "none", ""
+    link = catalog.interconnects.get(link_id)
+    if link is None or link.max_gpus is None or per_machine <= link.max_gpus:
+        return link_id, f"{link_id} inside"
+    between = links(gpu, catalog, network=None, nodes=1, slot_link=slot).pcie
+    path = between.id if between is not None else "PCIe"
+    return link_id, f"{link_id} joining pairs, {path} between them"
 
 
 def _crowded(system: System, gpu: GPU, per_machine: int) -> tuple[str, ...]:
@@ -142,6 +156,6 @@ def rented(gpu: GPU, offer: CloudOffer, count: int, catalog: Catalog, *, talks: 
         return Rejection("network", f"{offer.instance} is one machine of {offer.gpus} GPU(s) with no documented "
                                     f"cluster network: a job over {instances} of them has no fabric to run on",
                          instances)
-    link = offer.interconnect or intra_node_link(gpu, catalog).id
-    return Placement(offer.instance, f"rent {offer.instance}", instances, offer.gpus, link,
-                     offer.network if instances > 1 else None)
+    joined = _joined(gpu, catalog, offer.gpus, offer.interconnect or intra_node_link(gpu, catalog).id, None)
+    return Placement(offer.instance, f"rent {offer.instance}", instances, offer.gpus, joined[0],
+                     offer.network if instances > 1 else None, inside=joined[1])

@@ -45,10 +45,13 @@ class Links:
 
 
 def _card_path(gpu: GPU, catalog: Catalog, slot_link: str | None = None) -> Interconnect:
-    """PCIe peer-to-peer when the card supports it, else host memory (GeForce cards without P2P bounce every
-    transfer through the CPU); never faster than the slot's own link when the slot is narrower than the card."""
+    """PCIe peer-to-peer when the card supports it, else host memory (GeForce cards bounce every transfer through
+    the CPU: the stock driver allows their P2P only over an NVLink bridge, as the RTX 3090's, never over PCIe --
+    the host-memory record's club-3090 measurement); never faster than the slot's own link when the slot is
+    narrower than the card."""
     path = catalog.interconnects["host-memory"]
-    if gpu.p2p and gpu.native_link in catalog.interconnects:
+    geforce = gpu.vendor == "nvidia" and gpu.segment == "consumer"
+    if gpu.p2p and not geforce and gpu.native_link in catalog.interconnects:
         path = catalog.interconnects[gpu.native_link]
     if slot_link is None:
         return path
