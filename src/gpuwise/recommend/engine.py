@@ -31,7 +31,22 @@ from gpuwise.workload.jobs.image import ImageJob
 from gpuwise.workload.jobs.job import InferJob, TrainJob
 from gpuwise.workload.model.architecture import Architecture
 
-COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
+COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+NODE_GPUS = 8  # beyond COUNTS, whole nodes of 8 (HGX/DGX baseboards, OAM platforms)
+
+
+def _counts(max_gpus: int) -> list[int]:
+    """COUNTS within ``max_gpus``, then whole nodes on the same 1-1.5-2 ladder (768, 1024, 1536, 2048, ...) and
+    ``max_gpus`` itself rounded down to whole nodes: a 4,096-GPU ceiling is searched up to 4,096, not to 512."""
+    counts = [n for n in COUNTS if n <= max_gpus]
+    power = COUNTS[-1]
+    while power * 3 // 2 <= max_gpus:
+        counts += [n for n in (power * 3 // 2, power * 2) if n <= max_gpus]
+        power *= 2
+    top = max_gpus - max_gpus % NODE_GPUS
+    if top > counts[-1]:
+        counts.append(top)
+    return counts
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,7 @@ class Option:
     why: str = ""
     warnings: tuple[str, ...] = ()
     placement: Placement | None = None
+    memory_share: float = 0.0  # the fullest card's use over what it can give (usable memory)
 
     @property
     def throughput(self) -> float:
@@ -194,7 +210,7 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
     return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
                   warnings=_warnings(gpu, count, label) + place.notes + fit.notes,
-                  placement=place)
+                  placement=place, memory_share=fit.per_gpu_bytes / gpu.usable_memory_bytes)
 
 
 def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:
@@ -212,12 +228,13 @@ def candidate_counts(request: Request) -> list[int]:
     """Counts to try: 1-8 and multiples of 8, within max_gpus and divisible by every workload's TP x PP; image
     pipelines are independent one-GPU copies, so for them every count up to 32."""
     if all(isinstance(w.job, ImageJob) for w in request.workloads):
-        return sorted({*range(1, 33), *COUNTS} & set(range(1, request.constraints.max_gpus + 1)))
+        most = request.constraints.max_gpus
+        return sorted({*range(1, min(most, 32) + 1), *_counts(most)})
     step = 1
     for w in request.workloads:
         if isinstance(w.job, TrainJob):
             step = math.lcm(step, w.job.tp * w.job.pp)
-    return [n for n in COUNTS if n <= request.constraints.max_gpus and n % step == 0]
+    return [n for n in _counts(request.constraints.max_gpus) if n % step == 0]
 
 
 def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Architecture | Pipeline | HpcApp],

@@ -10,77 +10,32 @@ calibration where one was measured for this card.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import replace
 
+from gpuwise import runtimes
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.compat import unmet
-from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.memory.knobs import free_knobs
 from gpuwise.estimate.plan import InferPlan, resolve, tp_divides
 from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
-from gpuwise.estimate.speed.bands import band
+from gpuwise.estimate.serving.disagg import kv_transfer_s
+from gpuwise.estimate.serving.disagg_plan import PlannedSplit, plan_split
 from gpuwise.estimate.speed.roofline import Calibration
-from gpuwise.estimate.speed.stacks import unmeasured_stack_note
-from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.recommend.batch_serving import BatchPlan, plan_batches
-from gpuwise.recommend.fit import Fit, Rejection, fullness, too_big
+from gpuwise.recommend.fit import Fit, Rejection, too_big
 from gpuwise.recommend.hpc import evaluate_hpc
 from gpuwise.recommend.machines import Machines, default_machines
 from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
+from gpuwise.recommend.train_layout import train as train_fit
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.hpc.apps import HpcApp
 from gpuwise.workload.jobs.hpc import HpcJob
 from gpuwise.workload.jobs.image import ImageJob
-from gpuwise.workload.jobs.job import InferJob, TrainJob
+from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
-
-
-def _train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
-           calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
-    template = workload.job
-    assert isinstance(template, TrainJob)
-    if template.tp > machines.gpus_per_node:
-        return Rejection("count", f"a tensor-parallel group of {template.tp} spans machines of "
-                                  f"{machines.gpus_per_node} GPUs; keep --tp within one machine")
-    job = machines.place(template.with_gpus(count, machines.nodes))
-    assert isinstance(job, TrainJob)
-    result = estimate(arch, job, gpu, catalog, calibration=calibration)
-    notes: list[str] = []
-    for knob in free_knobs(arch, template, job, gpu):
-        if result.memory.fits:
-            break
-        # a knob the user left free, turned on cumulatively in the order that costs least (an explicit flag is kept)
-        job = job.updated(**knob.changes)
-        result = estimate(arch, job, gpu, catalog, calibration=calibration)
-        notes.append(f"used {knob.what} ({knob.flag}; --{knob.free.replace('_', '-')} was left free): {knob.cost}")
-    if not result.memory.fits:
-        return too_big(result.memory)
-    perf = result.perf
-    assert isinstance(perf, TrainPerf)
-    hours = workload.tokens / perf.tokens_per_s / 3600
-    likely = band("train", "tokens_per_s", perf.tokens_per_s)
-    high = workload.tokens / likely[0] / 3600 if likely else hours  # the slow end of what past cases measured
-    if workload.deadline_hours is not None and high > workload.deadline_hours:
-        return Rejection("deadline", f"takes up to {high:,.1f} h (expected {hours:,.1f} h) > deadline "
-                                     f"{workload.deadline_hours:,.1f} h", high / workload.deadline_hours)
-    notes += fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)
-    notes += unmeasured_stack_note(gpu, calibration, "training")
-    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
-               tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job),))
-
-
-def _train_settings(job: TrainJob) -> Mapping[str, object]:
-    """The training job as it was evaluated, knobs recommend turned on included."""
-    chosen: dict[str, object] = {"method": job.method, "precision": job.precision, "optimizer": job.optimizer,
-                                 "ckpt": job.ckpt, "loss": job.loss, "batch": job.batch, "zero": job.zero_stage,
-                                 "tp": job.tp, "pp": job.pp}
-    if job.global_batch is not None:
-        chosen["global_batch"] = job.global_batch
-    return chosen
 
 
 def _slo_s(workload: Workload) -> float | None:
@@ -203,6 +158,9 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
         per_gpu, rate, p99, batch = outcome
         replicas = machines.replicas(count, tp)
         total = rate * replicas
+        split = _disaggregated(arch, workload, job, gpu, catalog, calibration, replicas)
+        if split is not None and split.rate_qps > total:
+            return _split_fit(workload, template, per_gpu, tp, split, total)
         if workload.qps is not None and total < workload.qps:
             return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
                                     "QPS needed", workload.qps / max(total, 1e-9))
@@ -216,6 +174,47 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
                           "e.g. Triton's max_batch_size)",) if batch is not None and batch > 1 else ())
     inside = f" inside one machine of {machines.gpus_per_node}" if machines.gpus_per_node < count else ""
     return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree{inside}")
+
+
+def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
+                   calibration: Calibration | None, replicas: int) -> PlannedSplit | None:
+    """With --disagg auto, ``replicas`` replicas of ``job`` split into prefill and decode pools where the engine runs
+    them (its profile's ``disaggregates``); None otherwise, or when no split is stable within the SLO."""
+    if workload.disagg != "auto" or replicas < 2 or not arch.decoder_layers:
+        return None
+    if not runtimes.engine(job.engine).disaggregates.value:
+        return None
+    key = ("disagg", gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, workload.slo, replicas,
+           id(calibration))
+
+    def planned() -> PlannedSplit | None:
+        plan = resolve(arch, job.updated(count=job.tp * replicas), gpu)
+        assert isinstance(plan, InferPlan)
+        rep = replica(plan, catalog, calibration=calibration)
+        if not rep.holds_a_sequence:
+            return None
+        return plan_split(rep, replicas, kv_s=kv_transfer_s(plan, catalog), slo_s=_slo_s(workload),
+                          slo=workload.slo)
+
+    return _cached(planned, key)  # type: ignore[return-value]
+
+
+def _split_fit(workload: Workload, job: InferJob, per_gpu: float, tp: int, split: PlannedSplit,
+               aggregated_qps: float) -> Fit | Rejection:
+    """An option served by separate prefill and decode pools (estimate/serving/disagg_plan.py)."""
+    pools = f"{split.pools.prefill}P{split.pools.decode}D"
+    total = split.rate_qps
+    if workload.qps is not None and total < workload.qps:
+        return Rejection("slo", f"{pools} pools serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} QPS "
+                                "needed", workload.qps / max(total, 1e-9))
+    latency = split.p99_s(workload.qps if workload.qps is not None else total)
+    note = (f"disaggregated {pools}: {split.pools.prefill} prefill and {split.pools.decode} decode replica(s) of "
+            f"{tp} GPU(s), {total:,.1f} QPS where the same replicas serving prompts and decoding together sustain "
+            f"{aggregated_qps:,.1f} (--disagg auto; a closed form no measured disaggregated run has checked yet; "
+            f"`serve-sim --disagg {pools} --concurrency C` simulates it)")
+    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
+               p99_ms=latency * 1e3 if math.isfinite(latency) else None,
+               output_tokens_per_s=total * job.output_len, settings=({"disagg": pools},), notes=(note,))
 
 
 def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
@@ -276,7 +275,7 @@ def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tupl
                 outcome = evaluate_hpc(workload.job, workload.deadline_hours, gpu, catalog, count, machines)
             else:
                 assert isinstance(model, Architecture)
-                run = _train if workload.task == "train" else _serve
+                run = train_fit if workload.task == "train" else _serve
                 outcome = run(model, workload, gpu, catalog, count, calibration, machines)
         except GpuwiseError as exc:  # e.g. a count that does not divide into the requested TP x PP
             return Rejection("count", str(exc))

@@ -49,6 +49,18 @@ def ranking_key(objective: str, needed: float | None = None) -> Callable[[Option
     return key
 
 
+def _within_headroom_first(key: Callable[[Option], tuple[float, float]], request: Request
+                           ) -> Callable[[Option], tuple[bool, float, float]]:
+    """The ranking key after one test: options that leave --min-headroom of each card's memory free come before
+    those that do not, whatever their cost (a plan at 99 % of memory fails on the first longer batch)."""
+    limit = 1 - request.constraints.min_headroom
+
+    def within_first(o: Option) -> tuple[bool, float, float]:
+        return (o.memory_share > limit, *key(o))
+
+    return within_first
+
+
 def pareto_front(options: list[Option]) -> list[Option]:
     """Options no other option beats on both total cost and time (time per job, or P99 latency)."""
     front = []
@@ -65,6 +77,10 @@ def pareto_front(options: list[Option]) -> list[Option]:
 def _why(option: Option, rank: int, best: Option | None, request: Request, capacity_gib: float) -> str:
     u = request.usage
     parts = [f"{option.fit.per_gpu_bytes / 2**30:,.1f} of {capacity_gib:,.0f} GiB per GPU"]
+    headroom = request.constraints.min_headroom
+    if option.memory_share > 1 - headroom:
+        parts[0] += (f", less than the {headroom:.0%} headroom free (--min-headroom): ranked after the options "
+                     "that leave it")
     if option.placement is not None:
         parts.append(_machines_text(option))
     if option.fit.job_hours is not None:
@@ -116,9 +132,11 @@ def _machines_text(option: Option) -> str:
     assert p is not None
     rented = p.name.startswith("rent ")
     where = f"{p.machines} x {p.name.removeprefix('rent ')}" if rented else p.label
-    links = [f"{p.interconnect} inside"] if option.count > 1 else []
+    links = [p.inside] if p.inside else []
     if p.network:
         links.append(f"{p.network} between")
+    elif p.machines > 1:
+        links.append("no link between them: each serves on its own")
     if p.slot_link:
         links.append(f"{p.slot_link} per card")
     per = f" of {p.gpus_per_machine}" if p.machines > 1 and not rented else ""
@@ -183,7 +201,7 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
         options, rejected = enumerate_options(request, catalog, archs, calibrations)
     finally:
         REPLICAS.reset(planned)
-    key = ranking_key(request.objective, needed_rate(request))
+    key = _within_headroom_first(ranking_key(request.objective, needed_rate(request)), request)
     best = sorted(best_per_gpu_and_way(options, key), key=key)
     winner = best[0] if best else None
     explained = tuple(

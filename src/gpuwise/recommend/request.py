@@ -66,6 +66,10 @@ class Workload(_Model):
         default=None, description="serving: P99 latency SLO in ms")
     slo: Annotated[Literal["e2e", "ttft"], Flag(_REC, TARGETS)] = Field(
         default="e2e", description="serving: what the SLO bounds, end-to-end latency or time to first token")
+    disagg: Annotated[Literal["off", "auto"], Flag(_REC, TARGETS)] = Field(
+        default="off", description="serving: auto also plans each option's replicas as separate prefill and decode "
+                                   "pools (XPYD, where the engine runs them: vLLM, SGLang, TensorRT-LLM) and keeps the "
+                                   "layout that sustains more requests/s")
     min_tokens_per_s: Annotated[float | None, Field(gt=0, le=100_000), Flag(_REC, TARGETS)] = Field(
         default=None, description="one user: the decode speed (tokens/s) a single stream must reach on one copy of "
                                   "the model split over the cards (local use; no request rate)")
@@ -158,6 +162,9 @@ class Constraints(_Model):
         default=None, description="power supply the cards must fit in (W)")
     chassis: Annotated[Chassis | None, Flag(_REC, SYSTEM)] = Field(
         default=None, description="the system they go in when bought")
+    min_headroom: Annotated[float, Field(ge=0, le=0.5), Flag(_REC, SYSTEM)] = Field(
+        default=0.10, description="share of each card's memory an option leaves free to rank first (the allocator's "
+                                  "fragmentation, a longer batch); options beyond it rank after those within it")
     max_gpus: Annotated[int, Field(ge=1, le=4096), Flag(_REC, SYSTEM)] = Field(
         default=64, description="most GPUs to consider")
     max_nodes: Annotated[int | None, Field(ge=1, le=512), Flag(_REC, SYSTEM)] = Field(

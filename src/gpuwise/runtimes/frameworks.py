@@ -92,6 +92,8 @@ TORCHTITAN = FrameworkProfile(
                                        "fsdp_reshard_after_forward 'default' (ZeRO-3; kept gathered under pipeline "
                                        "parallelism)"),
     fused_kernels=Sourced(True, "torchtitan models/llama3: torch fused RMSNorm and compiled rotary"),
+    tensor_parallel=Sourced(True, "pytorch/torchtitan README: FSDP2 with tensor parallel, pipeline parallel and "
+                                  "context parallel (parallelism.tensor_parallel_degree)"),
     kernels=Kernels(attention=Sourced("PyTorch SDPA / FlexAttention", "torchtitan models/attention.py"),
                     norm=Sourced("torch.nn.RMSNorm (fused)", "torchtitan models/norms.py")),
 )
@@ -119,6 +121,7 @@ MEGATRON = FrameworkProfile(
     zero_when_data_parallel=Sourced(0, "NVIDIA/Megatron-LM@22e030e9 megatron/core/distributed/"
                                        "distributed_data_parallel_config.py: use_distributed_optimizer False"),
     fused_kernels=Sourced(True, "Megatron-LM / Transformer Engine: fused layer norm and rotary kernels"),
+    tensor_parallel=Sourced(True, "NVIDIA/Megatron-LM: --tensor-model-parallel-size, the layout it was built for"),
     persistent_gradients=Sourced(True, "NVIDIA/Megatron-LM@293e1041 megatron/core/distributed/"
                                        "distributed_data_parallel.py: gradients accumulate into a persistent main_grad "
                                        "buffer (fp32: --bf16 sets accumulate_allreduce_grads_in_fp32)"),

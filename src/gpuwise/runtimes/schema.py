@@ -171,6 +171,8 @@ class FrameworkProfile:
     fp32_residual_under_autocast: Sourced[bool] = Sourced(
         True, "torch.autocast over fp32 parameters: the residual stream stays fp32 (PyTorch autocast docs)")
     persistent_gradients: Sourced[bool] = Sourced(False, "gradients are freed after each optimizer step")
+    tensor_parallel: Sourced[bool] = Sourced(False, "data parallel (DDP, FSDP, ZeRO) over whole model copies: no "
+                                                    "tensor-parallel layout is searched for it")
     adapter_bytes: Sourced[AdapterBytes] = Sourced(
         (14.0, 12.0, 22.0, 6.0),
         "huggingface/peft@v0.21.2 src/peft/tuners/lora/layer.py Linear.forward: the adapters are fp32 "
