@@ -11,6 +11,7 @@ from rich.table import Table
 
 from gpuwise.catalog import GPU, CloudOffer, Comparison, price_usd
 from gpuwise.report.format import number, quantity, ratio
+from gpuwise.report.narrow import Column, narrow_table
 
 
 def gpu_json(gpu: GPU) -> dict[str, Any]:
@@ -35,18 +36,20 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
     }
 
 
+GPU_LIST_COLUMNS = (Column("id", "left"), Column("vendor", "left"), Column("segment", "left"), Column("memory GB"),
+                    Column("bandwidth GB/s"), Column("BF16 dense TFLOPS"), Column("FP8 dense TFLOPS"),
+                    Column("TDP W"), Column("price USD"))
+GPU_LIST_DROPS = ("vendor", "segment", "FP8 dense TFLOPS", "TDP W")  # first to go on a narrow terminal
+
+
 def gpu_list_table(gpus: Sequence[GPU], *, sort: str | None = None) -> Table:
-    table = Table(title=f"{len(gpus)} GPUs" + (f", sorted by {sort}" if sort else ""), title_justify="left")
-    for header in ("id", "vendor", "segment", "memory GB", "bandwidth GB/s", "BF16 dense TFLOPS",
-                   "FP8 dense TFLOPS", "TDP W", "price USD"):
-        table.add_column(header, justify="left" if header in ("id", "vendor", "segment") else "right",
-                         no_wrap=header == "id")
-    for g in gpus:
-        table.add_row(
-            g.id, g.vendor, g.segment, number(g.memory_gb), number(g.memory_bandwidth_gb_s),
-            number(g.bf16_dense_tflops), number(g.fp8_dense_tflops), number(g.tdp_w), number(price_usd(g)),
-        )
-    return table
+    """The GPUs, one row each; on a narrow terminal the vendor, segment, FP8 and TDP columns leave before any
+    figure is cut (``catalog list --json`` keeps every field)."""
+    rows = [(g.id, g.vendor, g.segment, number(g.memory_gb), number(g.memory_bandwidth_gb_s),
+             number(g.bf16_dense_tflops), number(g.fp8_dense_tflops), number(g.tdp_w), number(price_usd(g)))
+            for g in gpus]
+    return narrow_table(f"{len(gpus)} GPUs" + (f", sorted by {sort}" if sort else ""), GPU_LIST_COLUMNS, rows,
+                        drop=GPU_LIST_DROPS)
 
 
 def _spec_rows(gpu: GPU) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.inference import InferPerf
 from gpuwise.estimate.speed.scaling import ScaleRow
 from gpuwise.estimate.speed.training import TrainPerf
+from gpuwise.report.narrow import Column, narrow_table
 
 
 def scale_row_json(row: ScaleRow) -> dict[str, Any]:
@@ -70,19 +71,18 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
             "replicas": report.replicas, "layout": report.layout or None}
 
 
+SERVING_COLUMNS = tuple(Column(h) for h in ("load", "TTFT P50/P90/P99 ms", "TPOT mean/P99 ms",
+                                              "end-to-end P50/P99 ms", "mean batch", "tokens/s", "note"))
+
+
 def serving_view(report: ServingReport) -> Group:
-    table = Table(title="latency under load (simulated continuous batching)", title_justify="left")
-    for header in ("load", "TTFT P50/P90/P99 ms", "TPOT mean/P99 ms", "end-to-end P50/P99 ms", "mean batch",
-                   "tokens/s", "note"):
-        table.add_column(header, justify="right")
     results = [r for r in (report.at_rate, report.at_max, report.at_concurrency) if r is not None]
-    for result in results:
-        load = f"{result.concurrency} clients" if result.concurrency else f"{result.qps:,.2f} QPS"
-        table.add_row(load, "/".join(f"{v:,.0f}" for v in result.ttft_ms),
-                      f"{result.tpot_mean_ms:,.1f}/{result.tpot_ms[2]:,.1f}",
-                      f"{result.e2e_ms[0]:,.0f}/{result.e2e_ms[2]:,.0f}", f"{result.mean_batch:.1f}",
-                      f"{result.throughput_tokens_per_s:,.0f}",
-                      "saturated" if result.saturated else ("" if result.steady else "too few requests"))
+    rows = [(f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS",
+             "/".join(f"{v:,.0f}" for v in r.ttft_ms), f"{r.tpot_mean_ms:,.1f}/{r.tpot_ms[2]:,.1f}",
+             f"{r.e2e_ms[0]:,.0f}/{r.e2e_ms[2]:,.0f}", f"{r.mean_batch:.1f}", f"{r.throughput_tokens_per_s:,.0f}",
+             "saturated" if r.saturated else ("" if r.steady else "too few requests")) for r in results]
+    table = narrow_table("latency under load (simulated continuous batching)", SERVING_COLUMNS, rows,
+                         drop=("note", "mean batch", "tokens/s"))
     over = f" over {report.replicas} replicas" if report.replicas > 1 else ""
     plans = (report.layout if report.layout else
              f"the recommender's closed form plans {report.planned_qps:,.2f} QPS{over}")
