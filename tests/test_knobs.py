@@ -63,5 +63,6 @@ def test_fit_suggests_only_what_llama_cpp_runs(shipped: Catalog) -> None:
     job = InferJob(engine="llamacpp").for_checkpoint(arch.checkpoint)
     flags = " ".join(c.flags for c in changes(arch, job, shipped.gpu("rtx-5090")))
     assert "--tp" not in flags and "--kv-dtype fp8" not in flags and "--quant gguf-q4_k_m" not in flags
+    assert "--kv-dtype q8_0" in flags  # llama.cpp's own 8-bit cache
     served = InferJob(engine="vllm").for_checkpoint(arch.checkpoint)
     assert "--kv-dtype fp8" in " ".join(c.flags for c in changes(arch, served, shipped.gpu("rtx-5090")))

@@ -114,10 +114,10 @@ def test_lmdeploy_batch_by_device_name(names: tuple[str], batch: int) -> None:
     assert rules.card_rule(runtimes.engine("lmdeploy"), 80 * GIB, names).max_num_seqs == batch
 
 
-def test_llamacpp_runs_gguf_with_16_bit_caches_and_splits_by_layers() -> None:
+def test_llamacpp_runs_gguf_with_its_own_caches_and_splits_by_layers() -> None:
     profile = runtimes.engine("llamacpp")
     assert profile.weight_formats.value is not None and "awq-int4" not in profile.weight_formats.value
-    assert profile.kv_formats.value == {"fp16", "bf16"}  # common/arg.cpp kv_cache_types: no fp8
+    assert profile.kv_formats.value == {"fp16", "bf16", "q8_0", "q4_0"}  # common/arg.cpp kv_cache_types: no fp8
     assert profile.micro_batch_tokens is not None and profile.micro_batch_tokens.value == 512  # n_ubatch
     assert profile.splits_layers is not None and "layer" in profile.splits_layers.value  # split_mode LAYER
     assert profile.decode_scaled_off_cuda.value

@@ -33,6 +33,9 @@ INT4_GROUP128_BITS = Constant(
 GGUF_Q8_0_BITS = Constant(
     8.5, "bits/param", "llama.cpp ggml-common.h block_q8_0: 32 int8 weights + one fp16 scale = 34 bytes / 32"
 )
+GGUF_Q4_0_BITS = Constant(
+    4.5, "bits/param", "llama.cpp ggml-common.h block_q4_0: 32 4-bit values + one fp16 scale = 18 bytes / 32"
+)
 GGUF_Q4_K_M_BITS = Constant(
     4.89, "bits/param",
     "llama.cpp tools/quantize help: Q4_K_M of Llama-3-8B (8.03e9 params) is 4.58 GiB -> 4.58*2^30*8/8.03e9",

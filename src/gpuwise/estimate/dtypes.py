@@ -16,6 +16,7 @@ BITS: dict[str, float] = {
     "int4": C.INT4_GROUP128_SYMMETRIC_BITS.value,
     "awq-int4": C.INT4_GROUP128_BITS.value, "gptq-int4": C.INT4_GROUP128_BITS.value,
     "gguf-q4_k_m": C.GGUF_Q4_K_M_BITS.value, "gguf-q8_0": C.GGUF_Q8_0_BITS.value,
+    "q8_0": C.GGUF_Q8_0_BITS.value, "q4_0": C.GGUF_Q4_0_BITS.value,  # llama.cpp's KV-cache types (--cache-type-k/v)
 }
 """Storage bits per element."""
 

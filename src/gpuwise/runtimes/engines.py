@@ -192,8 +192,9 @@ LLAMACPP = EngineProfile(
     formats_instead=("llama.cpp runs GGUF files only (llama.cpp docs/models.md: 'llama.cpp requires the model to be "
                      "stored in the GGUF file format'; bf16/fp16/fp32 are unquantized GGUF, MXFP4 is ggml's type for "
                      "gpt-oss): use --quant gguf-q4_k_m or gguf-q8_0"),
-    kv_formats=Sourced(frozenset({"fp16", "bf16"}), LLAMACPP_ARGS + " kv_cache_types: f32, f16, bf16, q8_0, q4_0, "
-                                                    "q4_1, iq4_nl, q5_0, q5_1 (no fp8)"),
+    kv_formats=Sourced(frozenset({"fp16", "bf16", "q8_0", "q4_0"}),
+                       LLAMACPP_ARGS + " kv_cache_types: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1 (no "
+                                       "fp8)"),
     kv_pool=Sourced("whole_context", "llama.cpp llama-context.cpp: the KV cache is allocated for the whole context"),
     activations=Sourced("compute_buffer", "llama.cpp llama-context.cpp graph_reserve: the worst-case graph of one "
                                           "micro-batch, with ggml's allocator reusing memory"),

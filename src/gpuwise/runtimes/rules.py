@@ -84,3 +84,16 @@ def framework_fills(profile: FrameworkProfile, values: Mapping[str, Any]) -> dic
 
 def _whole(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1
+
+
+def apply_framework(data: dict[str, Any]) -> dict[str, Any]:
+    """A job's flag values with its framework's defaults for the fields the user left out, and ``framework_filled``
+    naming them. The grad-ckpt shorthand counts as setting ckpt."""
+    from gpuwise import runtimes
+
+    name = data.get("framework")
+    if not isinstance(name, str) or name not in runtimes.FRAMEWORK_IDS:
+        return data  # no framework, or one the field's own validation refuses
+    given = set(data) | ({"ckpt"} if data.get("grad_ckpt") is not None else set())
+    filled = {k: v for k, v in framework_fills(runtimes.framework(name), data).items() if k not in given}
+    return {**data, **filled, "framework_filled": tuple(sorted(filled))}

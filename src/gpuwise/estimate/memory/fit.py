@@ -142,8 +142,10 @@ def _inference_edits(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[
                       {"quant": "gguf-q4_k_m"}))
     if job.weights in ("fp32", "bf16", "fp16") and gpu.software.fp8:
         edits.append(("--quant fp8", "FP8 weights", "minimal quality loss", {"quant": "fp8"}))
-    if job.kv_dtype != "fp8" and "fp8" in profile.kv_formats.value:
-        edits.append(("--kv-dtype fp8", "FP8 KV cache", "minimal quality loss", {"kv_dtype": "fp8"}))
+    eight_bit = next((f for f in ("fp8", "q8_0") if f in profile.kv_formats.value), None)  # the engine's 8-bit KV
+    if eight_bit is not None and bytes_per_element(job.kv_dtype) > 1.0625:
+        edits.append((f"--kv-dtype {eight_bit}", f"8-bit KV cache ({eight_bit})", "minimal quality loss",
+                      {"kv_dtype": eight_bit}))
     if job.batch > 1:
         edits.append((f"--batch {job.batch // 2}", "half the concurrent sequences", "lower throughput",
                       {"batch": job.batch // 2}))

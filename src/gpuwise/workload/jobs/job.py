@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 from gpuwise import runtimes
 from gpuwise.errors import ConfigError
 from gpuwise.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
-from gpuwise.runtimes.rules import framework_fills
+from gpuwise.runtimes.rules import apply_framework
 from gpuwise.workload.model.checkpoint import WeightFormat
 
 Task = Literal["train", "infer"]
@@ -28,7 +28,7 @@ LoraTargets = Literal["attn", "all-linear"]
 Loss = Literal["standard", "chunked", "fused"]
 Quant = Literal["fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4", "awq-int4", "gptq-int4",
                 "gguf-q4_k_m", "gguf-q8_0"]
-KvDtype = Literal["fp16", "bf16", "fp8"]
+KvDtype = Literal["fp16", "bf16", "fp8", "q8_0", "q4_0"]
 Framework = Literal["hf", "torchtune", "unsloth", "axolotl", "llama-factory", "deepspeed", "torchtitan", "megatron"]
 """The training frameworks (gpuwise/runtimes/frameworks.py holds what each does; a test keeps the two lists equal)."""
 Engine = Literal["vllm", "sglang", "trtllm", "lmdeploy", "hf", "llamacpp", "exllamav2"]
@@ -42,7 +42,7 @@ _SIZED = frozenset({"estimate", "fit", "serve-sim"})  # scale and recommend choo
 HARDWARE, TRAINING, INFERENCE = "Job: hardware and parallelism", "Job: training", "Job: inference"
 _TASK_FLAG = Flag(frozenset({"estimate", "fit", "recommend"}), HARDWARE, accepted=("train", "infer", "hpc"))
 _TASK_HELP = "train (fine-tuning, pre-training), infer (serving, generation) or hpc (an application: --app)"
-TP_CHOSEN = "recommend picks the smallest tensor-parallel degree that fits each GPU for serving; leave --tp out"
+TP_CHOSEN = "recommend picks the tensor-parallel degree whose replicas carry the most requests/s; leave --tp out"
 _ONE_REPLICA = ("serves from replicas of --tp GPUs inside one machine; machines and the links between them do not "
                 "change a replica's answer: leave it out")
 _MEMORY_ONLY = "fit answers memory per GPU, which machines and links do not change: leave it out"
@@ -171,7 +171,7 @@ class TrainJob(_Job):
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = _apply_framework(data)
+            data = apply_framework(data)
         if isinstance(data, dict) and data.get("grad_ckpt") is not None:
             data = dict(data)
             on = data.pop("grad_ckpt")
@@ -240,7 +240,8 @@ class InferJob(_Job):
         default=None, description="weight format (default: the checkpoint's -- bf16, or what its config.json says, "
                                   "e.g. mxfp4 for gpt-oss, fp8-block for DeepSeek-V3; an image pipeline's "
                                   "denoiser: bf16, fp16, fp8 or nf4)")
-    kv_dtype: Annotated[KvDtype, Flag(_INFER, INFERENCE)] = Field(default="fp16", description="KV cache format")
+    kv_dtype: Annotated[KvDtype, Flag(_INFER, INFERENCE, metavar="FORMAT")] = Field(
+        default="fp16", description="KV cache format: fp16, bf16, fp8 (vLLM, SGLang, TRT-LLM), q8_0, q4_0 (llama.cpp)")
     input_len: Annotated[int, Field(ge=1, le=10_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=1024, description="prompt tokens")
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
@@ -295,6 +296,10 @@ class InferJob(_Job):
         profile = runtimes.engine(self.engine)
         if self.quant is not None and not engine_runs(self.engine, self.quant):
             raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {profile.formats_instead}")
+        if self.kv_dtype not in profile.kv_formats.value:
+            kept = ", ".join(sorted(profile.kv_formats.value))
+            raise ValueError(f"--kv-dtype {self.kv_dtype}: {profile.name} keeps its KV cache as {kept} "
+                             f"({profile.kv_formats.source.split(':')[0]}); use one of those")
         if self.memory_fraction is not None and not profile.pooled:
             pooled = sorted(e for e in runtimes.ENGINE_IDS if runtimes.engine(e).pooled)
             raise ValueError(f"--mem-fraction sizes a serving engine's KV pool: --engine {self.engine} has none (use "
@@ -384,14 +389,3 @@ def job_flag_fields(command: str, tasks: tuple[str, ...] = ("train", "infer")) -
             if command in flag.commands:
                 found.setdefault(name, (info, flag))
     return found
-
-
-def _apply_framework(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with the framework's defaults for the fields the user left out, and ``framework_filled`` naming them.
-    The grad-ckpt shorthand counts as setting ckpt."""
-    name = data.get("framework")
-    if not isinstance(name, str) or name not in runtimes.FRAMEWORK_IDS:
-        return data  # no framework, or one the field's own validation refuses
-    given = set(data) | ({"ckpt"} if data.get("grad_ckpt") is not None else set())
-    filled = {k: v for k, v in framework_fills(runtimes.framework(name), data).items() if k not in given}
-    return {**data, **filled, "framework_filled": tuple(sorted(filled))}
