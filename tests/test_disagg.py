@@ -107,4 +107,21 @@ def test_recommend_disagg_auto_keeps_the_layout_that_sustains_more(shipped: obje
     assert not isinstance(off, Fit) or (off.qps_capacity or 0) <= auto.qps_capacity
     split = next(s["disagg"] for s in auto.settings if "disagg" in s)
     prefill, decode = (int(n) for n in str(split).removesuffix("D").split("P"))
-    assert prefill + decode == 32 and auto.p99_ms is not None and auto.p99_ms <= 20_000
+    assert (prefill + decode) * auto.tp == 32 and auto.p99_ms is not None and auto.p99_ms <= 20_000
+
+
+def test_pods_without_a_network_are_never_split_into_pools(shipped: object) -> None:
+    """Prefill replicas hand each prompt's KV cache to a decode replica: 32 one-GPU cloud pods with no cluster
+    network between them have no link to carry it, so --disagg auto keeps them aggregated."""
+    from gpuwise.recommend.evaluate import evaluate
+    from gpuwise.recommend.fit import Fit
+    from gpuwise.recommend.machines import Machines
+    from gpuwise.recommend.request import Workload
+    from gpuwise.workload.model.resolve import resolve_model
+
+    job = InferJob(engine="vllm", quant="nvfp4", input_len=4000, output_len=1000)
+    workload = Workload(model="qwen3-235b-a22b", task="infer", options=job, qps=1, p99_ms=60_000, disagg="auto")
+    pods = Machines(nodes=32, gpus_per_node=1, network=None, linked=False)
+    outcome = evaluate({"qwen3-235b-a22b": resolve_model("qwen3-235b-a22b")}, (workload,),
+                       shipped.gpu("b200-sxm-180gb"), shipped, 32, machines=pods)  # type: ignore[attr-defined,arg-type]
+    assert isinstance(outcome, Fit) and not any("disagg" in s for s in outcome.settings)

@@ -93,3 +93,88 @@ def test_options_beyond_the_memory_headroom_rank_after_those_within_it() -> None
     assert all("headroom" in o.why for o in ranked if o.memory_share > 0.9)
     loose = api.recommend({**request, "constraints": {"min_headroom": 0.0}}).options
     assert loose[0].memory_share > 0.9 and loose[0].tco_usd <= ranked[0].tco_usd
+
+
+def test_an_options_command_reproduces_its_figures() -> None:
+    """Every training option prints the `gpuwise estimate` line of the job it evaluated (the layout it chose and the
+    knobs it turned on); run as printed, it gives the option's memory per GPU and speed."""
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    rec = api.recommend({"workloads": [{"model": "llama-2-70b", "task": "train", "tokens": 2e12, "deadline_hours": 1440,
+                                        "options": {"method": "full", "seq": 4096}}],
+                         "gpus": ["a100-sxm-80gb", "h100-sxm-80gb"], "acquisitions": ["rent"],
+                         "constraints": {"max_gpus": 4096}, "usage": {"pattern": "one-off", "hours_per_day": 24}})
+    for option in rec.options[:3]:
+        (command,) = option.fit.commands
+        argv = shlex.split(command)
+        assert argv[:2] == ["gpuwise", "estimate"]
+        done = CliRunner().invoke(app, [*argv[1:], "--json"])
+        assert done.exit_code == 0, done.output
+        shown = json.loads(done.output)
+        assert shown["memory"]["per_gpu_gib"] == pytest.approx(option.fit.per_gpu_bytes / 2**30, rel=1e-3)
+        assert shown["perf"]["train"]["tokens_per_s"] == pytest.approx(option.fit.tokens_per_s, rel=1e-3)
+
+
+def test_a_serving_options_command_plans_the_same_capacity() -> None:
+    """A serving option prints the serve-sim line of its replicas; its closed_form.max_qps (the model recommend
+    plans with) is the option's capacity, and the same run simulates it."""
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    rec = api.recommend({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 20, "p99_ms": 4000,
+                                        "options": {"input_len": 512, "output_len": 128}}],
+                         "gpus": ["h100-sxm-80gb", "l4"], "acquisitions": ["rent"]})
+    option = rec.options[0]
+    (command,) = option.fit.commands
+    argv = shlex.split(command)
+    assert argv[:2] == ["gpuwise", "serve-sim"] and (option.count == 1 or f"--count {option.count}" in command)
+    done = CliRunner().invoke(app, [*argv[1:], "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["closed_form"]["max_qps"] == pytest.approx(option.fit.qps_capacity, rel=1e-3)
+
+
+@pytest.mark.parametrize("workload", [
+    {"model": "llama-3.1-70b", "task": "infer", "min_tokens_per_s": 5,
+     "options": {"engine": "llamacpp", "quant": "gguf-q4_k_m"}},
+    {"model": "black-forest-labs/FLUX.1-dev", "task": "infer", "options": {"offload": "model-cpu", "quant": "fp8"}},
+], ids=["one-user-layer-split", "image-pipeline"])
+def test_local_options_reproduce_with_estimate(workload: dict[str, object]) -> None:
+    """One user's copy split over cards (`estimate --gpu a,a`) and an image pipeline (its offload and weight format
+    spelled as flags): the printed command gives the option's memory and speed."""
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    rec = api.recommend({"workloads": [workload], "constraints": {"own_host": True}})
+    for option in rec.options[:2]:
+        (command,) = option.fit.commands
+        shown = json.loads(CliRunner().invoke(app, [*shlex.split(command)[1:], "--json"]).output)
+        if "cards" in shown:  # a layer split: the fullest card, one user's tokens/s
+            gib = max(card["per_gpu_gib"] for card in shown["cards"])
+            assert shown["tokens_per_s"] == pytest.approx(option.fit.tokens_per_s, rel=1e-3)
+        else:
+            gib = shown["memory"]["per_gpu_gib"]
+            assert shown["perf"]["seconds_per_image"] == pytest.approx(option.fit.seconds_per_image, rel=1e-3)
+        assert gib == pytest.approx(option.fit.per_gpu_bytes / 2**30, rel=1e-3)
+
+
+def test_the_nearest_options_are_at_the_requested_scale_and_say_what_would_qualify() -> None:
+    """2T tokens of a 70B model in 100 h cannot run on 64 GPUs: the nearest options are the 64-GPU ones that missed
+    the deadline (not single instances refused for their size), each with the GPU count or deadline that would do."""
+    rec = api.recommend({"workloads": [{"model": "llama-3.1-70b", "task": "train", "tokens": 2e12,
+                                        "deadline_hours": 100, "options": {"method": "full"}}],
+                         "constraints": {"max_gpus": 64}, "usage": {"pattern": "one-off", "hours_per_day": 24}})
+    assert not rec.options and rec.nearest
+    assert all(r.code == "deadline" and r.count == 64 and "GPUs at this pace" in r.reason for r in rec.nearest)

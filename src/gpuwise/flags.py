@@ -114,3 +114,41 @@ def build(model: type[M], values: Mapping[str, object]) -> M:
         return model.model_validate(dict(values))
     except ValidationError as exc:
         raise ConfigError(one_line(model, exc)) from None
+
+
+def command_line(model: BaseModel, *, command: str, head: tuple[str, ...] = (),
+                 borrowed: Mapping[str, Flag] | None = None) -> str:
+    """``model`` as the flags of ``gpuwise COMMAND`` that rebuild it: every flag field ``command`` takes whose value
+    differs from its default (a switch as --name or its --no- form), after ``head`` (the model name, --gpu ...);
+    a field the command refuses for the model's task (its answer does not depend on it) is left out; ``borrowed``
+    spells the fields whose flag another model defines. Run as printed, the command gives the same figures."""
+    parts = ["gpuwise", command, *head]
+    task = str(getattr(model, "task", ""))
+    for name, info in type(model).model_fields.items():
+        flag = flag_of(info) or (borrowed or {}).get(name)  # a field whose flag another model defines (--quant)
+        if flag is None or command not in flag.commands:
+            continue
+        value = getattr(model, name)
+        if value == info.get_default(call_default_factory=True) or value is None:
+            continue
+        if flag.refused.get((command, task)):  # what the command decides itself, or ignores for this task
+            continue
+        spelled = flag.spelling(name)
+        if isinstance(value, bool):
+            parts.append(spelled if value else "--no-" + spelled.removeprefix("--"))
+        elif isinstance(value, tuple):
+            parts += [p for item in value for p in (spelled, str(item))]
+        else:
+            parts += [spelled, _text(value)]
+    return " ".join(_quoted(p) for p in parts)
+
+
+def _text(value: object) -> str:
+    """A flag's value as typed: whole floats without '.0' (2e12 tokens, not 2000000000000.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return f"{int(value)}" if abs(value) < 1e9 else f"{value:g}"
+    return str(value)
+
+
+def _quoted(part: str) -> str:
+    return part if part and all(c.isalnum() or c in "-_./:,=+" for c in part) else repr(part)

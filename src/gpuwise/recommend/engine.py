@@ -309,7 +309,8 @@ def _place_and_evaluate(gpu: GPU, count: int, offer: CloudOffer | None, request:
         place = bought(gpu, count, request, catalog, network=named_network(request), talks=talks)
     if isinstance(place, Rejection):
         return place
-    machines = Machines(place.machines, place.gpus_per_machine, place.network, place.slot_link)
+    machines = Machines(place.machines, place.gpus_per_machine, place.network, place.slot_link,
+                        linked=place.machines == 1 or place.network is not None)
     key = (count, machines)
     if key not in evaluated:
         evaluated[key] = evaluate(archs, request.workloads, gpu, catalog, count, calibration, machines)

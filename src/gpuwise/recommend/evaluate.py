@@ -1,9 +1,10 @@
 """How one GPU type at one count does on every workload: fits, time per job, serving capacity, or why not.
 
-Training on several GPUs runs the workload's job over them (ZeRO-3/FSDP when data-parallel, the job's own rule)
-on the machines recommend/placement.py chose (nodes of 8 when none is given). Serving uses the smallest
-tensor-parallel degree that fits the model inside one machine, then replicas; a replica's capacity is the closed
-form of ``estimate/serving/capacity.py``, the model ``serve-sim`` brackets its simulation with, with the user's
+Training on several GPUs runs the workload's job over them, laid out by recommend/train_layout.py, on the
+machines recommend/placement.py chose (nodes of 8 when none is given). Serving uses replicas of the
+tensor-parallel degree inside one machine that carries the most requests/s on the count (or, with --disagg auto,
+separate prefill and decode pools where they carry more); a replica's capacity is the closed form of
+``estimate/serving/capacity.py``, the model ``serve-sim`` brackets its simulation with, with the user's
 calibration where one was measured for this card.
 """
 
@@ -23,6 +24,7 @@ from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
 from gpuwise.estimate.serving.disagg import kv_transfer_s
 from gpuwise.estimate.serving.disagg_plan import PlannedSplit, plan_split
 from gpuwise.estimate.speed.roofline import Calibration
+from gpuwise.flags import command_line
 from gpuwise.recommend.batch_serving import BatchPlan, plan_batches
 from gpuwise.recommend.fit import Fit, Rejection, too_big
 from gpuwise.recommend.hpc import evaluate_hpc
@@ -34,7 +36,7 @@ from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.hpc.apps import HpcApp
 from gpuwise.workload.jobs.hpc import HpcJob
 from gpuwise.workload.jobs.image import ImageJob
-from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.jobs.job import InferJob, job_flag_fields
 from gpuwise.workload.model.architecture import Architecture
 
 
@@ -140,47 +142,73 @@ def _free_formats(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str
 
 def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
               calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
-    """``count`` GPUs serving ``template`` as replicas of the smallest tensor-parallel degree that holds it, each
-    replica inside one machine of ``per_machine`` GPUs."""
-    first: Rejection | None = None
+    """``count`` GPUs serving ``template`` as replicas of one tensor-parallel degree inside a machine: of the
+    degrees that hold the model, the one whose replicas carry the most requests/s on these GPUs (the best cost per
+    unit of throughput at this count), not merely the smallest that fits."""
+    best: Fit | None = None
+    refused: list[Rejection] = []
     for tp in (1, 2, 4, 8):
-        per_machine = machines.gpus_per_node
-        if tp > min(count, per_machine) or count % tp or not tp_divides(arch, tp):
+        if tp > min(count, machines.gpus_per_node) or count % tp or not tp_divides(arch, tp):
             continue
-        job = template.updated(tp=tp, count=tp)
-        serve_one = _replica if arch.decoder_layers else _batch_replica
-        outcome = serve_one(arch, workload, job, gpu, catalog, calibration)
+        outcome = _serve_at(arch, workload, template, gpu, catalog, count, calibration, machines, tp)
         if isinstance(outcome, Rejection):
-            first = first or outcome
-            if outcome.code == "memory":
-                continue
-            return outcome
-        per_gpu, rate, p99, batch = outcome
-        replicas = machines.replicas(count, tp)
-        total = rate * replicas
-        split = _disaggregated(arch, workload, job, gpu, catalog, calibration, replicas)
-        if split is not None and split.rate_qps > total:
-            return _split_fit(workload, template, per_gpu, tp, split, total)
-        if workload.qps is not None and total < workload.qps:
-            return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
-                                    "QPS needed", workload.qps / max(total, 1e-9))
-        at = workload.qps / replicas if workload.qps is not None else rate
-        latency = p99(at)
-        return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
-                   p99_ms=latency * 1e3 if math.isfinite(latency) else None,
-                   output_tokens_per_s=total * template.output_len if arch.decoder_layers else None,
-                   settings=({"batch": batch},) if batch is not None else (),
-                   notes=(f"batches {batch} requests per forward pass (--batch was left free: a dynamic batcher, "
-                          "e.g. Triton's max_batch_size)",) if batch is not None and batch > 1 else ())
+            refused.append(outcome)
+        elif best is None or (outcome.qps_capacity or 0.0) > (best.qps_capacity or 0.0) * 1.001:
+            best = outcome
+    if best is not None:
+        return best
+    telling = [r for r in refused if r.code != "memory"] + refused  # an SLO miss says more than a smaller TP's size
     inside = f" inside one machine of {machines.gpus_per_node}" if machines.gpus_per_node < count else ""
-    return first or Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel degree{inside}")
+    return telling[0] if telling else Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel "
+                                                          f"degree{inside}")
+
+
+def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
+              calibration: Calibration | None, machines: Machines, tp: int) -> Fit | Rejection:
+    """``count`` GPUs as replicas of ``tp`` GPUs (disaggregated where --disagg auto carries more)."""
+    job = template.updated(tp=tp, count=tp)
+    serve_one = _replica if arch.decoder_layers else _batch_replica
+    outcome = serve_one(arch, workload, job, gpu, catalog, calibration)
+    if isinstance(outcome, Rejection):
+        return outcome
+    per_gpu, rate, p99, batch = outcome
+    replicas = machines.replicas(count, tp)
+    total = rate * replicas
+    split = _disaggregated(arch, workload, job, gpu, catalog, calibration, replicas, machines)
+    if split is not None and split.rate_qps > total:
+        return _split_fit(workload, template, per_gpu, tp, split, total)
+    if workload.qps is not None and total < workload.qps:
+        return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
+                                "QPS needed", workload.qps / max(total, 1e-9))
+    latency = p99(workload.qps / replicas if workload.qps is not None else rate)
+    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
+               p99_ms=latency * 1e3 if math.isfinite(latency) else None,
+               output_tokens_per_s=total * template.output_len if arch.decoder_layers else None,
+               settings=({"batch": batch},) if batch is not None else (),
+               commands=(_serve_command(workload, job, gpu, count, total),) if arch.decoder_layers else (),
+               notes=(f"batches {batch} requests per forward pass (--batch was left free: a dynamic batcher, "
+                      "e.g. Triton's max_batch_size)",) if batch is not None and batch > 1 else ())
+
+
+def _serve_command(workload: Workload, job: InferJob, gpu: GPU, count: int, total_qps: float) -> str:
+    """The serve-sim line whose closed_form.max_qps is this option's capacity (replicas of ``job`` over ``count``
+    GPUs, the workload's SLO) and whose simulation checks it at the workload's rate."""
+    line = command_line(job.updated(count=count), command="serve-sim", head=(workload.model, "--gpu", gpu.id))
+    qps = workload.qps if workload.qps is not None else round(total_qps, 3)
+    line += f" --qps {qps:g}"
+    if workload.p99_ms is not None:
+        line += f" --p99-ms {workload.p99_ms:g} --slo {workload.slo}"
+    return line
 
 
 def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
-                   calibration: Calibration | None, replicas: int) -> PlannedSplit | None:
+                   calibration: Calibration | None, replicas: int, machines: Machines) -> PlannedSplit | None:
     """With --disagg auto, ``replicas`` replicas of ``job`` split into prefill and decode pools where the engine runs
-    them (its profile's ``disaggregates``); None otherwise, or when no split is stable within the SLO."""
+    them (its profile's ``disaggregates``) and a link carries the KV caches between them (one machine, or machines
+    on a network: not separate cloud pods); None otherwise, or when no split is stable within the SLO."""
     if workload.disagg != "auto" or replicas < 2 or not arch.decoder_layers:
+        return None
+    if not machines.linked:
         return None
     if not runtimes.engine(job.engine).disaggregates.value:
         return None
@@ -243,9 +271,11 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
         return Rejection("slo", f"{count} GPU(s) make {total:,.3f} images/s < {workload.qps:,.3f} needed",
                          workload.qps / max(total, 1e-9))
     latency = p99(workload.qps / count if workload.qps is not None else rate)
+    shared = {name: flag for name, (_info, flag) in job_flag_fields("estimate").items()}
+    command = command_line(job, command="estimate", head=(workload.model, "--gpu", gpu.id), borrowed=shared)
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, qps_capacity=total,
                p99_ms=latency * 1e3 if math.isfinite(latency) else None, seconds_per_image=result.seconds_per_image,
-               notes=result.warnings)
+               notes=result.warnings, commands=(command,))
 
 
 def _hpc_speed(fits: list[Fit]) -> float | None:
@@ -300,4 +330,5 @@ def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tupl
         work_per_s=_hpc_speed(fits),
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
         settings=tuple(setting for f in fits for setting in f.settings),
+        commands=tuple(command for f in fits for command in f.commands),
     )

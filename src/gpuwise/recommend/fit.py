@@ -36,6 +36,7 @@ class Fit:
     hpc_value: float | None = None  # a scientific application's own figure for one run (ns/day, TFLOPS ...)
     hpc_unit: str | None = None
     work_per_s: float | None = None  # the same, over the runs side by side, bigger is better (the ranking's speed)
+    commands: tuple[str, ...] = ()  # per workload: the gpuwise command that reproduces its figures (where one does)
 
     @property
     def per_gpu_gb(self) -> float:

@@ -18,8 +18,9 @@ class Machines:
 
     nodes: int = 1
     gpus_per_node: int = GPUS_PER_NODE
-    network: str | None = None
+    network: str | None = None  # None: the default network (InfiniBand NDR) where machines are linked
     slot_link: str | None = None
+    linked: bool = True  # False: separate machines with no network between them (cloud pods serving on their own)
 
     def replicas(self, count: int, tp: int) -> int:
         """Serving replicas of ``tp`` GPUs that ``count`` GPUs form when no replica may straddle two machines (the

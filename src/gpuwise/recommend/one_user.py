@@ -12,6 +12,7 @@ from gpuwise.estimate.serving.layer_split import SPLIT_MAX_CARDS, layer_split
 from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.inference import InferPerf
 from gpuwise.estimate.speed.roofline import Calibration
+from gpuwise.flags import command_line
 from gpuwise.recommend.fit import GIB, Fit, Rejection, fullness, too_big
 from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.request import Workload
@@ -37,10 +38,11 @@ def one_user(arch: Architecture, workload: Workload, template: InferJob, gpu: GP
         return too_big(result.memory, count)
     perf = result.perf
     assert isinstance(perf, InferPerf) and perf.tpot_ms
+    command = command_line(result.job, command="estimate", head=(workload.model, "--task", "infer", "--gpu", gpu.id))
     return _held(workload, perf.tpot_ms) or Fit(
         per_gpu_bytes=result.memory.per_gpu_bytes, tokens_per_s=1e3 / perf.tpot_ms, tp=count,
         output_tokens_per_s=1e3 / perf.tpot_ms, settings=({"split": "tensor", "tp": count},),
-        notes=tuple(fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)))
+        notes=tuple(fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)), commands=(command,))
 
 
 def _held(workload: Workload, tpot_ms: float) -> Rejection | None:
@@ -71,8 +73,11 @@ def _split_by_layers(arch: Architecture, workload: Workload, template: InferJob,
     how = splits_layers.value if splits_layers is not None else "pipeline parallel, one sequence"
     note = (f"split by layers over {count} cards ({', '.join(str(c.layers) for c in split.cards)} layers; {how}): "
             "one user decodes at one card's pace, the extra cards add room, not speed")
+    cards = ",".join([gpu.id] * count)
+    command = command_line(template.updated(tp=1, count=1, batch=1), command="estimate",
+                           head=(workload.model, "--task", "infer", "--gpu", cards))
     return _held(workload, split.tpot_ms) or Fit(
         per_gpu_bytes=fullest.per_gpu_bytes, tokens_per_s=split.tokens_per_s, tp=1,
         output_tokens_per_s=split.tokens_per_s,
         settings=({"split": "layer", "layers": [c.layers for c in split.cards]},),
-        notes=(note, *fullness(fullest.per_gpu_bytes, fullest.capacity_bytes)))
+        notes=(note, *fullness(fullest.per_gpu_bytes, fullest.capacity_bytes)), commands=(command,))

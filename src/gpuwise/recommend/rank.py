@@ -143,13 +143,23 @@ def _machines_text(option: Option) -> str:
     return f"{where}{per}" + (f" ({', '.join(links)})" if links else "")
 
 
+TARGET_MISSES, SIZE_MISSES = frozenset({"deadline", "slo", "budget"}), frozenset({"memory", "power"})
+
+
+def _closeness(r: Rejected) -> tuple[int, float]:
+    """A missed target first (what the request asked), then a size that did not fit, then a structural refusal."""
+    return (0 if r.code in TARGET_MISSES else 1 if r.code in SIZE_MISSES else 2), r.gap
+
+
 def _nearest(rejected: list[Rejected]) -> tuple[Rejected, ...]:
-    """When nothing qualifies: the rejections closest to acceptable, one per GPU type."""
+    """When nothing qualifies: the rejections closest to acceptable, one per GPU type -- first those that missed the
+    request's own target (a deadline, an SLO, a budget) at their closest count, which is the scale it asked for;
+    then sizes that did not fit; a structural refusal (an instance's size, no network) only when nothing else."""
     best: dict[str, Rejected] = {}
     for r in rejected:
-        if r.count and (r.gpu not in best or r.gap < best[r.gpu].gap):
+        if r.count and (r.gpu not in best or _closeness(r) < _closeness(best[r.gpu])):
             best[r.gpu] = r
-    return tuple(sorted(best.values(), key=lambda r: r.gap)[:5])
+    return tuple(sorted(best.values(), key=_closeness)[:5])
 
 
 def _assumptions(request: Request) -> tuple[str, ...]:
@@ -160,9 +170,10 @@ def _assumptions(request: Request) -> tuple[str, ...]:
                 "their board), several machines only over a cluster network the system ships with, the offer "
                 "documents or --network names")
     return (
-        f"training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero); {machines}; serving uses "
-        "the smallest TP that fits inside one machine, then replicas, each planned at its P99 SLO or, with none, at "
-        "80% of saturation" if len(science) < len(request.workloads) else machines,
+        f"training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero), its micro-batch and TP "
+        f"searched where left free; {machines}; serving uses the TP inside one machine whose replicas carry the most "
+        "requests/s, each planned at its P99 SLO or, with none, at 80% of saturation"
+        if len(science) < len(request.workloads) else machines,
         *([f"one training job is {', '.join(jobs)} (--tokens)"] if jobs else []),
         *(["one scientific job is, per workload, its --runs runs of its size and length (time per job is their sum); "
            "independent runs take one GPU each, a parallel application's run splits over the GPUs left per run; speed "

@@ -3,6 +3,7 @@ the knobs that make it fit, the micro-batch that fills the memory, the tensor-pa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from gpuwise import runtimes
@@ -15,6 +16,7 @@ from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.estimate.speed.stacks import unmeasured_stack_note
 from gpuwise.estimate.speed.training import TrainPerf
+from gpuwise.flags import command_line
 from gpuwise.recommend.fit import FULL_WARNING_SHARE, Fit, Rejection, fullness, too_big
 from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.request import Workload
@@ -51,12 +53,16 @@ def train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, co
     likely = band("train", "tokens_per_s", perf.tokens_per_s)
     high = workload.tokens / likely[0] / 3600 if likely else hours  # the slow end of what past cases measured
     if workload.deadline_hours is not None and high > workload.deadline_hours:
+        need = math.ceil(count * high / workload.deadline_hours)
         return Rejection("deadline", f"takes up to {high:,.1f} h (expected {hours:,.1f} h) > deadline "
-                                     f"{workload.deadline_hours:,.1f} h", high / workload.deadline_hours)
+                                     f"{workload.deadline_hours:,.1f} h; about {need:,} GPUs at this pace per GPU, "
+                                     f"or a deadline of {high:,.0f} h", high / workload.deadline_hours)
     notes += fullness(result.memory.per_gpu_bytes, result.memory.capacity_bytes)
     notes += unmeasured_stack_note(gpu, calibration, "training")
+    command = command_line(job, command="estimate", head=(workload.model, "--gpu", gpu.id))
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
-               tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job),))
+               tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job),),
+               commands=(command,))
 
 
 def _tp_choices(arch: Architecture, template: TrainJob, count: int, machines: Machines) -> tuple[int, ...]:

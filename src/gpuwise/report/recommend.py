@@ -7,6 +7,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 
 from gpuwise.estimate.cost.report import TcoReport
@@ -25,7 +26,7 @@ def option_json(o: Option) -> dict[str, Any]:
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
         "usd_per_hour": round(o.usd_per_hour, 4),
         "usd_per_mtok": round(o.usd_per_mtok, 4) if o.usd_per_mtok is not None else None,
-        "settings": [dict(s) for s in o.fit.settings], **_placement_json(o),
+        "settings": [dict(s) for s in o.fit.settings], "commands": list(o.fit.commands), **_placement_json(o),
         "capex_usd": o.capex_usd, "wall_kw": round(o.wall_kw, 3), "why": o.why, "warnings": list(o.warnings),
     }
 
@@ -170,6 +171,7 @@ def recommendation_view(rec: Recommendation) -> Group:
         parts.append(_options_table(rec, table))
         winner = rec.options[0]
         parts.append(f"[bold]why #1:[/bold] {winner.why}")
+        parts += [f"[bold]reproduce #1:[/bold] {escape(c)}" for c in winner.fit.commands]
         for note in winner.warnings:
             parts.append(f"[yellow]note:[/yellow] {note}")
         parts += [f"[bold]finding:[/bold] {f}" for f in rec.findings]
@@ -197,11 +199,12 @@ def markdown(rec: Recommendation) -> str:
         lines.append(f"| {i} | {o.count} x {o.gpu} | {o.acquisition} | {o.fit.per_gpu_bytes / 2**30:,.1f} | "
                      f"{_time_text(o)} | "
                      f"{job} | {o.tco_usd:,.0f} | {o.usd_per_hour:,.2f} | {o.why} |")
-    noted = [(i, o) for i, o in enumerate(rec.options[: rec.request.top], 1) if o.warnings]
+    noted = [(i, o) for i, o in enumerate(rec.options[: rec.request.top], 1) if o.warnings or o.fit.commands]
     if noted:
         lines += ["", "## What to know about each option", ""]
         for i, o in noted:
             lines += [f"{i}. **{o.count} x {o.gpu} ({o.acquisition})**"] + [f"   - {w}" for w in o.warnings]
+            lines += [f"   - reproduce: `{c}`" for c in o.fit.commands]
     if rec.findings:
         lines += ["", "## Findings", ""] + [f"- {f}" for f in rec.findings]
     if not rec.options:
