@@ -178,3 +178,39 @@ def test_the_nearest_options_are_at_the_requested_scale_and_say_what_would_quali
                          "constraints": {"max_gpus": 64}, "usage": {"pattern": "one-off", "hours_per_day": 24}})
     assert not rec.options and rec.nearest
     assert all(r.code == "deadline" and r.count == 64 and "GPUs at this pace" in r.reason for r in rec.nearest)
+
+
+def test_a_scenarios_workloads_each_show_their_figures() -> None:
+    """The student's two image workloads: each option lists both (memory and seconds per image of each, in JSON and
+    as sub-rows of the table); the option's own figures are the larger memory and the slower pipeline."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    done = CliRunner().invoke(app, ["recommend", "--scenario", "examples/student-image-generation.yaml", "--json"])
+    assert done.exit_code == 0, done.output
+    for option in json.loads(done.output)["options"]:
+        sdxl, flux = option["workloads"]
+        assert sdxl["model"].endswith("stable-diffusion-xl-base-1.0") and flux["model"].endswith("FLUX.1-dev")
+        assert option["per_gpu_gib"] == pytest.approx(max(sdxl["per_gpu_gib"], flux["per_gpu_gib"]), abs=1e-3)
+        assert option["seconds_per_image"] == pytest.approx(max(sdxl["seconds_per_image"], flux["seconds_per_image"]))
+    table = CliRunner().invoke(app, ["recommend", "--scenario", "examples/student-image-generation.yaml"]).output
+    assert "stable-diffusion-xl" in table and "FLUX.1-dev" in table
+
+
+def test_users_become_a_serving_rate() -> None:
+    """20 users who each read for 30 s between requests send 20 / 30 requests/s at most; 200 users at 0.05
+    requests/s each send 10. Users with neither, or a per-user figure without users, is refused in one line."""
+    from gpuwise.errors import ConfigError
+
+    def rate(**targets: object) -> float | None:
+        workload = {"model": "llama-3.1-8b", "task": "infer", **targets}
+        return parse_request({"workloads": [workload]}).workloads[0].qps  # type: ignore[attr-defined]
+
+    assert rate(users=20, think_s=30) == pytest.approx(20 / 30)
+    assert rate(users=200, user_qps=0.05) == pytest.approx(10.0)
+    for bad in ({"users": 20}, {"think_s": 30}, {"users": 20, "think_s": 30, "qps": 1}):
+        with pytest.raises(ConfigError, match="--users"):
+            rate(**bad)

@@ -97,7 +97,7 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     template = workload.job
     assert isinstance(template, InferJob)
     serve = one_user if workload.min_tokens_per_s is not None else _serve_as
-    formats = _free_formats(arch, template, gpu)
+    formats = _free_formats(arch, workload, template, gpu)
     first: Fit | Rejection | None = None
     for fmt, note in formats:
         job = machines.place(template if fmt is None else template.updated(quant=fmt))
@@ -123,12 +123,16 @@ _FORMAT_NOTES = {
 }
 
 
-def _free_formats(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str | None, str | None]]:
-    """The weight formats to try when the user left --quant free, from the checkpoint's own to 4-bit, each that the
-    card runs natively (FP8 and NVFP4 tensor cores); an explicit --quant, or a checkpoint shipped quantized, is kept."""
-    if "quant" in job.model_fields_set or arch.checkpoint is not None or not arch.decoder_layers:
+def _free_formats(arch: Architecture, workload: Workload, job: InferJob,
+                  gpu: GPU) -> list[tuple[str | None, str | None]]:
+    """The weight formats to try when the user left --quant free, the first that fits kept: FP8 where the card has
+    FP8 tensor cores (its best native format: half of bf16's bytes and time, near-lossless; the same on every such
+    card, so their rows compare like for like), else the checkpoint's own; then, only to fit, NVFP4 where native and
+    4-bit AWQ. An explicit --quant, a checkpoint shipped quantized, or --same-quant keeps one format for all."""
+    if ("quant" in job.model_fields_set or arch.checkpoint is not None or not arch.decoder_layers
+            or workload.same_quant):
         return [(None, None)]
-    tried: list[tuple[str | None, str | None]] = [(None, None)]
+    native: list[tuple[str | None, str | None]] = []
     for fmt in ("fp8", "nvfp4", "awq-int4"):
         try:
             candidate = job.updated(quant=fmt)
@@ -136,8 +140,9 @@ def _free_formats(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str
             continue
         if any(r.feature == fmt for r in unmet(candidate, gpu)):
             continue  # no native FP8/NVFP4 tensor cores: the saving would be memory only
-        tried.append((fmt, _FORMAT_NOTES[fmt]))
-    return tried
+        native.append((fmt, _FORMAT_NOTES[fmt]))
+    first = [f for f in native if f[0] == "fp8"]
+    return first + [(None, None)] + [f for f in native if f[0] != "fp8"]
 
 
 def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
@@ -331,4 +336,5 @@ def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tupl
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
         settings=tuple(setting for f in fits for setting in f.settings),
         commands=tuple(command for f in fits for command in f.commands),
+        workloads=tuple(fits),
     )

@@ -37,6 +37,7 @@ class Fit:
     hpc_unit: str | None = None
     work_per_s: float | None = None  # the same, over the runs side by side, bigger is better (the ranking's speed)
     commands: tuple[str, ...] = ()  # per workload: the gpuwise command that reproduces its figures (where one does)
+    workloads: tuple[Fit, ...] = ()  # a scenario's option: each workload's own figures, in the request's order
 
     @property
     def per_gpu_gb(self) -> float:

@@ -66,6 +66,16 @@ class Workload(_Model):
         default=None, description="serving: P99 latency SLO in ms")
     slo: Annotated[Literal["e2e", "ttft"], Flag(_REC, TARGETS)] = Field(
         default="e2e", description="serving: what the SLO bounds, end-to-end latency or time to first token")
+    users: Annotated[int | None, Field(ge=1, le=10_000_000), Flag(_REC, TARGETS)] = Field(
+        default=None, description="serving: people using it at once; with --user-qps (each one's requests/s) or "
+                                  "--think-s (the pause between one answer and their next request) it sets --qps")
+    user_qps: Annotated[float | None, Field(gt=0, le=1000), Flag(_REC, TARGETS)] = Field(
+        default=None, description="serving, with --users: requests per second each user sends")
+    think_s: Annotated[float | None, Field(gt=0, le=86_400), Flag(_REC, TARGETS)] = Field(
+        default=None, description="serving, with --users: seconds each user reads and thinks before the next request")
+    same_quant: Annotated[bool, Flag(_REC, TARGETS)] = Field(
+        default=False, description="serving: every option at the checkpoint's own weight format (with --quant "
+                                   "free, each card is otherwise offered at FP8 where it has FP8 tensor cores)")
     disagg: Annotated[Literal["off", "auto"], Flag(_REC, TARGETS)] = Field(
         default="off", description="serving: auto also plans each option's replicas as separate prefill and decode "
                                    "pools (XPYD, where the engine runs them: vLLM, SGLang, TensorRT-LLM) and keeps the "
@@ -112,6 +122,27 @@ class Workload(_Model):
         except GpuwiseError as exc:
             raise ValueError(f"options: {exc}") from None
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _users_make_a_rate(cls, data: Any) -> Any:
+        """--users N with --user-qps R is N x R requests/s; with --think-s T a closed loop of N users, each waiting
+        for its answer and then T seconds, sends at most N / T (the answer's own time, short against the pause, is
+        left out, which plans a little high: the safe side)."""
+        if not isinstance(data, dict):
+            return data
+        given = [f for f in ("user_qps", "think_s") if data.get(f) is not None]
+        if data.get("users") is None:
+            if given:
+                raise ValueError(f"--{given[0].replace('_', '-')} describes each of --users N: give --users")
+            return data
+        if data.get("qps") is not None or len(given) != 1:
+            raise ValueError("--users N needs one of --user-qps R (N x R requests/s) or --think-s T (N / T), and no "
+                             "--qps")
+        users, per_user = data["users"], data.get("user_qps")
+        if not all(isinstance(v, (int, float)) and v > 0 for v in (users, per_user or data.get("think_s"))):
+            return data  # the field validators say what is wrong
+        return {**data, "qps": users * per_user if per_user is not None else users / data["think_s"]}
 
     @model_validator(mode="after")
     def _targets_fit_the_task(self) -> Workload:

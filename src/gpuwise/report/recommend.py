@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rich import box
@@ -12,10 +14,21 @@ from rich.table import Table
 
 from gpuwise.estimate.cost.report import TcoReport
 from gpuwise.recommend.engine import Option, Recommendation, Rejected
+from gpuwise.recommend.fit import Fit
+from gpuwise.recommend.request import Workload
 
 
-def option_json(o: Option) -> dict[str, Any]:
+def _workload_json(workload: Workload, fit: Fit) -> dict[str, Any]:
+    """One workload's figures on the option: memory, time or capacity, its settings and reproducing command."""
+    return {"model": workload.model, "task": workload.task, "per_gpu_gib": round(fit.per_gpu_bytes / 2**30, 3),
+            "job_hours": fit.job_hours, "tokens_per_s": fit.tokens_per_s, "qps_capacity": fit.qps_capacity,
+            "p99_ms": fit.p99_ms, "seconds_per_image": fit.seconds_per_image, "tp": fit.tp,
+            "settings": [dict(s) for s in fit.settings], "command": fit.commands[0] if fit.commands else None}
+
+
+def option_json(o: Option, workloads: tuple[Workload, ...] = ()) -> dict[str, Any]:
     return {
+        "workloads": [_workload_json(w, f) for w, f in zip(workloads, o.fit.workloads, strict=False)],
         "gpu": o.gpu, "count": o.count, "acquisition": o.acquisition, "fits": True,
         "per_gpu_gb": round(o.fit.per_gpu_gb, 3), "per_gpu_gib": round(o.fit.per_gpu_bytes / 2**30, 3),
         "job_hours": {"expected": o.fit.job_hours, "high": o.fit.job_hours_high} if o.fit.job_hours is not None
@@ -48,7 +61,7 @@ def rejected_json(r: Rejected) -> dict[str, Any]:
 def recommendation_json(rec: Recommendation) -> dict[str, Any]:
     return {
         "request": rec.request.model_dump(mode="json"),
-        "options": [option_json(o) for o in rec.options[: rec.request.top]],
+        "options": [option_json(o, rec.request.workloads) for o in rec.options[: rec.request.top]],
         "pareto": [{"gpu": o.gpu, "count": o.count, "acquisition": o.acquisition, "tco_usd": round(o.tco_usd, 2),
                     "time": o.fit.job_hours if o.fit.job_hours is not None else o.fit.p99_ms} for o in rec.pareto],
         "rejected": [rejected_json(r) for r in rec.rejected],
@@ -85,6 +98,12 @@ def _way(o: Option, *, machines: bool = True) -> str:
 def _time_text(o: Option, *, short: bool = False) -> str:
     """What an option's speed is: hours per job (the band's range in the table), images or requests per unit, or one
     user's tokens/s; ``short`` for the 80-column table."""
+    return _fit_time_text(o.fit, short=short)
+
+
+def _fit_time_text(fit: Fit, *, short: bool = False) -> str:
+    """The same for one workload's figures (a scenario's sub-row) or an option's combined ones."""
+    o = _Figures(fit)
     if o.fit.job_hours is not None and o.fit.job_hours < 0.1:  # minutes or seconds: an HPL solve, a short sweep
         seconds = o.fit.job_hours * 3600
         text = f"{seconds / 60:,.1f} min" if seconds >= 60 else f"{seconds:,.1f} s"
@@ -132,11 +151,44 @@ def _usd(value: float | None) -> str:
 TABLE_COLUMNS = 80  # the table fits a default terminal; what does not fit is in the reason line and --json
 
 
-def _rows(shown: tuple[Option, ...] | list[Option], *, machines: bool) -> list[tuple[str, ...]]:
-    return [(str(i), f"{o.count} x {o.gpu}", _way(o, machines=machines), f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
-             _time_text(o, short=True), _usd(o.cost_per_job_usd),
-             f"{o.usd_per_mtok:,.3f}" if o.usd_per_mtok is not None else "—", _usd(o.tco_usd))
-            for i, o in enumerate(shown, 1)]
+@dataclass(frozen=True)
+class _Figures:
+    """A Fit seen where the option's text reads ``o.fit``."""
+
+    fit: Fit
+
+
+def _rows(shown: tuple[Option, ...] | list[Option], *, machines: bool,
+          names: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """One row per option; under each, with several workloads, a sub-row per workload (its memory and speed)."""
+    rows: list[tuple[str, ...]] = []
+    for i, o in enumerate(shown, 1):
+        rows.append((str(i), f"{o.count} x {o.gpu}{_format(o)}", _way(o, machines=machines),
+                     f"{o.fit.per_gpu_bytes / 2**30:,.1f}",
+                     _time_text(o, short=True), _usd(o.cost_per_job_usd),
+                     f"{o.usd_per_mtok:,.3f}" if o.usd_per_mtok is not None else "—", _usd(o.tco_usd)))
+        if len(o.fit.workloads) > 1:
+            rows += [("", f"  {_short(name)}{_format_of(w.settings)}", "", f"{w.per_gpu_bytes / 2**30:,.1f}",
+                      _fit_time_text(w, short=True), "", "", "")
+                     for name, w in zip(names, o.fit.workloads, strict=False)]
+    return rows
+
+
+def _format(o: Option) -> str:
+    """' fp8': the weight format a serving option runs (recommend picks it per card when --quant is free); with
+    several workloads each sub-row says its own."""
+    return _format_of(o.fit.settings) if len(o.fit.workloads) <= 1 else ""
+
+
+def _format_of(settings: tuple[Mapping[str, object], ...]) -> str:
+    formats = {str(setting["quant"]) for setting in settings if "quant" in setting}
+    return f" {formats.pop()}" if len(formats) == 1 else ""
+
+
+def _short(model: str) -> str:
+    """A workload's model in a sub-row: its last path part, at most 22 characters."""
+    tail = model.rstrip("/").split("/")[-1]
+    return tail if len(tail) <= 22 else tail[:21] + "~"
 
 
 def _options_table(rec: Recommendation, table: Table) -> Table:
@@ -145,9 +197,11 @@ def _options_table(rec: Recommendation, table: Table) -> Table:
     shown = rec.options[: rec.request.top]
     timed = any(o.fit.job_hours is not None for o in shown)
     headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "$/Mtok", "TCO $")
+    names = tuple(w.model for w in rec.request.workloads)
     for machines in (True, False):
-        rows = _rows(shown, machines=machines)
-        keep = [j for j in range(len(headers)) if any(r[j] != "—" for r in rows)]  # a serving table has no $/job
+        rows = _rows(shown, machines=machines, names=names)
+        # a serving table has no $/job; a sub-row's blank cells say nothing either
+        keep = [j for j in range(len(headers)) if any(r[j] not in ("—", "") for r in rows)]
         if 5 in keep and 6 in keep:  # training and serving together: one cost column, the one ranked by if either
             keep.remove(5 if rec.request.objective == "usd-per-mtok" else 6)
         if rec.request.usage.pattern == "one-off" and 5 in keep:
@@ -155,6 +209,11 @@ def _options_table(rec: Recommendation, table: Table) -> Table:
         widths = [max(len(headers[j]), *(len(r[j]) for r in rows)) for j in keep]
         if sum(widths) + len(widths) + 1 <= TABLE_COLUMNS:
             break
+    ranked_by = 6 if rec.request.objective == "usd-per-mtok" else 7
+    for j in (6, 5):  # still too wide (long ids with their format): a cost column besides the ranked one leaves
+        if sum(widths) + len(widths) + 1 > TABLE_COLUMNS and j in keep and j != ranked_by and len(keep) > 5:
+            del widths[keep.index(j)]
+            keep.remove(j)
     for j, widest in zip(keep, widths, strict=True):
         table.add_column(headers[j], justify="left" if j in (1, 2) else "right", no_wrap=True, min_width=widest)
     for row in rows:
