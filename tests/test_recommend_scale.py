@@ -164,6 +164,9 @@ def test_local_options_reproduce_with_estimate(workload: dict[str, object]) -> N
         if "cards" in shown:  # a layer split: the fullest card, one user's tokens/s
             gib = max(card["per_gpu_gib"] for card in shown["cards"])
             assert shown["tokens_per_s"] == pytest.approx(option.fit.tokens_per_s, rel=1e-3)
+        elif "infer" in shown["perf"]:  # one copy on one card, or tensor parallel: one user's decode
+            gib = shown["memory"]["per_gpu_gib"]
+            assert 1e3 / shown["perf"]["infer"]["tpot_ms"] == pytest.approx(option.fit.tokens_per_s, rel=1e-3)
         else:
             gib = shown["memory"]["per_gpu_gib"]
             assert shown["perf"]["seconds_per_image"] == pytest.approx(option.fit.seconds_per_image, rel=1e-3)
@@ -214,3 +217,22 @@ def test_users_become_a_serving_rate() -> None:
     for bad in ({"users": 20}, {"think_s": 30}, {"users": 20, "think_s": 30, "qps": 1}):
         with pytest.raises(ConfigError, match="--users"):
             rate(**bad)
+
+
+def test_a_desktop_stays_within_what_its_wall_circuit_carries(shipped: Catalog) -> None:
+    """Two 600 W RTX PRO 6000s and a 200 W host through a 90 % efficient supply draw 1,556 W at the wall; a 15 A,
+    120 V circuit carries 1,440 W continuously (NEC 80 % rule). As a desktop they are refused; left to recommend
+    they go into a workstation, with a warning; on a 230 V, 16 A circuit (3,680 W) the desktop is fine."""
+    gpu = shipped.gpu("rtx-pro-6000-blackwell")
+
+    def placed(**constraints: object) -> object:
+        request = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer"}],
+                                 "constraints": constraints})
+        return bought(gpu, 2, request, shipped, network=None, talks=False)
+
+    refused = placed(chassis="desktop")
+    assert not isinstance(refused, Placement) and refused.code == "power" and "1,556 W" in refused.reason
+    moved = placed()
+    assert isinstance(moved, Placement) and moved.name == "workstation"
+    assert any("circuit" in note for note in moved.notes)
+    assert isinstance(placed(chassis="desktop", circuit_watts=3680), Placement)

@@ -227,6 +227,11 @@ SERVING_PLANNING_UTILISATION = Constant(
     "that queues stay short (Poisson arrivals at utilisation 0.8 wait about 4 service times in M/M/1)")
 GPUS_PER_NODE = Constant(8, "GPUs per node", "NVIDIA DGX/HGX H100 and H200 systems: 8 GPUs per baseboard (DGX H100 "
                          "user guide, hardware overview); cloud 8-GPU instances (AWS p5, Azure ND H100 v5)")
+WALL_CIRCUIT_CONTINUOUS_W = Constant(
+    1440.0, "W", "NFPA 70 (NEC) 210.19(A)(1)/210.20(A): a continuous load may use 80 % of its branch circuit; a "
+    "15 A, 120 V household circuit carries 0.8 x 15 x 120 = 1,440 W (a 230 V, 16 A circuit: 3,680 W at its rating)")
+PSU_EFFICIENCY_GOLD = Constant(0.90, "output / input", "80 PLUS Gold (115 V internal): 90 % efficient at 50 % "
+                               "load, 87 % at 20 % and 100 % (CLEAResult 80 PLUS program specifications)")
 PSU_HEADROOM = Constant(1.2, "x sustained draw", "Tim Dettmers, 'Which GPU for deep learning' (2023), power supply "
                         "section, and Puget Systems PSU sizing: 10-20 % above the sustained draw for transient spikes")
 

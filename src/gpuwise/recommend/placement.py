@@ -73,6 +73,10 @@ def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network:
     chassis = c.chassis or ("desktop" if c.own_host and gpu.form_factor == "pcie" else None)  # most people's PC
     kinds = _CHASSIS_KINDS.get(chassis or "", ALL_KINDS)
     chosen = choose(catalog.systems.values(), gpu, count, kinds)
+    if chassis is None and isinstance(chosen, SystemChoice) and chosen.system.kind == "desktop" and isinstance(
+            _circuit_rejection(chosen.system, gpu, chosen.gpus_per_machine, request), Rejection):
+        # a desktop whose cards the wall circuit cannot feed: the next system up (a workstation) instead
+        chosen = choose(catalog.systems.values(), gpu, count, tuple(k for k in kinds if k != "desktop"))
     if chosen is None:
         where = f" as a {chassis}" if chassis else ""
         hint = ("; rent it" if gpu.form_factor == "superchip" else
@@ -95,14 +99,15 @@ def bought(gpu: GPU, count: int, request: Request, catalog: Catalog, *, network:
                          machines)
     if c.max_nodes is not None and machines > c.max_nodes:
         return Rejection("count", f"needs {machines} machines > {c.max_nodes}", machines / c.max_nodes)
-    power = _psu_rejection(gpu, per_machine, request)
-    if power is not None:
+    power = _psu_rejection(gpu, per_machine, request) or _circuit_rejection(system, gpu, per_machine, request)
+    if isinstance(power, Rejection):
         return power
     slot = _slot_link(system, gpu, per_machine, catalog)
     host = 0.0 if c.own_host and system.kind != "board-server" else chosen.host_usd
     joined = _joined(gpu, catalog, per_machine, intra_node_link(gpu, catalog, slot).id, slot)
+    notes = _crowded(system, gpu, per_machine) + ((power,) if isinstance(power, str) else ())
     return Placement(system.id, _short_name(system), machines, per_machine, joined[0],
-                     link if machines > 1 else None, slot, host, _crowded(system, gpu, per_machine), joined[1])
+                     link if machines > 1 else None, slot, host, notes, joined[1])
 
 
 def _joined(gpu: GPU, catalog: Catalog, per_machine: int, link_id: str, slot: str | None) -> tuple[str, str]:
@@ -145,6 +150,24 @@ def _psu_rejection(gpu: GPU, per_machine: int, request: Request) -> Rejection | 
         return None
     return Rejection("power", f"{per_machine} x {gpu.tdp_w:,.0f} W + host, with {C.PSU_HEADROOM.value - 1:.0%} "
                               f"transient headroom, exceeds the {psu:,.0f} W PSU", draw / psu)
+
+
+def _circuit_rejection(system: System, gpu: GPU, per_machine: int, request: Request) -> Rejection | str | None:
+    """A desktop or workstation plugs into a wall circuit: its cards at TDP and the host, through an 80 PLUS Gold
+    supply, against what the circuit carries continuously (--circuit-watts; servers sit on rack PDUs). A desktop
+    beyond it is refused; a workstation, which is often given a circuit of its own, gets a warning (power-limit the
+    cards, or a 20 A or 230 V circuit)."""
+    if system.kind not in ("desktop", "workstation"):
+        return None
+    limit = request.constraints.circuit_watts
+    wall = (per_machine * gpu.tdp_w + C.HOST_POWER_DESKTOP.value) / C.PSU_EFFICIENCY_GOLD.value
+    if wall <= limit:
+        return None
+    what = (f"{per_machine} x {gpu.tdp_w:,.0f} W + host draw {wall:,.0f} W at the wall, above the {limit:,.0f} W a "
+            "household circuit carries continuously (--circuit-watts; a 230 V, 16 A circuit carries 3,680)")
+    if system.kind == "desktop":
+        return Rejection("power", what, wall / limit)
+    return what + ": give the workstation a circuit of its own or power-limit the cards (nvidia-smi -pl)"
 
 
 def rented(gpu: GPU, offer: CloudOffer, count: int, catalog: Catalog, *, talks: bool) -> Placement | Rejection:

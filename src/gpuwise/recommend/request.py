@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gpuwise.catalog import FEATURES
 from gpuwise.catalog.schema import Vendor
 from gpuwise.errors import ConfigError, GpuwiseError
+from gpuwise.estimate import constants as C
 from gpuwise.estimate.cost.tco import Usage
 from gpuwise.flags import Flag
 from gpuwise.safe_io import excerpt, parse_yaml, read_text
@@ -193,6 +194,10 @@ class Constraints(_Model):
         default=None, description="power supply the cards must fit in (W)")
     chassis: Annotated[Chassis | None, Flag(_REC, SYSTEM)] = Field(
         default=None, description="the system they go in when bought")
+    circuit_watts: Annotated[float, Field(gt=0, le=100_000), Flag(_REC, SYSTEM)] = Field(
+        default=C.WALL_CIRCUIT_CONTINUOUS_W.value,
+        description="what the wall circuit of a desktop or workstation carries continuously (W): 1,440 on a US "
+                    "15 A, 120 V circuit (80 % rule); 3680 for a 230 V, 16 A one")
     min_headroom: Annotated[float, Field(ge=0, le=0.5), Flag(_REC, SYSTEM)] = Field(
         default=0.10, description="share of each card's memory an option leaves free to rank first (the allocator's "
                                   "fragmentation, a longer batch); options beyond it rank after those within it")
