@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from rich import box
@@ -103,28 +102,27 @@ def _time_text(o: Option, *, short: bool = False) -> str:
 
 def _fit_time_text(fit: Fit, *, short: bool = False) -> str:
     """The same for one workload's figures (a scenario's sub-row) or an option's combined ones."""
-    o = _Figures(fit)
-    if o.fit.job_hours is not None and o.fit.job_hours < 0.1:  # minutes or seconds: an HPL solve, a short sweep
-        seconds = o.fit.job_hours * 3600
+    if fit.job_hours is not None and fit.job_hours < 0.1:  # minutes or seconds: an HPL solve, a short sweep
+        seconds = fit.job_hours * 3600
         text = f"{seconds / 60:,.1f} min" if seconds >= 60 else f"{seconds:,.1f} s"
         return text if short else f"{text}/job"
-    if o.fit.job_hours is not None:
+    if fit.job_hours is not None:
         if not short:
-            return f"{o.fit.job_hours:,.1f} h/job"
-        high = o.fit.job_hours_high or o.fit.job_hours
+            return f"{fit.job_hours:,.1f} h/job"
+        high = fit.job_hours_high or fit.job_hours
         digits = 1 if high < 10 else 0  # short jobs keep a decimal, so that a range never reads "2-2 h"
-        low_text, high_text = f"{o.fit.job_hours:,.{digits}f}", f"{high:,.{digits}f}"
+        low_text, high_text = f"{fit.job_hours:,.{digits}f}", f"{high:,.{digits}f}"
         return f"{low_text}-{high_text} h" if high_text != low_text else f"{low_text} h"
-    if o.fit.seconds_per_image is not None and o.fit.qps_capacity is not None:
-        per_hour = "" if short else f", {o.fit.qps_capacity * 3600:,.0f} images/h"
-        return f"{o.fit.seconds_per_image:,.1f} s/{'img' if short else 'image'}{per_hour}"
-    if o.fit.qps_capacity is not None:
+    if fit.seconds_per_image is not None and fit.qps_capacity is not None:
+        per_hour = "" if short else f", {fit.qps_capacity * 3600:,.0f} images/h"
+        return f"{fit.seconds_per_image:,.1f} s/{'img' if short else 'image'}{per_hour}"
+    if fit.qps_capacity is not None:
         if short:
-            return f"{o.fit.qps_capacity:,.1f}/s p99 " + _latency_text(o.fit.p99_ms)
-        p99 = f"{o.fit.p99_ms:,.0f} ms" if o.fit.p99_ms is not None else "— (saturated)"
-        return f"{o.fit.qps_capacity:,.1f} QPS, P99 {p99}"
-    if o.fit.tokens_per_s is not None:
-        return f"{o.fit.tokens_per_s:,.0f} tok/s" if short else f"{o.fit.tokens_per_s:,.1f} tokens/s for one user"
+            return f"{fit.qps_capacity:,.1f}/s p99 " + _latency_text(fit.p99_ms)
+        p99 = f"{fit.p99_ms:,.0f} ms" if fit.p99_ms is not None else "— (saturated)"
+        return f"{fit.qps_capacity:,.1f} QPS, P99 {p99}"
+    if fit.tokens_per_s is not None:
+        return f"{fit.tokens_per_s:,.0f} tok/s" if short else f"{fit.tokens_per_s:,.1f} tokens/s for one user"
     return "—"
 
 
@@ -149,13 +147,6 @@ def _usd(value: float | None) -> str:
 
 
 TABLE_COLUMNS = 80  # the table fits a default terminal; what does not fit is in the reason line and --json
-
-
-@dataclass(frozen=True)
-class _Figures:
-    """A Fit seen where the option's text reads ``o.fit``."""
-
-    fit: Fit
 
 
 def _rows(shown: tuple[Option, ...] | list[Option], *, machines: bool,

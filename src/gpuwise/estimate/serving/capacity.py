@@ -125,6 +125,24 @@ class Latency:
     mean_batch: float
 
 
+def time_in_system(rep: Replica, rate: float, *, fixed_s: float = 0.0, stretch: float = 1.0) -> float | None:
+    """A request's time T in a replica whose decoding sequences arrive at ``rate``/s: the fixed point, damped, of
+    T = (fixed_s + (O - 1) S(rate T)) x stretch, the decode step S taken at the batch Little's law gives; None when
+    that batch passes the replica's limit (unstable)."""
+    steps = max(rep.job.output_len - 1, 0)
+    mean = fixed_s + steps * rep.step_at(1)
+    for _ in range(60):
+        batch = rate * mean
+        if batch > rep.batch_limit:
+            return None
+        new = (fixed_s + steps * rep.step_at(max(1, round(batch)))) * stretch
+        converged = abs(new - mean) <= 1e-4 * max(mean, 1e-12)
+        mean = new if converged else (mean + new) / 2
+        if converged:
+            break
+    return mean
+
+
 def latency_at(rep: Replica, rate: float) -> Latency | None:
     """The closed form's latencies at ``rate`` requests/s (module docstring); None where the replica is unstable."""
     job = rep.job
@@ -133,17 +151,9 @@ def latency_at(rep: Replica, rate: float) -> Latency | None:
     busy = rate * first
     if busy >= 1:
         return None
-    limit = rep.batch_limit
-    mean = first + steps * rep.step_at(1)
-    for _ in range(60):  # fixed point of T = (P + (O - 1) S(r T)) / (1 - r P), damped
-        batch = rate * mean
-        if batch > limit:
-            return None
-        new = (first + steps * rep.step_at(max(1, round(batch)))) / (1 - busy)
-        converged = abs(new - mean) <= 1e-4 * mean
-        mean = new if converged else (mean + new) / 2
-        if converged:
-            break
+    mean = time_in_system(rep, rate, fixed_s=first, stretch=1 / (1 - busy))
+    if mean is None:
+        return None
     batch = max(1.0, rate * mean)
     step = rep.step_at(round(batch))
     in_flight = step if rate * mean > 0.01 else 0.0  # an idle engine has no iteration to wait for

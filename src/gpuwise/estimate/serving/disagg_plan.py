@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.serving.capacity import Replica, largest_rate, poisson_quantile
+from gpuwise.estimate.serving.capacity import Replica, largest_rate, poisson_quantile, time_in_system
 from gpuwise.estimate.serving.disagg import Pools
 
 
@@ -40,18 +40,8 @@ def _latencies(rep: Replica, split: Pools, kv_s: float, total: float) -> tuple[f
         return None
     in_flight = first if busy > 0.01 else 0.0  # an idle prefill replica has no prompt to wait for
     ttft = in_flight + first * (1 + poisson_quantile(busy))
-    steps = max(rep.job.output_len - 1, 0)
-    decode_s = steps * rep.step_at(1)
-    for _ in range(60):  # fixed point of B = (T / Y) x decode time, damped
-        batch = total / split.decode * decode_s
-        if batch > rep.batch_limit:
-            return None
-        new = steps * rep.step_at(max(1, round(batch)))
-        converged = abs(new - decode_s) <= 1e-4 * max(decode_s, 1e-12)
-        decode_s = new if converged else (decode_s + new) / 2
-        if converged:
-            break
-    return ttft, ttft + kv_s + decode_s
+    decode_s = time_in_system(rep, total / split.decode)  # no prompt stalls a decode replica's steps
+    return None if decode_s is None else (ttft, ttft + kv_s + decode_s)
 
 
 def _splits(rep: Replica, replicas: int) -> list[Pools]:
