@@ -250,6 +250,14 @@ def _split_fit(workload: Workload, job: InferJob, per_gpu: float, tp: int, split
                output_tokens_per_s=total * job.output_len, settings=({"disagg": pools},), notes=(note,))
 
 
+def _lighter_settings(job: ImageJob) -> list[str]:
+    """The offload modes the job's runtime has and the job did not use, and one smaller weight format it runs."""
+    image = job.runtime.image
+    modes = [m for m in ("model-cpu", "auto", "sequential") if image and m in image.offload_modes.value]
+    lighter = [q for q in ("nf4", "gguf-q4_k_m") if q != job.quant and runtimes.engine_runs(job.engine, q)]
+    return [f"--offload {m}" for m in modes if m != job.offload_mode] + [f"--quant {q}" for q in lighter[:1]]
+
+
 def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
     """A diffusers pipeline runs on one GPU; ``count`` GPUs are that many independent pipelines sharing the load."""
     from gpuwise.estimate.image.pipeline import image_estimate
@@ -259,9 +267,7 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
     result = image_estimate(pipeline, job, gpu, catalog)
     if not result.memory.fits:
         too_large = too_big(result.memory)
-        untried = [f for f, used in (("--offload model-cpu", job.offload != "none"),
-                                     ("--offload sequential", job.offload == "sequential"),
-                                     ("--quant nf4", job.quant == "nf4")) if not used]
+        untried = _lighter_settings(job)
         hint = f"; {' or '.join(untried)} needs less" if untried else ""
         return Rejection("memory", too_large.reason + hint, too_large.gap)
     assert result.seconds_per_call is not None
@@ -278,9 +284,15 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
     latency = p99(workload.qps / count if workload.qps is not None else rate)
     shared = {name: flag for name, (_info, flag) in job_flag_fields("estimate").items()}
     command = command_line(job, command="estimate", head=(workload.model, "--gpu", gpu.id), borrowed=shared)
-    return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, qps_capacity=total,
+    notes = result.warnings
+    if result.working_set_bytes is not None and result.working_set_bytes < result.memory.per_gpu_bytes:
+        notes += (f"{job.runtime.name} keeps every component loaded when they fit "
+                  f"({result.memory.per_gpu_bytes / 2**30:,.1f} GiB here); it needs "
+                  f"{result.working_set_bytes / 2**30:,.1f} GiB, one component at a time, and unloads the others "
+                  "when memory is short",)
+    return Fit(per_gpu_bytes=result.working_set_bytes or result.memory.per_gpu_bytes, qps_capacity=total,
                p99_ms=latency * 1e3 if math.isfinite(latency) else None, seconds_per_image=result.seconds_per_image,
-               notes=result.warnings, commands=(command,))
+               notes=notes, commands=(command,))
 
 
 def _hpc_speed(fits: list[Fit]) -> float | None:

@@ -8,23 +8,29 @@ and fills a framework's defaults, and the estimators read how each runtime takes
 from __future__ import annotations
 
 from gpuwise.errors import ConfigError
-from gpuwise.runtimes.engines import ENGINES, IMAGE_ENGINE
+from gpuwise.runtimes.engines import ENGINES, IMAGE_ENGINES
 from gpuwise.runtimes.frameworks import FRAMEWORKS
 from gpuwise.runtimes.schema import EngineProfile, FrameworkProfile
 
 ENGINE_IDS: tuple[str, ...] = tuple(ENGINES)
+IMAGE_ENGINE_IDS: tuple[str, ...] = tuple(IMAGE_ENGINES)
 FRAMEWORK_IDS: tuple[str, ...] = tuple(FRAMEWORKS)
 DEFAULT_FRAMEWORK = "hf"  # a training job without --framework runs as transformers' Trainer
 
 
 def engine(engine_id: str) -> EngineProfile:
-    """The profile of ``--engine engine_id`` (``diffusers`` for an image pipeline)."""
-    if engine_id == IMAGE_ENGINE.id:
-        return IMAGE_ENGINE
-    found = ENGINES.get(engine_id)
+    """The profile of ``--engine engine_id`` (``diffusers`` or ``comfyui`` for an image pipeline)."""
+    found = ENGINES.get(engine_id) or IMAGE_ENGINES.get(engine_id)
     if found is None:
-        raise ConfigError(f"--engine {engine_id[:40]!r} is not accepted; use one of: {', '.join(ENGINE_IDS)}")
+        raise ConfigError(f"--engine {engine_id[:40]!r} is not accepted; use one of: {', '.join(ENGINE_IDS)} "
+                          f"(an image pipeline: {', '.join(IMAGE_ENGINE_IDS)})")
     return found
+
+
+def engine_runs(engine_id: str, quant: str) -> bool:
+    """Whether ``--engine engine_id`` runs weights stored as ``quant`` (its profile's weight formats)."""
+    formats = engine(engine_id).weight_formats.value
+    return formats is None or quant in formats
 
 
 def framework(framework_id: str | None) -> FrameworkProfile:
@@ -36,5 +42,5 @@ def framework(framework_id: str | None) -> FrameworkProfile:
     return found
 
 
-__all__ = ["DEFAULT_FRAMEWORK", "ENGINE_IDS", "FRAMEWORK_IDS", "EngineProfile", "FrameworkProfile", "engine",
-           "framework"]
+__all__ = ["DEFAULT_FRAMEWORK", "ENGINE_IDS", "FRAMEWORK_IDS", "IMAGE_ENGINE_IDS", "EngineProfile", "FrameworkProfile",
+           "engine", "engine_runs", "framework"]

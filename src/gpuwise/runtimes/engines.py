@@ -10,9 +10,11 @@ from gpuwise.runtimes.schema import (
     EngineProfile,
     GraphCapture,
     HostOps,
+    ImageRuntime,
     Kernels,
     Requirement,
     Sourced,
+    TiledDecode,
 )
 
 ALL_FORMATS = None  # every --quant format gpuwise models
@@ -222,26 +224,80 @@ EXLLAMAV2 = EngineProfile(
     kernels=Kernels(attention=Sourced("flash-attn or xformers", "exllamav2 README")),
 )
 
+IMAGE_FORMATS_INSTEAD = ("an image pipeline's denoiser runs bf16, fp16, fp8, gguf-q8_0 or gguf-q4_k_m (and nf4 on "
+                         "diffusers)")
+EAGER_DISPATCH = Sourced(10e-6, "Horace He, 'Making Deep Learning Go Brrrr From First Principles' (overhead section): "
+                                "eager PyTorch dispatch on the order of 10 us per operator. Checked, not fitted: one "
+                                "SDXL UNet step on an H200 (../shared/data/h200-runs.yaml diffusion-sdxl-1024) took "
+                                "58.9 ms over 5,332 dispatched operators, at most 11 us each")
 DIFFUSERS = EngineProfile(
     id="diffusers", name="diffusers",
-    weight_formats=Sourced(frozenset({"bf16", "fp16", "fp8", "nf4"}), "diffusers docs: layerwise casting (fp8), "
-                                                                      "bitsandbytes (nf4)"),
-    formats_instead="an image pipeline's denoiser runs bf16, fp16, fp8 or nf4",
+    weight_formats=Sourced(frozenset({"bf16", "fp16", "fp8", "nf4", "gguf-q8_0", "gguf-q4_k_m"}),
+                           "diffusers docs: layerwise casting (fp8), bitsandbytes (nf4), GGUF checkpoints through "
+                           "GGUFQuantizationConfig (dequantized per layer as it runs)"),
+    formats_instead=IMAGE_FORMATS_INSTEAD,
     kv_formats=Sourced(frozenset(), "an image pipeline keeps no KV cache"),
     kv_pool=Sourced("grows", "an image pipeline keeps no cache: nothing to pool"),
     activations=Sourced("whole_prefill", "the denoiser's forward over the whole batch"),
     card_rules=Sourced((CardRule(max_num_seqs=1),), "diffusers pipelines serve one call at a time"),
     eager=Sourced(True, "diffusers runs eager PyTorch modules unless the user compiles them (diffusers docs, "
                         "'Accelerate inference': torch.compile is opt-in)"),
-    launch_cost_s=Sourced(10e-6, "Horace He, 'Making Deep Learning Go Brrrr From First Principles' (overhead "
-                                 "section): eager PyTorch dispatch on the order of 10 us per operator. Checked, not "
-                                 "fitted: one SDXL UNet step on an H200 (../shared/data/h200-runs.yaml "
-                                 "diffusion-sdxl-1024) took 58.9 ms over 5,332 dispatched operators, at most 11 us "
-                                 "each"),
+    launch_cost_s=EAGER_DISPATCH,
     own_attention=Sourced(False, "diffusers AttnProcessor2_0: PyTorch SDPA"),
     kernels=Kernels(attention=Sourced("PyTorch SDPA (AttnProcessor2_0)", "diffusers models/attention_processor.py")),
+    image=ImageRuntime(
+        offload_modes=Sourced({"none": "pipe.to('cuda')", "model-cpu": "pipe.enable_model_cpu_offload()",
+                               "sequential": "pipe.enable_sequential_cpu_offload()"},
+                              "diffusers 0.42.1 pipelines/pipeline_utils.py DiffusionPipeline"),
+        streams_by_free_memory=Sourced(False, "diffusers places what the offload mode says, whatever memory is free"),
+        kept_free_bytes=Sourced(0.0, "diffusers keeps nothing free of its own"),
+        working_floor_bytes=Sourced(0.0, "diffusers keeps nothing free of its own"),
+        copies_pinned_overlapped=Sourced(False, "accelerate's offload hooks copy from pageable memory on the compute "
+                                                "stream (gpuwise constants.HOST_COPY_PAGEABLE)"),
+        fp8_every_linear=Sourced(False, "diffusers hooks/layerwise_casting.py skips norm* and the modulation "
+                                        "linears (FluxTransformer2DModel._skip_layerwise_casting_patterns)")),
+)
+
+COMFY_MM = "comfyanonymous/ComfyUI@00184d15 comfy/model_management.py"
+COMFYUI = EngineProfile(
+    id="comfyui", name="ComfyUI",
+    weight_formats=Sourced(frozenset({"bf16", "fp16", "fp8", "gguf-q8_0", "gguf-q4_k_m"}),
+                           COMFY_MM + " unet_dtype (weight_dtype fp8_e4m3fn/e5m2, upcast per layer by comfy/ops.py "
+                           "manual_cast); GGUF through the ComfyUI-GGUF custom node (city96/ComfyUI-GGUF, dequantized "
+                           "per layer)"),
+    formats_instead=IMAGE_FORMATS_INSTEAD,
+    kv_formats=Sourced(frozenset(), "an image pipeline keeps no KV cache"),
+    kv_pool=Sourced("grows", "an image pipeline keeps no cache: nothing to pool"),
+    activations=Sourced("whole_prefill", "the denoiser's forward over the whole batch"),
+    card_rules=Sourced((CardRule(max_num_seqs=1),), "ComfyUI runs one queued prompt at a time"),
+    eager=Sourced(True, "ComfyUI runs its own eager PyTorch modules (torch.compile only through an opt-in node)"),
+    launch_cost_s=EAGER_DISPATCH,
+    own_attention=Sourced(False, "ComfyUI comfy/ldm/modules/attention.py: PyTorch SDPA by default on CUDA"),
+    kernels=Kernels(attention=Sourced("PyTorch SDPA (optimized_attention)", "ComfyUI comfy/ldm/modules/attention.py")),
+    image=ImageRuntime(
+        offload_modes=Sourced({"auto": "(default NORMAL_VRAM)", "none": "--highvram", "sequential": "--novram"},
+                              COMFY_MM + " VRAMState; comfy/cli_args.py --highvram, --novram"),
+        streams_by_free_memory=Sourced(True, COMFY_MM + " load_models_gpu: lowvram_model_memory = free memory less "
+                                             "minimum_memory_required; the rest of the weights stay in RAM and "
+                                             "comfy/ops.py cast_bias_weight copies them in per layer; models not "
+                                             "in use are unloaded (free_memory) only when memory is needed"),
+        kept_free_bytes=Sourced(400 * 2**20, COMFY_MM + " EXTRA_RESERVED_VRAM = 400 MiB on Linux (600 MiB on "
+                                                         "Windows, 700 above 15 GB; --reserve-vram sets it)"),
+        working_floor_bytes=Sourced(0.8 * 2**30, COMFY_MM + " minimum_inference_memory = 0.8 GiB + the reserve"),
+        copies_pinned_overlapped=Sourced(True, "ComfyUI comfy/ops.py cast_bias_weight copies on "
+                                               "model_management.get_offload_stream (async offload; "
+                                               "--disable-async-offload turns it off) from pinned host memory "
+                                               "(--disable-pinned-memory turns it off)"),
+        fp8_every_linear=Sourced(True, "ComfyUI comfy/ops.py manual_cast: every Linear's weight stored in the "
+                                       "fp8 weight_dtype (Comfy-Org's flux1-dev-fp8 checkpoint: about 11.9 GB for "
+                                       "11.9 B transformer parameters)"),
+        tiled_decode=Sourced(TiledDecode(tile_latent=64, overlap_latent=16, passes=3),
+                             "ComfyUI comfy/sd.py VAE.decode: on an out-of-memory error it retries with "
+                             "decode_tiled_(tile_x=64, tile_y=64, overlap=16), the mean of three tilings")),
 )
 
 ENGINES: dict[str, EngineProfile] = {p.id: p for p in (VLLM, SGLANG, TRTLLM, LMDEPLOY, HF, LLAMACPP, EXLLAMAV2)}
 """The engines a language-model inference job runs on (--engine)."""
+IMAGE_ENGINES: dict[str, EngineProfile] = {p.id: p for p in (DIFFUSERS, COMFYUI)}
+"""The runtimes an image pipeline runs on (--engine; diffusers unless told)."""
 IMAGE_ENGINE = DIFFUSERS

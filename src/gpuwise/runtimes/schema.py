@@ -122,6 +122,31 @@ class Requirement:
 
 
 @dataclass(frozen=True)
+class TiledDecode:
+    """A VAE decode retried in tiles after an out-of-memory error: ``passes`` tilings of ``tile_latent`` latent pixels
+    square (the others ``tile_latent // 2`` by ``2 * tile_latent``), each tile overlapping its neighbour by
+    ``overlap_latent``, averaged."""
+
+    tile_latent: int
+    overlap_latent: int
+    passes: int
+
+
+@dataclass(frozen=True)
+class ImageRuntime:
+    """How an image runtime holds a pipeline: the offload modes it takes (the first its default, each with the
+    runtime's own spelling), whether it streams what does not fit, and what it keeps free."""
+
+    offload_modes: Sourced[Mapping[str, str]]  # --offload value -> the runtime's own setting
+    streams_by_free_memory: Sourced[bool]  # loads what fits in free memory, streams the rest per forward
+    kept_free_bytes: Sourced[float]  # memory it never fills (for the driver, the desktop, other programs)
+    working_floor_bytes: Sourced[float]  # the least it keeps free for a forward's activations beside the weights
+    copies_pinned_overlapped: Sourced[bool]  # streamed weights come from pinned memory on a stream of their own
+    fp8_every_linear: Sourced[bool]  # fp8 weights for every linear layer (False: norms and modulation kept 16-bit)
+    tiled_decode: Sourced[TiledDecode] | None = None  # None: a decode that does not fit fails
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     """An inference engine: the formats it runs, how it takes memory, its batch defaults and how it launches work."""
 
@@ -149,6 +174,7 @@ class EngineProfile:
     host_ops: HostOps | None = None  # eager runtimes: what each module dispatches from Python
     launch_cost_s: Sourced[float] | None = None  # host seconds per dispatched operator (eager runtimes)
     disaggregates: Sourced[bool] = Sourced(False, "no separate prefill and decode workers")
+    image: ImageRuntime | None = None  # an image-pipeline runtime: how it holds the pipeline
 
     @property
     def pooled(self) -> bool:

@@ -26,13 +26,21 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.dtypes import activation_bytes
+from gpuwise.estimate.dtypes import BITS, activation_bytes
+from gpuwise.estimate.image.streaming import (
+    Residency,
+    copy_overhead_s,
+    loads_note,
+    peak_parts,
+    residency,
+    tiled_area_ratio,
+    with_overheads,
+)
 from gpuwise.estimate.memory.breakdown import MemoryEstimate
 from gpuwise.estimate.speed.eager import encoder_layer_ops
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.runtimes.engines import HF as TRANSFORMERS
-from gpuwise.runtimes.engines import IMAGE_ENGINE
 from gpuwise.workload.diffusion.denoisers import Tally
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.jobs.image import ImageJob
@@ -49,6 +57,7 @@ class ImageEstimate:
     phases_s: Mapping[str, float]  # text, denoise, decode, host copies
     warnings: tuple[str, ...]
     assumptions: tuple[str, ...]
+    working_set_bytes: float | None = None  # a runtime that loads by free memory: the most one phase needs loaded
 
     @property
     def seconds_per_image(self) -> float | None:
@@ -64,21 +73,31 @@ def resolved(pipeline: Pipeline, job: ImageJob) -> ImageJob:
     d = pipeline.defaults
     return job.model_copy(update={"resolution": job.resolution or d.resolution, "steps": job.steps or d.steps,
                                   "guidance_passes": job.guidance_passes or d.guidance_passes,
-                                  "quant": job.quant or d.dtype})
+                                  "quant": job.quant or d.dtype, "offload": job.offload_mode})
 
 
-def denoiser_bytes(tally: Tally, quant: str) -> float:
-    if quant == "fp8":
+def denoiser_bytes(tally: Tally, quant: str, fp8_every_linear: bool = False) -> float:
+    """fp8: one byte but for the layers diffusers' casting skips (with ``fp8_every_linear``, as ComfyUI stores it:
+    every linear weight one byte, the rest 2); nf4 and GGUF: their bits per nn.Linear weight (GGUF files of
+    image models quantize the 2-D weights and keep norms and biases in 16 or 32 bits, city96/ComfyUI-GGUF
+    tools/convert.py), the rest 2 bytes."""
+    if quant == "fp8" and not fp8_every_linear:
         return (tally.params - tally.kept_by_casting) * 1 + tally.kept_by_casting * 2
-    if quant == "nf4":
-        return tally.linear_weights * C.NF4_BNB_BITS.value / 8 + (tally.params - tally.linear_weights) * 2
+    if quant == "fp8":
+        return tally.linear_weights * 1 + (tally.params - tally.linear_weights) * 2
+    if quant == "nf4" or quant.startswith("gguf-"):
+        bits = C.NF4_BNB_BITS.value if quant == "nf4" else BITS[quant]
+        return tally.linear_weights * bits / 8 + (tally.params - tally.linear_weights) * 2
     return tally.params * activation_bytes(quant)
 
 
 def component_bytes(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
     assert job.resolution is not None and job.quant is not None
     encoder, decoder = pipeline.vae_parts(job.resolution)
-    parts = {pipeline.denoiser_name: denoiser_bytes(pipeline.denoiser(job.resolution), job.quant)}
+    image = job.runtime.image
+    assert image is not None
+    parts = {pipeline.denoiser_name: denoiser_bytes(pipeline.denoiser(job.resolution), job.quant,
+                                                    image.fp8_every_linear.value)}
     parts.update({t.name: t.params * activation_bytes(pipeline.defaults.dtype) for t in pipeline.text_encoders})
     parts["vae"] = (encoder.params + decoder.params) * activation_bytes(pipeline.defaults.vae_dtype)
     return parts
@@ -117,9 +136,36 @@ def _peak_parts(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float],
     return {"weights: the largest block (streamed)": block, "activations": max(acts.values())}
 
 
+def holding(pipeline: Pipeline, job: ImageJob, gpu: GPU, weights: Mapping[str, float]) -> Residency | None:
+    """How a runtime that loads by free memory (ComfyUI) holds the pipeline on ``gpu``; None for diffusers, and on a
+    machine whose GPU shares the host's memory (nothing to stream from)."""
+    image = job.runtime.image
+    if image is None or not image.streams_by_free_memory.value or shares_host_memory(gpu):
+        return None
+    assert job.resolution is not None
+    tiling = image.tiled_decode
+    tile_share = tiled_area_ratio(job.resolution, tiling.value)[1] if tiling is not None else None
+    return residency(weights, _activations(pipeline, job), job.offload_mode, gpu.usable_memory_bytes, image,
+                     tile_share)
+
+
+def _offload_words(job: ImageJob) -> str:
+    image = job.runtime.image
+    assert image is not None
+    own = image.offload_modes.value[job.offload_mode]
+    return f"offload {job.offload_mode} ({job.runtime.name}: {own}): " + {
+        "none": "every component stays on the GPU", "auto": "what fits in free memory stays, the rest streams",
+        "model-cpu": "one component on the GPU at a time", "sequential": "weights streamed per submodule"
+    }[job.offload_mode]
+
+
 def image_memory(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> tuple[MemoryEstimate, dict[str, float]]:
     weights = component_bytes(pipeline, job)
-    parts = _peak_parts(pipeline, job, weights, shares_host_memory(gpu))
+    held = holding(pipeline, job, gpu, weights)
+    image = job.runtime.image
+    assert image is not None
+    parts = (peak_parts(held, weights, _activations(pipeline, job), image, pipeline.denoiser_name) if held else
+             _peak_parts(pipeline, job, weights, shares_host_memory(gpu)))
     parts["CUDA context, workspaces"] = C.CUDA_CONTEXT.value + C.CUBLAS_WORKSPACE.value
     parts["allocator reserve"] = sum(parts.values()) * C.ALLOCATOR_RESERVE.value
     assumptions = (
@@ -127,12 +173,10 @@ def image_memory(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> tuple[MemoryEst
         + ", ".join(f"{n} {p:,}" for n, p in pipeline.params().items()) + "), counted from each config.json",
         f"denoiser weights {job.quant}; text encoders {pipeline.defaults.dtype}; VAE decodes in "
         f"{pipeline.defaults.vae_dtype} ({pipeline.defaults.source.split(':')[0]})",
-        f"offload {job.offload}: " + {"none": "every component stays on the GPU",
-                                      "model-cpu": "one component on the GPU at a time (enable_model_cpu_offload)",
-                                      "sequential": "weights streamed per submodule (enable_sequential_cpu_offload)"
-                                      }[job.offload],
+        _offload_words(job) + (f"; {loads_note(held, weights)}" if held else ""),
         "attention through PyTorch SDPA (flash / memory-efficient): no score matrix is kept",
-    )
+    ) + (("the VAE decode runs in tiles (it does not fit whole): ComfyUI's retry after an out-of-memory error",)
+         if held and held.tiled_decode else ())
     memory = MemoryEstimate(breakdown_bytes=parts, capacity_bytes=gpu.usable_memory_bytes,
                             cuda_context_bytes=C.CUDA_CONTEXT.value, assumptions=assumptions)
     return memory, weights
@@ -146,24 +190,46 @@ def _forward_ops(name: str, tally: Tally, images: int, weight_bytes: float, act_
 
 
 def _dequant_op(tally: Tally, quant: str) -> list[Op]:
-    """fp8 and nf4 weights are upcast to 16-bit each forward: read the stored bytes, write and read 16-bit ones."""
-    if quant not in ("fp8", "nf4"):
+    """fp8, nf4 and GGUF weights are upcast to 16-bit each forward: read the stored bytes, write and read 16-bit
+    ones."""
+    if quant in ("bf16", "fp16"):
         return []
     stored = denoiser_bytes(tally, quant) - (tally.params - tally.linear_weights) * 2
     return [Op("weight upcast", "memory", 0.0, stored + 2 * tally.linear_weights * 2, tally.kernels // 3)]
 
 
-def _transfer_s(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], gpu: GPU,
-                catalog: Catalog) -> float:
-    link = catalog.interconnects.get(gpu.native_link)
-    if job.offload == "none" or link is None:  # a unified-memory machine maps host memory, it does not copy
-        return 0.0
-    rate = link.achieved_bytes_per_s * C.HOST_COPY_PAGEABLE.value
-    if job.offload == "model-cpu":  # each component to the GPU and back once per call
+def _transfer_s(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], rate: float) -> float:
+    """diffusers' copies per call at the pageable rate ``rate``: model-cpu moves each component to the GPU and back,
+    sequential streams the denoiser's weights every step and the others once."""
+    if job.offload == "model-cpu":
         return 2 * sum(weights.values()) / rate
+    if job.offload != "sequential":
+        return 0.0
     assert job.steps is not None
     others = sum(b for n, b in weights.items() if n != pipeline.denoiser_name)
     return (job.steps * weights[pipeline.denoiser_name] + others) / rate
+
+
+def _copies_s(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog, weights: Mapping[str, float],
+              compute_s: Mapping[str, float]) -> float:
+    """Seconds per call spent copying weights from host memory, beyond the compute they overlap."""
+    link = catalog.interconnects.get(gpu.native_link)
+    if link is None or shares_host_memory(gpu):  # a unified-memory machine maps host memory, it does not copy
+        return 0.0
+    held = holding(pipeline, job, gpu, weights)
+    if held is None:
+        return _transfer_s(pipeline, job, weights, link.achieved_bytes_per_s * C.HOST_COPY_PAGEABLE.value)
+    assert job.steps is not None
+    return copy_overhead_s(held, job.steps, pipeline.denoiser_name, compute_s, link.achieved_bytes_per_s)
+
+
+def _decode_factor(pipeline: Pipeline, job: ImageJob, gpu: GPU, weights: Mapping[str, float]) -> float:
+    """1, or how much more latent a tiled decode covers (its passes and overlaps) than one whole decode."""
+    held, tiling = holding(pipeline, job, gpu, weights), job.runtime.image and job.runtime.image.tiled_decode
+    if held is None or not held.tiled_decode or not tiling:
+        return 1.0
+    assert job.resolution is not None
+    return tiled_area_ratio(job.resolution, tiling.value)[0]
 
 
 def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
@@ -176,22 +242,25 @@ def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
     act = activation_bytes(pipeline.defaults.dtype)
     step = max(phase_time(_forward_ops("denoiser", den, job.batch * job.guidance_passes,
                                        weights[pipeline.denoiser_name], act) + _dequant_op(den, job.quant), m).seconds,
-               _host_s(den.dispatches))
+               _host_s(job, den.dispatches))
     vae_dtype: Dtype = "tf32" if pipeline.defaults.vae_dtype == "fp32" else dtype
     vae_act = activation_bytes(pipeline.defaults.vae_dtype)
     decode = max(phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act),
-                            machine(gpu, vae_dtype)).seconds, _host_s(dec.dispatches))
-    text = sum(max(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
-                                  weights[t.name], 1)], m).seconds, _text_encoder_host_s(t.layers))
-               for t in pipeline.text_encoders)
+                            machine(gpu, vae_dtype)).seconds, _host_s(job, dec.dispatches))
+    decode *= _decode_factor(pipeline, job, gpu, weights)
     slower = 1 / unmeasured_stack_factor(gpu)  # a stack no published diffusers timing checks (estimate/speed/stacks.py)
-    return {"text encoders": text * slower, "denoising": job.steps * step * slower,
-            "VAE decode": decode * slower, "host copies (offload)": _transfer_s(pipeline, job, weights, gpu, catalog)}
+    compute = {t.name: max(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
+                                          weights[t.name], 1)], m).seconds, _text_encoder_host_s(t.layers)) * slower
+               for t in pipeline.text_encoders}
+    compute.update({pipeline.denoiser_name: job.steps * step * slower, "vae": decode * slower})
+    text = sum(compute[t.name] for t in pipeline.text_encoders)
+    return {"text encoders": text, "denoising": compute[pipeline.denoiser_name], "VAE decode": compute["vae"],
+            "host copies (offload)": _copies_s(pipeline, job, gpu, catalog, weights, compute)}
 
 
-def _host_s(dispatches: int) -> float:
-    """The host's time to dispatch a diffusers forward, operator by operator (eager PyTorch): a step's floor."""
-    cost = IMAGE_ENGINE.launch_cost_s
+def _host_s(job: ImageJob, dispatches: int) -> float:
+    """The host's time to dispatch a forward operator by operator (eager PyTorch): a step's floor."""
+    cost = job.runtime.launch_cost_s
     return dispatches * cost.value if cost is not None else 0.0
 
 
@@ -212,16 +281,18 @@ def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog
     warnings = []
     if job.quant == "fp16" and pipeline.defaults.dtype == "bf16":
         warnings.append(f"{pipeline.name} is trained in bf16: fp16 activations can overflow (black images)")
-    if shares_host_memory(gpu) and job.offload != "none":
+    if shares_host_memory(gpu) and job.offload not in ("none", "auto"):
         warnings.append(f"{gpu.id} shares one memory between CPU and GPU: offloading to the CPU frees nothing, "
                         "every component counts")
     if gpu.software.stack != "cuda":
         backend = {"rocm": "ROCm", "oneapi": "XPU", "metal": "MPS", "synapseai": "HPU"}[gpu.software.stack]
         cut = unmeasured_stack_note(gpu, None, "diffusers")
-        warnings.append(f"diffusers runs here through PyTorch's {backend} backend and no published diffusers timing "
-                        "checks it" + (f"; {cut[0]}" if cut else ""))
+        warnings.append(f"{job.runtime.name} runs here through PyTorch's {backend} backend and no published "
+                        "image-pipeline timing checks it" + (f"; {cut[0]}" if cut else ""))
+    held = holding(pipeline, job, gpu, weights)
+    working_set = with_overheads(held.one_phase_bytes) if held and held.all_loaded else None
     return ImageEstimate(pipeline, gpu, job, memory, weights, sum(phases.values()) if phases else None, phases,
-                         tuple(warnings), memory.assumptions)
+                         tuple(warnings), memory.assumptions, working_set)
 
 
 @dataclass(frozen=True)
@@ -237,14 +308,19 @@ class ImageFit:
 
 
 def image_fit(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog) -> ImageFit:
-    """The estimate, and every offload mode x denoiser format (at batch 1 when a batch does not fit) that fits,
-    fastest first: the changes a user can make on this card."""
+    """The estimate, and every offload mode x denoiser format the runtime takes (at batch 1 when a batch does not
+    fit) that fits, fastest first: the changes a user can make on this card."""
     asked = image_estimate(pipeline, job, gpu, catalog)
+    image, formats = job.runtime.image, job.runtime.weight_formats.value
+    assert image is not None
+    modes = tuple(image.offload_modes.value)
+    offloads = modes[:1] if shares_host_memory(gpu) else modes
+    quants = [q for q in dict.fromkeys((pipeline.defaults.dtype, "fp8", "gguf-q8_0", "nf4", "gguf-q4_k_m"))
+              if formats is None or q in formats]
     found: list[ImageOption] = []
-    offloads = ("none",) if shares_host_memory(gpu) else ("none", "model-cpu", "sequential")
     for batch in dict.fromkeys((job.batch, 1)):
         for offload in offloads:
-            for quant in dict.fromkeys((pipeline.defaults.dtype, "fp8", "nf4")):
+            for quant in quants:
                 tried = job.model_copy(update={"batch": batch, "offload": offload, "quant": quant})
                 result = image_estimate(pipeline, tried, gpu, catalog)
                 if result.memory.fits:

@@ -17,7 +17,8 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import CHECKPOINTING, CHUNKED_LOSS, EIGHT_BIT_ADAM, FUSED_LOSS, Knob
-from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, engine_runs
+from gpuwise.runtimes import engine_runs
+from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 from gpuwise.workload.model.architecture import Architecture
 
 MAX_BATCH = 4096

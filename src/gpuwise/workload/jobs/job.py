@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from gpuwise import runtimes
@@ -127,9 +127,11 @@ class TrainJob(_Job):
     zero: Annotated[int | None, Field(ge=0, le=3), Flag(_TRAIN, TRAINING)] = Field(
         default=None, description="ZeRO stage 0-3 (3 = FSDP full shard); default: 3 when data-parallel over "
                                   "several GPUs, else 0")
-    offload: Annotated[Offload, Flag(_TRAIN, TRAINING, accepted=(*get_args(Offload), "model-cpu", "sequential"))] = (
+    offload: Annotated[Offload, Flag(_TRAIN, TRAINING, accepted=(*get_args(Offload), "model-cpu", "sequential",
+                                                                    "auto"))] = (
         Field(default="none", description="CPU offload: optimizer or optimizer+params when training (ZeRO-Offload); "
-                                          "model-cpu or sequential for an image pipeline (diffusers)"))
+                                          "an image pipeline's: model-cpu or sequential (diffusers), auto, none "
+                                          "or sequential (ComfyUI)"))
     pp: Annotated[int, Field(ge=1, le=1024), Flag(_TRAIN, TRAINING)] = Field(
         default=1, description="pipeline-parallel degree")
     pp_microbatches: Annotated[int | None, Field(ge=1, le=100_000), Flag(_TRAIN, TRAINING)] = Field(
@@ -224,12 +226,6 @@ class TrainJob(_Job):
         return self.method in ("lora", "qlora")
 
 
-def engine_runs(engine: str, quant: str) -> bool:
-    """Whether ``--engine engine`` runs weights stored as ``quant`` (its profile's weight formats)."""
-    formats = runtimes.engine(engine).weight_formats.value
-    return formats is None or quant in formats
-
-
 class InferJob(_Job):
     """Serving or offline generation of ``batch`` sequences of ``input_len`` + ``output_len`` tokens."""
 
@@ -246,7 +242,8 @@ class InferJob(_Job):
         default=1024, description="prompt tokens")
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=256, description="generated tokens")
-    engine: Annotated[Engine, Flag(_INFER, INFERENCE)] = Field(default="vllm", description="serving engine")
+    engine: Annotated[Engine, Flag(_INFER, INFERENCE, accepted=(*get_args(Engine), "diffusers", "comfyui"))] = Field(
+        default="vllm", description="serving engine (an image pipeline: diffusers or comfyui)")
     dp_attention: Annotated[int, Field(ge=1, le=8192), Flag(frozenset({"estimate", "fit", "serve-sim"}),
                                                              INFERENCE)] = Field(
         default=1, description="attention data-parallel groups of --tp GPUs in one replica (SGLang "
@@ -289,12 +286,20 @@ class InferJob(_Job):
         if self.quant is not None:
             return self
         wanted = checkpoint.quant if checkpoint is not None else "bf16"
-        return self.model_copy(update={"quant": wanted if engine_runs(self.engine, wanted) else "bf16"})
+        return self.model_copy(update={"quant": wanted if runtimes.engine_runs(self.engine, wanted) else "bf16"})
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _a_language_model_engine(cls, value: object) -> object:
+        if value in runtimes.IMAGE_ENGINE_IDS:
+            raise ValueError(f"{value} runs image pipelines (sdxl, flux.1-dev: `gpuwise models`); a language model "
+                             f"runs on one of: {', '.join(runtimes.ENGINE_IDS)}")
+        return value
 
     @model_validator(mode="after")
     def _coherent(self) -> InferJob:
         profile = runtimes.engine(self.engine)
-        if self.quant is not None and not engine_runs(self.engine, self.quant):
+        if self.quant is not None and not runtimes.engine_runs(self.engine, self.quant):
             raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {profile.formats_instead}")
         if self.kv_dtype not in profile.kv_formats.value:
             kept = ", ".join(sorted(profile.kv_formats.value))
