@@ -25,7 +25,9 @@ def image_json(est: ImageEstimate) -> dict[str, Any]:
                    "per_gpu_gib": round(memory.per_gpu_bytes / GIB, 4),
                    "capacity_gib": round(memory.capacity_bytes / GIB, 4), "fits": memory.fits,
                    "breakdown_gib": {k: round(v / GIB, 4) for k, v in memory.breakdown_bytes.items()},
-                   "weights_gib": {k: round(v / GIB, 4) for k, v in est.weights_bytes.items()}},
+                   "weights_gib": {k: round(v / GIB, 4) for k, v in est.weights_bytes.items()},
+                   "working_set_gib": None if est.working_set_bytes is None else round(est.working_set_bytes / GIB,
+                                                                                        4)},
         "perf": None if est.seconds_per_call is None else {
             "seconds_per_image": round(est.seconds_per_image or 0.0, 4),
             "seconds_per_call": round(est.seconds_per_call, 4),
@@ -51,6 +53,9 @@ def image_lines(est: ImageEstimate) -> str:
     m = est.memory
     verdict = "fits" if m.fits else "does NOT fit"
     lines = [f"{m.per_gpu_bytes / GIB:,.2f} of {m.capacity_bytes / GIB:,.2f} GiB: {verdict}"]
+    if est.working_set_bytes is not None and est.working_set_bytes < m.per_gpu_bytes:
+        lines.append(f"{est.job.runtime.name} keeps it all loaded because it fits; it runs in "
+                     f"{est.working_set_bytes / GIB:,.2f} GiB, one component at a time")
     if est.seconds_per_call is not None:
         phases = ", ".join(f"{k} {v:,.2f} s" for k, v in est.phases_s.items() if v >= 0.005)
         lines.append(f"{est.seconds_per_image:,.2f} s per image ({est.job.steps} steps x "
