@@ -89,6 +89,8 @@ SPOT = [
     ("apple-m4-max-128gb", "memory_bandwidth_gb_s", 546, "Apple Newsroom 2024-10-30: M4 Max 546GB/s"),
     ("apple-m3-ultra-512gb", "memory_bandwidth_gb_s", 819, "Apple Newsroom 2025-03-05: M3 Ultra 819GB/s"),
     ("apple-m3-ultra-512gb", "memory_gb", 512, "Apple Newsroom 2025-03-05: up to 512GB unified memory"),
+    ("apple-m3-ultra-96gb", "memory_bandwidth_gb_s", 819, "Macworld 2025-03-05: 60-core GPU, 96GB (819GBps)"),
+    ("apple-m3-ultra-96gb", "memory_gb", 96, "Macworld 2025-03-05: M3 Ultra standard configuration, 96GB"),
     ("ryzen-ai-max-395-128gb", "memory_bandwidth_gb_s", 256, "AMD Ryzen AI Max+ 395: LPDDR5x-8000, 256-bit = 256 GB/s"),
 ]
 

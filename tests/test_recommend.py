@@ -416,3 +416,13 @@ def test_one_off_without_a_training_job_is_refused() -> None:
     with pytest.raises(ConfigError, match="one-off costs one training or HPC job"):
         parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 5}],
                        "usage": {"pattern": "one-off"}})
+
+
+def test_a_mac_is_offered_for_a_4_bit_70b_at_home() -> None:
+    # The Mac Studio M3 Ultra 96 GB (Apple's list price 5,299 USD from 2026-06-25) holds a 4-bit 70B (about 40 GB)
+    # in the 3/4 of its memory macOS lets the GPU wire by default
+    rec = api.recommend({"workloads": [{"model": "llama-3.1-70b", "task": "infer",
+                                        "options": {"quant": "gguf-q4_k_m", "engine": "llamacpp"}}],
+                         "constraints": {"os": "macos"}, "acquisitions": ["buy-new"]})
+    assert rec.options and rec.options[0].gpu.startswith("apple-")
+    assert rec.options[0].capex_usd is not None and rec.options[0].capex_usd >= 5299
