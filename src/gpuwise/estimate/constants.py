@@ -215,6 +215,15 @@ HOST_COPY_PAGEABLE = Constant(
     "CUDA stages through a pinned bounce buffer (CUDA C Best Practices Guide, 'Pinned Memory'); about half the "
     "pinned rate",
 )
+DESKTOP_HOST_BANDWIDTH_GB_S = Constant(
+    89.6, "GB/s", "a desktop's dual-channel DDR5-5600: 2 channels x 8 bytes x 5,600 MT/s (the speed AMD's Ryzen 9000 "
+    "and Intel's Core Ultra 200S list as supported; JEDEC JESD79-5 speed bin); a workstation or server: pass "
+    "--host-bandwidth-gb-s")
+CPU_MATVEC_BANDWIDTH_SHARE = Constant(
+    0.80, "fraction of peak DRAM bandwidth",
+    "ggml-org/llama.cpp issue #4716 (2023-12-31): Mixtral Q8_0 on the CPU at 3.37 tokens/s (Ryzen 7950X) and 3.58 "
+    "(5900X), both with 3,600 MT/s dual-channel memory (57.6 GB/s): about 12.9 B active weights x 8.5 bits = 13.7 "
+    "GB per token, 46-49 GB/s, 0.80-0.85 of peak")
 EAGER_OVERHEAD = Constant(10e-6, "s per kernel", "gpuwise assumption: eager PyTorch launch and dispatch cost per "
                           "op without CUDA graphs (Horace He, 'Making Deep Learning Go Brrrr', overhead section)")
 COLLECTIVE_LATENCY = Constant(10e-6, "s per collective", "aiconfigurator p2p latency 10 us; llm-analysis 8 us; "

@@ -234,6 +234,9 @@ def _train_choices(job: TrainJob, framework: FrameworkProfile) -> tuple[Choice, 
 def _infer_plan(arch: Architecture, job: InferJob, gpu: GPU) -> InferPlan:
     if job.ep > 1 and not arch.experts:
         raise ConfigError(f"--ep {job.ep} spreads routed experts over GPUs; {arch.name} has none (use --tp)")
+    if job.cpu_moe and not arch.experts:
+        raise ConfigError(f"--n-cpu-moe keeps routed experts in host RAM; {arch.name} has none (a dense model "
+                          "offloads whole layers: fewer --gpu-layers, not modelled)")
     given = job.quant
     job = job.for_checkpoint(arch.checkpoint)  # the checkpoint's weight format unless --quant says otherwise
     engine = runtimes.engine(job.engine)

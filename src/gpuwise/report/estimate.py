@@ -87,6 +87,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         memory["gradients_total_gb"] = _gb(mem.details["gradients_bytes"])
     if mem.details.get("managed_bytes"):
         memory["managed_gb"] = _gb(mem.details["managed_bytes"])  # paged optimizer states: not in torch's stats
+    if "host_ram_bytes" in mem.details:  # --n-cpu-moe: experts the host keeps
+        memory["host_ram_gb"] = _gb(mem.details["host_ram_bytes"])
     hardware = {
         "gpu": est.gpu.id, "count": job.count, "nodes": job.nodes,
         "interconnect": est.gpu.scale_up_link or est.gpu.native_link, "network": job.network,

@@ -205,6 +205,9 @@ LLAMACPP = EngineProfile(
     decode_scaled_off_cuda=Sourced(True, "gpuwise constants.LLAMACPP_DECODE_REFERENCE: one published llama-bench run "
                                          "per backend (ROCm, SYCL, Metal)"),
     splits_layers=Sourced("llama.cpp --split-mode layer", LLAMACPP_COMMON + ": split_mode LLAMA_SPLIT_MODE_LAYER"),
+    expert_offload=Sourced("--n-cpu-moe", LLAMACPP_ARGS + ": --n-cpu-moe N, 'keep the Mixture of Experts (MoE) "
+                                          "weights of the first N layers in the CPU' (a buffer override of "
+                                          "blk.N.ffn_(up|down|gate)_exps)"),
     kernels=Kernels(attention=Sourced("ggml flash attention (-fa auto)", LLAMACPP_COMMON + ": flash_attn_type "
                                                                                           "AUTO"),
                     moe=Sourced("ggml mul_mat_id per expert", "ggml-cuda ggml_cuda_mul_mat_id")),

@@ -13,6 +13,26 @@ from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile, G
 GIB = 2**30
 
 
+def engine_refusal(profile: EngineProfile, *, quant: str | None, kv_dtype: str, memory_fraction: float | None,
+                   cpu_moe: int, pooled: tuple[str, ...]) -> str | None:
+    """Why ``profile`` cannot run a job with these settings, or None: a weight or KV format it lacks, a KV pool
+    fraction for an engine without a pool, expert offload on an engine that has none."""
+    formats = profile.weight_formats.value
+    if quant is not None and formats is not None and quant not in formats:
+        return f"--engine {profile.id} with --quant {quant}: {profile.formats_instead}"
+    if kv_dtype not in profile.kv_formats.value:
+        kept = ", ".join(sorted(profile.kv_formats.value))
+        return (f"--kv-dtype {kv_dtype}: {profile.name} keeps its KV cache as {kept} "
+                f"({profile.kv_formats.source.split(':')[0]}); use one of those")
+    if memory_fraction is not None and not profile.pooled:
+        return (f"--mem-fraction sizes a serving engine's KV pool: --engine {profile.id} has none (use "
+                f"{', '.join(pooled)})")
+    if cpu_moe and profile.expert_offload is None:
+        return (f"--n-cpu-moe keeps MoE experts in host RAM, which {profile.name} does not do; llama.cpp does "
+                "(--engine llamacpp)")
+    return None
+
+
 def card_rule(profile: EngineProfile, memory_bytes: float, names: tuple[str, ...]) -> CardRule:
     """The first of the engine's card rules that applies to a card of ``memory_bytes`` total memory named ``names``
     (catalog id, product name: the words an engine matches its device name against)."""

@@ -175,6 +175,7 @@ class EngineProfile:
     launch_cost_s: Sourced[float] | None = None  # host seconds per dispatched operator (eager runtimes)
     disaggregates: Sourced[bool] = Sourced(False, "no separate prefill and decode workers")
     image: ImageRuntime | None = None  # an image-pipeline runtime: how it holds the pipeline
+    expert_offload: Sourced[str] | None = None  # keeps chosen layers' routed experts in host RAM (its flag)
 
     @property
     def pooled(self) -> bool:

@@ -135,6 +135,10 @@ def _inference_edits(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[
     formats, and tensor parallelism only where it splits a model by heads (llama.cpp and exllamav2 split layers)."""
     profile = runtimes.engine(job.engine)
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
+    layers = _fewest_cpu_moe(arch, job, gpu) if profile.expert_offload is not None and arch.experts else None
+    if layers:
+        edits.append((f"--n-cpu-moe {layers}", f"the first {layers} layers' routed experts in host RAM",
+                      "decode bound by host RAM bandwidth; needs that much host RAM", {"cpu_moe": layers}))
     if job.weights in ("fp32", "bf16", "fp16", "fp8", "fp8-block", "int8") and _smaller_than_shipped(arch, "awq-int4"):
         edits.append(("--quant awq-int4", "4-bit AWQ weights", "small quality loss", {"quant": "awq-int4"}))
     gguf_only = not engine_runs(job.engine, "awq-int4") and engine_runs(job.engine, "gguf-q4_k_m")
@@ -158,6 +162,24 @@ def _inference_edits(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[
             edits.append((f"--tp {n} --count {max(n, job.count)}", f"tensor parallel over {n} GPUs",
                           f"{n} GPUs", {"tp": n, "count": max(n, job.count)}))
     return edits
+
+
+def _fewest_cpu_moe(arch: Architecture, job: InferJob, gpu: GPU) -> int | None:
+    """The fewest leading layers whose experts, kept in host RAM (llama.cpp --n-cpu-moe), let the rest fit: a
+    bisection over the layer count; every layer when even that does not fit, None when nothing is to gain."""
+    if job.cpu_moe >= arch.decoder_layers:
+        return None
+    low, high = job.cpu_moe + 1, arch.decoder_layers
+    for _ in range(max(1, arch.decoder_layers).bit_length() + 1):
+        if low >= high:
+            break
+        middle = (low + high) // 2
+        tried = _try(arch, job, gpu, cpu_moe=middle)
+        if tried is not None and tried[1] <= gpu.usable_memory_bytes:
+            high = middle
+        else:
+            low = middle + 1
+    return high
 
 
 def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:

@@ -22,6 +22,7 @@ from gpuwise.estimate.memory.engine import (
 from gpuwise.estimate.memory.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
 from gpuwise.estimate.memory.weights import weights
 from gpuwise.estimate.plan import InferPlan
+from gpuwise.estimate.speed.expert_offload import host_expert_bytes, offload_note
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.vision.convnets import network
@@ -48,7 +49,7 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     # --ep keeps a whole copy of attention, dense and shared weights on every GPU and 1/ep of the routed experts
     # the dense part sharded over --tp; routed experts over --ep GPUs when set, else TP-sharded with the rest
     experts_per_gpu = stored.expert_bytes / (job.ep if job.ep > 1 else job.tp)
-    parts["weights"] = (stored.bytes - stored.expert_bytes) / job.tp + experts_per_gpu
+    parts["weights"] = (stored.bytes - stored.expert_bytes) / job.tp + experts_per_gpu - host_expert_bytes(plan)
     per_sequence = sequence_cache_bytes(arch, job, job.context)
     if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
         parts["weights"] += arch.params.mtp * stored.bytes / arch.total_params / job.tp
@@ -68,6 +69,8 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     per_token = kv_bytes_per_token(arch, job)
     max_context = int(kv_budget // (per_token * job.batch)) if per_token > 0 and kv_budget > 0 else 0
     details = {"kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence}
+    if job.cpu_moe:
+        details["host_ram_bytes"] = host_expert_bytes(plan)
     if arch.decoder_layers and per_token > 0:
         details["kv_tokens_per_gpu"] = max(kv_budget, 0.0) / per_token
     return MemoryEstimate(
@@ -89,6 +92,8 @@ def _assumptions(plan: InferPlan) -> tuple[str, ...]:
     if plan.memory_fraction is not None and job.memory_fraction is not None:
         notes.append(f"{job.engine} sizes its KV pool from {plan.memory_fraction:.0%} (--mem-fraction)")
     notes += [c.describe() for c in plan.choices if c.what != "weights"]
+    if job.cpu_moe:
+        notes.append(offload_note(plan))
     return tuple(notes)
 
 

@@ -15,6 +15,7 @@ from gpuwise.estimate.plan import InferPlan, resolve
 from gpuwise.estimate.speed.breakdown import top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops
 from gpuwise.estimate.speed.eager import host_seconds
+from gpuwise.estimate.speed.expert_offload import decode_host_s, prefill_copy_s
 from gpuwise.estimate.speed.operators import Pass, forward_ops
 from gpuwise.estimate.speed.parallel import (
     GPUS_PER_NODE,
@@ -110,7 +111,7 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | 
         return InferPerf(bound=images.bound, top_ops=top_ops(images.by_op, images.seconds),
                          samples_per_s=job.batch / images.seconds, assumptions=_infer_assumptions(m))
     causal = arch.kind == "decoder"
-    prefill = _prefill_phase(plan, m, job, query=job.input_len,
+    prefill = _prefill_phase(plan, catalog, m, job, query=job.input_len,
                              context=job.input_len / 2 if causal else job.input_len)
     prefill_s = prefill.seconds + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
     if not arch.decoder_layers:  # encoders: one forward pass per batch
@@ -125,13 +126,18 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | 
               "against the model (estimate/speed/inference.py)",) if factor != 1.0 else ()
     host = _host_s(plan)
     notes = _host_note(plan, host, decode.seconds)
+    cpu_experts = decode_host_s(plan, job.batch)
+    if cpu_experts > decode.seconds:  # --n-cpu-moe: the host's memory bounds the step
+        notes = (f"host RAM-bound: the CPU's expert matmuls take {cpu_experts * 1e3:,.1f} ms of each decode step, "
+                 f"the GPU's share {decode.seconds * 1e3:,.1f} ms", *notes)
     return InferPerf(
-        bound="host" if host >= decode.seconds else decode.bound, top_ops=top_ops(decode.by_op, decode.seconds),
+        bound="host-memory" if cpu_experts > decode.seconds else "host" if host >= decode.seconds else decode.bound,
+        top_ops=top_ops(decode.by_op, decode.seconds),
         ttft_ms=prefill_s * 1e3,
         tpot_ms=tpot * 1e3, decode_tokens_per_s=job.batch / tpot,
         output_tokens_per_s=job.batch * job.output_len / e2e if job.output_len else None,
         e2e_latency_ms=e2e * 1e3, assumptions=_infer_assumptions(m) + scaled + notes,
-        bound_why=notes[0] if notes and host >= decode.seconds else "",
+        bound_why=notes[0] if notes and max(host, cpu_experts) >= decode.seconds else "",
     )
 
 
@@ -172,6 +178,7 @@ def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, cont
     if sizes is not None and graphed is None:
         step = max(step, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value)
     step += _tp_comm_s(arch, shaped, shaped.batch * query, plan.gpu, catalog)
+    step += decode_host_s(plan, local * query)  # --n-cpu-moe: the CPU runs those layers' experts, the GPU waits
     return step / job.tokens_per_step
 
 
@@ -185,12 +192,13 @@ def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int, calibration: Ca
         if not batch:
             continue
         shaped = job.model_copy(update={"batch": batch})
-        seconds += _prefill_phase(plan, m, shaped, query=query, context=job.input_len / 2).seconds
+        seconds += _prefill_phase(plan, catalog, m, shaped, query=query, context=job.input_len / 2).seconds
         seconds += _tp_comm_s(arch, shaped, batch * query, plan.gpu, catalog)
     return seconds
 
 
-def _prefill_phase(plan: InferPlan, m: Machine, job: InferJob, *, query: int, context: float) -> PhaseTime:
+def _prefill_phase(plan: InferPlan, catalog: Catalog, m: Machine, job: InferJob, *, query: int,
+                   context: float) -> PhaseTime:
     """A prefill of ``job.batch`` prompts of ``query`` tokens. An engine that runs prompts in micro-batches of a fixed
     size (llama.cpp's n_ubatch, its profile's micro_batch_tokens) runs that many tokens per forward: each one reads
     the weights again, and a routed expert sees only its share of the micro-batch (512 tokens, top-4 of 32 experts:
@@ -204,7 +212,7 @@ def _prefill_phase(plan: InferPlan, m: Machine, job: InferJob, *, query: int, co
         query = micro
     one = phase_time(forward_ops(plan.arch, _infer_pass(plan, shaped, query=query, context=context))
                      + _dequantize(plan, shaped), m)
-    seconds = max(one.seconds, _host_s(plan))
+    seconds = max(one.seconds, _host_s(plan)) + prefill_copy_s(plan, catalog, min(tokens, micro))
     return PhaseTime(forwards * seconds, forwards * one.compute_s, forwards * one.memory_s,
                      {k: forwards * v for k, v in one.by_op.items()})
 

@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 from gpuwise import runtimes
 from gpuwise.errors import ConfigError
 from gpuwise.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
-from gpuwise.runtimes.rules import apply_framework
+from gpuwise.runtimes.rules import apply_framework, engine_refusal
 from gpuwise.workload.model.checkpoint import WeightFormat
 
 Task = Literal["train", "infer"]
@@ -249,6 +249,12 @@ class InferJob(_Job):
         default=1, description="attention data-parallel groups of --tp GPUs in one replica (SGLang "
                                "--enable-dp-attention --dp-size, TRT-LLM attention DP): each runs attention for its "
                                "share of the batch; the replica spans tp x dp-attention GPUs")
+    cpu_moe: Annotated[int, Field(ge=0, le=1024), Flag(_INFER, INFERENCE, name="--n-cpu-moe")] = Field(
+        default=0, description="llama.cpp: keep the routed experts of the first N MoE layers in host RAM (the CPU "
+                               "runs them in decode; prompts copy them to the GPU)")
+    host_bandwidth_gb_s: Annotated[float | None, Field(gt=0, le=20_000), Flag(_INFER, INFERENCE)] = Field(
+        default=None, description="the host's memory bandwidth for --n-cpu-moe (default 89.6: dual-channel "
+                                  "DDR5-5600)")
     mtp: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
         default=False, description="load the checkpoint's multi-token-prediction layers as the speculative decoder "
                                    "(DeepSeek-V3/R1, GLM; vLLM --speculative-config method mtp)")
@@ -298,17 +304,11 @@ class InferJob(_Job):
 
     @model_validator(mode="after")
     def _coherent(self) -> InferJob:
-        profile = runtimes.engine(self.engine)
-        if self.quant is not None and not runtimes.engine_runs(self.engine, self.quant):
-            raise ValueError(f"--engine {self.engine} with --quant {self.quant}: {profile.formats_instead}")
-        if self.kv_dtype not in profile.kv_formats.value:
-            kept = ", ".join(sorted(profile.kv_formats.value))
-            raise ValueError(f"--kv-dtype {self.kv_dtype}: {profile.name} keeps its KV cache as {kept} "
-                             f"({profile.kv_formats.source.split(':')[0]}); use one of those")
-        if self.memory_fraction is not None and not profile.pooled:
-            pooled = sorted(e for e in runtimes.ENGINE_IDS if runtimes.engine(e).pooled)
-            raise ValueError(f"--mem-fraction sizes a serving engine's KV pool: --engine {self.engine} has none (use "
-                             f"{', '.join(pooled)})")
+        pooled = tuple(sorted(e for e in runtimes.ENGINE_IDS if runtimes.engine(e).pooled))
+        refusal = engine_refusal(runtimes.engine(self.engine), quant=self.quant, kv_dtype=self.kv_dtype,
+                                 memory_fraction=self.memory_fraction, cpu_moe=self.cpu_moe, pooled=pooled)
+        if refusal:
+            raise ValueError(refusal)
         if self.count % self.tp:
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp}")
         if self.replica_gpus % self.ep:
