@@ -146,7 +146,7 @@ def test_scenario_options_are_validated_up_front() -> None:
         (["recommend", "llama-3.1-8b", "--chassis", "garage"], "chassis"),
         (["recommend", "--scenario", "/nonexistent.yaml"], "cannot read scenario"),
         (["recommend", "llama-3.1-8b", "--task", "train", "--deadline-hours", "-1"], "deadline_hours"),
-        (["tco", "a40"], "has no purchase price"),
+        (["tco", "a800-pcie-80gb"], "has no purchase price"),
         (["tco", "rtx-4090", "--count", "0"], "--count: Input should be greater than or equal to 1"),
         (["recommend", "llama-3.1-8b", "--tp", "0"], "--tp: Input should be greater than or equal to 1"),
         (["recommend", "llama-3.1-8b", "--batch", "-1"], "--batch: Input should be greater than or equal to 1"),
