@@ -44,6 +44,29 @@ def test_a_pre_training_run_is_laid_out_as_a_tuned_one() -> None:
     assert int(str(chosen["batch"])) > 1 and any("--batch was left free" in n for n in best.fit.notes)
 
 
+def test_the_zero_stage_is_searched_and_the_faster_one_kept() -> None:
+    """With --zero left free over several data-parallel GPUs, ZeRO-2 (whole weights, no gathers) is tried beside
+    ZeRO-3; the option keeps whichever estimate runs faster at its layout, and an explicit --zero is kept."""
+    workload = {"model": "llama-3.1-8b", "task": "train", "tokens": 1e10, "options": {"method": "full"}}
+    rec = api.recommend({"workloads": [workload], "gpus": ["h100-sxm-80gb"], "acquisitions": ["rent"],
+                         "constraints": {"max_gpus": 16}})
+    best = rec.options[0]
+    chosen = best.fit.settings[0]
+    assert chosen["zero"] in (2, 3) and best.count > 1
+
+    def tokens_per_s(zero: int) -> float:
+        est = api.estimate("llama-3.1-8b", gpu="h100-sxm-80gb", task="train", method="full", count=best.count,
+                           nodes=max(1, best.count // 8), tp=int(str(chosen["tp"])), batch=int(str(chosen["batch"])),
+                           ckpt=str(chosen["ckpt"]), zero=zero, network="ib-ndr" if best.count > 8 else None)
+        return est.perf.tokens_per_s if est.memory.fits else 0.0  # type: ignore[union-attr]
+
+    other = 3 if chosen["zero"] == 2 else 2
+    assert tokens_per_s(int(str(chosen["zero"]))) >= tokens_per_s(other)
+    kept = api.recommend({"workloads": [{**workload, "options": {"method": "full", "zero": 3}}],
+                          "gpus": ["h100-sxm-80gb"], "acquisitions": ["rent"], "constraints": {"max_gpus": 16}})
+    assert all(o.fit.settings[0]["zero"] == 3 for o in kept.options if o.count > 1)
+
+
 def test_adapter_fine_tuning_keeps_whole_model_copies() -> None:
     """LoRA stacks (PEFT, torchtune, Unsloth) train data-parallel: no tensor-parallel layout is searched for them."""
     rec = api.recommend({"workloads": [{"model": "llama-3.1-8b", "task": "train", "tokens": 1e8,

@@ -1,5 +1,7 @@
 """A training workload on one GPU type at one count, laid out as a tuned run would be for what the user left free:
-the knobs that make it fit, the micro-batch that fills the memory, the tensor-parallel degree inside a machine."""
+the knobs that make it fit, the micro-batch that fills the memory, the tensor-parallel degree inside a machine, the
+ZeRO stage. Pipeline parallelism is not searched: with the global batch left free a step is one micro-batch per
+GPU, and a pipeline's bubble is hidden only by accumulating many (set --pp with --global-batch to try it)."""
 
 from __future__ import annotations
 
@@ -33,13 +35,14 @@ def train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, co
                                   f"{machines.gpus_per_node} GPUs; keep --tp within one machine")
     best: tuple[TrainJob, Estimate, list[str]] | Rejection | None = None
     for tp in _tp_choices(arch, template, count, machines):
-        job = machines.place(template.updated(tp=tp, count=count, nodes=machines.nodes))
-        assert isinstance(job, TrainJob)
-        laid = _laid_out(arch, template, job, gpu, catalog, calibration)
-        if isinstance(laid, Rejection):
-            best = best or laid
-        elif not isinstance(best, tuple) or _speed(laid[1]) > _speed(best[1]):
-            best = laid
+        for zero in _zero_choices(template, count // (tp * template.pp)):
+            job = machines.place(template.updated(tp=tp, count=count, nodes=machines.nodes, **zero))
+            assert isinstance(job, TrainJob)
+            laid = _laid_out(arch, template, job, gpu, catalog, calibration)
+            if isinstance(laid, Rejection):
+                best = best or laid
+            elif not isinstance(best, tuple) or _speed(laid[1]) > _speed(best[1]):
+                best = laid
     assert best is not None
     if isinstance(best, Rejection):
         return best
@@ -47,6 +50,9 @@ def train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, co
     if "tp" not in template.model_fields_set and job.tp > 1:
         notes.append(f"tensor parallel {job.tp} inside each machine (--tp was left free: the layout with the most "
                      "tokens/s of TP 1, 2, 4, 8)")
+    if "zero" not in template.model_fields_set and job.zero == 2:
+        notes.append("ZeRO-2: gradients and optimizer states sharded, the weights whole on every GPU, so no gathers "
+                     "before each layer (--zero was left free: the faster of ZeRO-2 and ZeRO-3 that fits)")
     perf = result.perf
     assert isinstance(perf, TrainPerf)
     hours = workload.tokens / perf.tokens_per_s / 3600
@@ -77,6 +83,15 @@ def _tp_choices(arch: Architecture, template: TrainJob, count: int, machines: Ma
     fits = [tp for tp in (1, 2, 4, 8) if tp <= min(machines.gpus_per_node, count)
             and count % (tp * template.pp) == 0 and tp_divides(arch, tp)]
     return tuple(fits) or (template.tp,)
+
+
+def _zero_choices(template: TrainJob, data_parallel: int) -> tuple[dict[str, int], ...]:
+    """The ZeRO stages to try over several data-parallel GPUs when --zero was left free: the default ZeRO-3 (FSDP
+    full shard) and ZeRO-2, which keeps whole weights on every GPU and so skips the gathers when they fit (ZeRO-1
+    moves as much as ZeRO-2 and holds more: never better)."""
+    if "zero" in template.model_fields_set or data_parallel <= 1:
+        return ({},)
+    return ({}, {"zero": 2})
 
 
 def _speed(result: Estimate) -> float:
