@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpuwise import api
@@ -129,6 +130,17 @@ def test_report_markdown(tmp_path: Path) -> None:
     text = out.read_text()
     for heading in ("## Inputs", "## Options", "## Pareto front", "## Rejected", "## Assumptions and sources"):
         assert heading in text
+
+
+def test_report_shows_each_workload_under_its_option(tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    result = runner.invoke(app, ["recommend", "--scenario", str(EXAMPLES / "small-team-finetune.yaml"), "--report",
+                                 str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| | ↳ ")]
+    scenario = yaml.safe_load((EXAMPLES / "small-team-finetune.yaml").read_text())
+    models = {m["model"] for m in scenario["workloads"]}
+    assert rows and all(any(m in row for m in models) for row in rows)
 
 
 def test_scenario_options_are_validated_up_front() -> None:

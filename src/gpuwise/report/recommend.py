@@ -244,11 +244,15 @@ def markdown(rec: Recommendation) -> str:
     lines += [yaml.safe_dump(rec.request.model_dump(mode="json"), sort_keys=False).rstrip(), "```", "", "## Options",
               "", "| # | configuration | acquisition | GiB/GPU | time / capacity | USD/job | TCO USD | USD/h | why |",
               "|---|---|---|---:|---|---:|---:|---:|---|"]
+    names = tuple(w.model for w in rec.request.workloads)
     for i, o in enumerate(rec.options[: rec.request.top], 1):
         job = f"{o.cost_per_job_usd:,.0f}" if o.cost_per_job_usd is not None else "—"
-        lines.append(f"| {i} | {o.count} x {o.gpu} | {o.acquisition} | {o.fit.per_gpu_bytes / 2**30:,.1f} | "
-                     f"{_time_text(o)} | "
+        lines.append(f"| {i} | {o.count} x {o.gpu}{_format(o)} | {o.acquisition} | "
+                     f"{o.fit.per_gpu_bytes / 2**30:,.1f} | {_time_text(o)} | "
                      f"{job} | {o.tco_usd:,.0f} | {o.usd_per_hour:,.2f} | {o.why} |")
+        if len(o.fit.workloads) > 1:  # each workload's own memory and speed under its option
+            lines += [f"| | ↳ {name}{_format_of(w.settings)} | | {w.per_gpu_bytes / 2**30:,.1f} | "
+                      f"{_fit_time_text(w)} | | | | |" for name, w in zip(names, o.fit.workloads, strict=False)]
     noted = [(i, o) for i, o in enumerate(rec.options[: rec.request.top], 1) if o.warnings or o.fit.commands]
     if noted:
         lines += ["", "## What to know about each option", ""]
