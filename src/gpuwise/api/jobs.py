@@ -121,27 +121,55 @@ def _measured_on(name: str, catalog: Catalog) -> tuple[str, ...]:
 
 
 def calibration_for(path: Path | str, card: GPU, catalog: Catalog) -> Calibration:
-    """A `bench --save` record as the roofline's rates, after checking it was measured on ``card`` and is a plausible
-    measurement of it (no rate above 1.25x the card's datasheet peak)."""
+    """A `bench --save` record, or a `validate --save` record, as the roofline's rates, after checking it was
+    measured on ``card`` and is a plausible measurement of it (no rate above 1.25x the card's datasheet peak)."""
+    from gpuwise.api.validation import read_validation
+
+    found = read_validation(Path(path))
+    if found is not None:
+        return _validated(path, found, card, catalog)
     from gpuwise.probe.bench import load_calibration
 
     record = load_calibration(Path(path))
-    candidates = _measured_on(record.gpu, catalog)
-    if card.id not in candidates:
-        raise ConfigError(f"calibration {str(path)!r} was measured on {', '.join(candidates) or record.gpu[:60]}, "
+    _same_card(path, record.gpu, card, catalog)
+    _plausible(path, card, record.gemm_tflops, record.memory_gb_s)
+    return Calibration(gemm_flops={k: v * 1e12 for k, v in record.gemm_tflops.items()},
+                       memory_bytes_per_s=record.memory_gb_s * 1e9 if record.memory_gb_s else None,
+                       source=f"bench record {Path(path).name}")
+
+
+def _same_card(path: Path | str, measured_on: str, card: GPU, catalog: Catalog) -> None:
+    candidates = _measured_on(measured_on, catalog)
+    if card.id not in candidates and measured_on != card.id:
+        raise ConfigError(f"calibration {str(path)!r} was measured on {', '.join(candidates) or measured_on[:60]}, "
                           f"not {card.id}")
-    for dtype, tflops in record.gemm_tflops.items():
+
+
+def _plausible(path: Path | str, card: GPU, gemm_tflops: Mapping[Any, float], memory_gb_s: float | None) -> None:
+    for dtype, tflops in gemm_tflops.items():
         peak = card.peak_flops(dtype)
         if peak and not CALIBRATION_BELOW_PEAK * peak <= tflops * 1e12 <= CALIBRATION_ABOVE_PEAK * peak:
             raise ConfigError(f"calibration {str(path)!r}: {dtype} {tflops:,.3g} TFLOPS is not within 1%-125% of "
                               f"{card.id}'s {peak / 1e12:,.1f} dense peak: not a measurement of this card")
     datasheet = card.memory_bandwidth_gb_s
-    if record.memory_gb_s and not CALIBRATION_BELOW_PEAK * datasheet <= record.memory_gb_s <= (
-            CALIBRATION_ABOVE_PEAK * datasheet):
-        raise ConfigError(f"calibration {str(path)!r}: {record.memory_gb_s:,.3g} GB/s is not within 1%-125% of "
+    if memory_gb_s and not CALIBRATION_BELOW_PEAK * datasheet <= memory_gb_s <= CALIBRATION_ABOVE_PEAK * datasheet:
+        raise ConfigError(f"calibration {str(path)!r}: {memory_gb_s:,.3g} GB/s is not within 1%-125% of "
                           f"{card.id}'s {datasheet:,.0f} GB/s datasheet bandwidth")
-    return Calibration(gemm_flops={k: v * 1e12 for k, v in record.gemm_tflops.items()},
-                       memory_bytes_per_s=record.memory_gb_s * 1e9 if record.memory_gb_s else None)
+
+
+def _validated(path: Path | str, record: Mapping[str, Any], card: GPU, catalog: Catalog) -> Calibration:
+    """A validate run's recalibrated mechanism: its host seconds per operator, or its achieved matmul or memory
+    rate, for the card it ran on."""
+    _same_card(path, str(record["gpu"]), card, catalog)
+    mechanism = record["calibration"]
+    gemm = {str(k): float(v) for k, v in (mechanism.get("gemm_tflops") or {}).items()}
+    memory = mechanism.get("memory_gb_s")
+    if card.id != "host-cpu":
+        _plausible(path, card, gemm, memory)
+    return Calibration(gemm_flops={k: v * 1e12 for k, v in gemm.items()},
+                       memory_bytes_per_s=float(memory) * 1e9 if memory else None,
+                       host_op_s=mechanism.get("host_op_s"),
+                       source=f"validate run {Path(path).name} ({record.get('job_class')}, {record.get('taken_at')})")
 
 
 def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 import gpuwise
-from gpuwise.cli import catalog, fleet, hardware, jobs, recommend
+from gpuwise.cli import catalog, fleet, hardware, jobs, recommend, validate
 from gpuwise.cli.build import Given, GpuwiseGroup, Source, define
 from gpuwise.errors import ProbeUnavailable
 
@@ -22,6 +22,7 @@ recommend.register(app)
 jobs.register(app)
 hardware.register(app)
 fleet.register(app)
+validate.register(app)
 
 
 def _serve(given: Given) -> None:

@@ -75,3 +75,16 @@ class CollectiveSettings(_Settings):
     gpu: Annotated[str | None, Field(max_length=100), Flag(frozenset({"bench-collective"}), _MEASURE)] = Field(
         default=None, description="catalog id of the GPUs, to compare with their link (default: matched from the "
                                   "device name)")
+
+
+class ValidateSettings(_Settings):
+    device: Annotated[str, Field(pattern=r"^(cpu|cuda(:\d{1,3})?)$"), Flag(frozenset({"validate"}), _MEASURE)] = (
+        Field(default="cuda:0", description="torch device to run on: cuda:0, cuda:1 ... or cpu (small models)"))
+    steps: Annotated[int, Field(ge=1, le=1000), Flag(frozenset({"validate"}), _MEASURE)] = Field(
+        default=5, description="timed steps (training steps, or generate calls), after the warm-up")
+    warmup: Annotated[int, Field(ge=0, le=100), Flag(frozenset({"validate"}), _MEASURE)] = Field(
+        default=2, description="untimed steps first (kernel selection, allocator growth, optimizer states)")
+    time_limit_s: Annotated[float, Field(ge=1, le=86_400), Flag(frozenset({"validate"}), _MEASURE)] = Field(
+        default=600.0, description="stop after this many seconds with the steps done so far")
+    gpu: Annotated[str | None, Field(max_length=100), Flag(frozenset({"validate"}), _MEASURE)] = Field(
+        default=None, description="catalog id of the card for the prediction (default: matched from the device)")

@@ -11,13 +11,10 @@ from gpuwise.estimate.speed.traced import TracedTime
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.workload.trace.steps import Trace
 
-_NOT_ALLOCATED = ("framework_overhead", "allocator_reserve")  # CUDA context and the caching allocator's slack
-
 
 def allocated_bytes(memory: MemoryEstimate) -> float:
-    """The closed form's counterpart of torch.cuda.max_memory_allocated(): without the CUDA context, workspaces and
-    the allocator's reserve."""
-    return sum(v for k, v in memory.breakdown_bytes.items() if k not in _NOT_ALLOCATED)
+    """The closed form's counterpart of torch.cuda.max_memory_allocated() (MemoryEstimate.allocated_bytes)."""
+    return memory.allocated_bytes
 
 
 def closed_form_step_s(result: Estimate) -> float | None:

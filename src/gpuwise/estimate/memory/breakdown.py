@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from gpuwise.estimate import constants as C
 
+NOT_ALLOCATED = ("framework_overhead", "allocator_reserve")  # the CUDA context and the caching allocator's slack
 COMPONENTS = ("weights", "master_weights", "gradients", "optimizer", "activations", "kv_cache", "logits",
               "framework_overhead", "allocator_reserve")
 
@@ -31,6 +32,17 @@ class MemoryEstimate:
     @property
     def per_gpu_bytes(self) -> float:
         return float(sum(self.breakdown_bytes.values()))
+
+    @property
+    def allocated_bytes(self) -> float:
+        """The counterpart of torch.cuda.max_memory_allocated(): without the CUDA context, workspaces and the
+        allocator's reserve."""
+        return float(sum(v for k, v in self.breakdown_bytes.items() if k not in NOT_ALLOCATED))
+
+    @property
+    def reserved_bytes(self) -> float:
+        """The counterpart of torch.cuda.max_memory_reserved(): allocated plus the caching allocator's slack."""
+        return self.allocated_bytes + float(self.breakdown_bytes.get("allocator_reserve", 0.0))
 
     @property
     def fits(self) -> bool:

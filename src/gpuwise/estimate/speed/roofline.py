@@ -35,10 +35,13 @@ class Op:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Measured figures of one card (from ``gpuwise bench``); any left None falls back to the tables."""
+    """Measured figures of one card (from ``gpuwise bench``, or a ``gpuwise validate`` run); any left None falls back
+    to the tables."""
 
     gemm_flops: Mapping[str, float]  # dtype -> achieved FLOP/s
     memory_bytes_per_s: float | None = None
+    host_op_s: float | None = None  # an eager runtime's host seconds per dispatched operator, measured
+    source: str | None = None  # the record it came from, named in the estimate
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,281 @@
+"""``gpuwise validate``: run the job for real on the user's device and set gpuwise's own estimate beside it.
+
+The model is built from its config.json with random weights on the device (workload/trace/run.py); its peak memory
+and synchronised step times are measured; the estimate is made for the same job on the device's catalog card (on the
+CPU, on a "host-cpu" card whose matmul and memory rates are measured first). ``save`` writes a record that
+``estimate --calibration`` reads: the mechanism the estimate was bound by, recalibrated from the measurement (the
+host's seconds per dispatched operator, or the achieved matmul or memory rate), never a flat factor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuwise.catalog import GPU, Catalog, load_catalog
+from gpuwise.catalog.schema import Dtype
+from gpuwise.errors import ConfigError
+from gpuwise.estimate.estimate import Estimate, estimate
+from gpuwise.estimate.speed.inference import InferPerf
+from gpuwise.estimate.speed.roofline import Calibration, machine
+from gpuwise.estimate.speed.training import TrainPerf
+from gpuwise.safe_io import atomic_write_text, check_writable
+from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, make_job
+from gpuwise.workload.model.architecture import Architecture
+from gpuwise.workload.trace.run import Measured, RunSettings, run_inference, run_training
+
+CatalogFiles = tuple[Path | str, ...]
+RECORD_KIND = "gpuwise-validate"
+HOST_CPU = "host-cpu"
+MEMORY_MARGIN = 0.10  # refused before allocating when the estimate leaves less than this share of the device free
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Validation:
+    """One validate run: what the device measured beside what gpuwise predicted, key by key."""
+
+    model: str
+    job: Job
+    device: str
+    device_name: str
+    card: str  # the catalog id the prediction was made on (host-cpu on the CPU)
+    measured: Mapping[str, float | None]
+    predicted: Mapping[str, float | None]
+    run: Measured
+    estimate: Estimate
+    calibration: Mapping[str, Any]  # what `estimate --calibration` takes from this run
+    host: str = ""
+    taken_at: str = ""
+
+    @property
+    def errors(self) -> dict[str, float | None]:
+        """(predicted - measured) / measured per key: negative is an estimate too low (too fast, too small)."""
+        out: dict[str, float | None] = {}
+        for key, seen in self.measured.items():
+            guess = self.predicted.get(key)
+            out[key] = (guess - seen) / seen if guess is not None and seen else None
+        return out
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": RECORD_KIND, "version": 1, "gpu": self.card, "device": self.device,
+                "device_name": self.device_name, "runtime": dict(self.run.versions), "model": self.model,
+                "job_class": job_class(self.job), "job": self.job.model_dump(mode="json"),
+                "method": self.run.method, "measured": dict(self.measured), "predicted": dict(self.predicted),
+                "error": self.errors, "terms": terms(self.estimate), "calibration": dict(self.calibration),
+                "steps_timed": self.run.steps_timed, "stopped_early": self.run.stopped_early,
+                "host": self.host, "taken_at": self.taken_at}
+
+
+def job_class(job: Job) -> str:
+    """What kind of run this is, for matching a record to a later estimate: train-full, train-lora, infer-hf."""
+    return f"train-{job.method}" if isinstance(job, TrainJob) else f"infer-{job.engine}"
+
+
+def terms(result: Estimate) -> dict[str, Any]:
+    """The estimate's parts: memory by component, and what bounds the step."""
+    parts = {k: round(v / GIB, 6) for k, v in result.memory.breakdown_bytes.items() if v}
+    perf = result.perf
+    return {"memory_gib": parts, "bound": perf.bound if perf is not None else None,
+            "top_ops": [list(x) for x in perf.top_ops[:5]] if perf is not None else []}
+
+
+def _validated_job(task: str, given: Job | None, options: Mapping[str, object]) -> Job:
+    """The job to run: given, or built from ``options``; inference runs transformers' generate (engine hf)."""
+    if given is not None and options:
+        raise ConfigError(f"give job= or the job's options ({', '.join(sorted(options))}), not both")
+    if given is None:
+        values = dict(options)
+        if task == "infer":
+            values.setdefault("engine", "hf")
+        given = make_job(task, command=None, fixed=None, **values)
+    if isinstance(given, InferJob) and given.engine != "hf":
+        raise ConfigError("validate runs transformers' generate: --engine hf (or leave it out)")
+    if given.count != 1:
+        raise ConfigError("validate runs one device (--count 1)")
+    return given
+
+
+def host_card(catalog: Catalog, device: str) -> tuple[GPU, Calibration]:
+    """The CPU as a card: its memory the machine's RAM, its rates measured now (bf16 and fp32 matmuls, a copy)."""
+    from gpuwise.probe import bench
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    rates = {d: bench.gemm(d, size=512, device=device, repeats=3) for d in ("fp32", "bf16")}
+    copy_gb_s, _ = bench.device_bandwidth(n_bytes=64 * 2**20, device=device, repeats=3)
+    base = catalog.gpus["l4"]  # any record: every figure that matters is replaced
+    card = base.model_copy(update={
+        "id": HOST_CPU, "name": "host CPU (rates measured now)", "memory_gb": ram / 1e9,
+        "memory_bandwidth_gb_s": copy_gb_s, "fp32_tflops": rates["fp32"], "bf16_dense_tflops": rates["bf16"],
+        "fp16_dense_tflops": rates["bf16"], "tf32_dense_tflops": None, "fp8_dense_tflops": None,
+        "int8_dense_tops": None, "fp4_dense_tflops": None, "unified_memory": None, "price": None})
+    return card, Calibration(gemm_flops={k: v * 1e12 for k, v in rates.items()}, memory_bytes_per_s=copy_gb_s * 1e9)
+
+
+def _card(catalog: Catalog, device: str, gpu: str | None) -> tuple[GPU, str, Calibration | None]:
+    from gpuwise.probe import bench
+    from gpuwise.probe.checks import match_catalog
+
+    name, memory_mib, _driver, _torch = bench.device_identity(device)
+    if device == "cpu":
+        card, measured = host_card(catalog, device)
+        return card, name, measured
+    found = catalog.gpu(gpu) if gpu else match_catalog(name, memory_mib, catalog)[0]
+    if found is None:
+        raise ConfigError(f"{name[:60]} is not in the catalog: give --gpu ID for the prediction (`gpuwise catalog "
+                          "list`)")
+    return found, name, None
+
+
+def _refuse_if_tight(result: Estimate) -> None:
+    need, room = result.memory.allocated_bytes, result.memory.capacity_bytes
+    if need > (1 - MEMORY_MARGIN) * room:
+        raise ConfigError(f"the estimate needs {need / GIB:,.1f} of {room / GIB:,.1f} GiB on {result.gpu.id}, "
+                          f"less than {MEMORY_MARGIN:.0%} free: not run (a smaller --batch or --seq, or a larger "
+                          "device)")
+
+
+def _gib(value: float | None) -> float | None:
+    return None if value is None else value / GIB
+
+
+def figures(run: Measured, result: Estimate) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """(measured, predicted) with the same keys: peak memory in GiB, seconds, and tokens per second."""
+    memory = result.memory
+    measured: dict[str, float | None] = {"peak_allocated_gib": _gib(run.peak_allocated_bytes),
+                                         "peak_reserved_gib": _gib(run.peak_reserved_bytes)}
+    predicted: dict[str, float | None] = {"peak_allocated_gib": _gib(memory.allocated_bytes),
+                                          "peak_reserved_gib": _gib(memory.reserved_bytes)
+                                          if run.peak_reserved_bytes is not None else None}
+    perf, job = result.perf, result.job
+    if isinstance(perf, TrainPerf) and isinstance(job, TrainJob):
+        measured.update(step_s=run.step_s, tokens_per_s=job.batch * job.seq / run.step_s)
+        predicted.update(step_s=perf.step_time_s, tokens_per_s=perf.tokens_per_s)
+    elif isinstance(perf, InferPerf) and isinstance(job, InferJob):
+        measured.update(prefill_s=run.prefill_s, decode_s_per_token=run.decode_s_per_token, generate_s=run.step_s,
+                        output_tokens_per_s=job.batch * job.output_len / run.step_s)
+        predicted.update(prefill_s=_seconds(perf.ttft_ms), decode_s_per_token=_seconds(perf.tpot_ms),
+                         generate_s=_seconds(perf.e2e_latency_ms), output_tokens_per_s=perf.output_tokens_per_s)
+    return measured, predicted
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1e3
+
+
+def calibration_from(result: Estimate, measured_s: float, predicted_s: float) -> dict[str, Any]:
+    """What the measurement says of the mechanism that bounds the predicted step: with the host's dispatch, its
+    seconds per operator; with matmuls, their achieved rate; with memory traffic, the achieved bandwidth -- each
+    the estimate's own figure times predicted / measured, so a job of another size is re-derived, not scaled."""
+    perf = result.perf
+    ratio = predicted_s / measured_s
+    bound = perf.bound if perf is not None else ""
+    out: dict[str, Any] = {"bound": bound, "predicted_over_measured": ratio}
+    if bound == "host":
+        profile = (result.job.engine if isinstance(result.job, InferJob) else result.job.framework) or "hf"
+        from gpuwise import runtimes
+
+        runtime = (runtimes.engine(profile) if isinstance(result.job, InferJob) else runtimes.framework(profile))
+        if runtime.launch_cost_s is not None:
+            out["host_op_s"] = runtime.launch_cost_s.value * measured_s / predicted_s
+        return out
+    dtype: Dtype = "bf16" if result.gpu.bf16_dense_tflops else "fp32"
+    m = machine(result.gpu, dtype)
+    if bound == "memory":
+        out["memory_gb_s"] = m.memory_bytes_per_s * ratio / 1e9
+    else:
+        out["gemm_tflops"] = {dtype: m.peak_flops * m.gemm_efficiency * m.shape_fraction * ratio / 1e12}
+    return out
+
+
+def _step_pair(measured: Mapping[str, float | None], predicted: Mapping[str, float | None]) -> tuple[float, float]:
+    for key in ("step_s", "decode_s_per_token", "generate_s"):
+        seen, guess = measured.get(key), predicted.get(key)
+        if seen and guess:
+            return seen, guess
+    raise ConfigError("validate measured no step time to compare")
+
+
+def validate(model_name: str | Architecture, *, task: str = "train", job: Job | None = None,
+             run: Mapping[str, object] | None = None, save: Path | str | None = None,
+             catalog_files: CatalogFiles = (), **options: object) -> Validation:
+    """Run the job for real and estimate it: ``run`` holds the settings (device, steps, warmup, time_limit_s, gpu;
+    probe/settings.py ValidateSettings), ``options`` the job's flags when ``job`` is not given; ``save`` writes the
+    record.
+
+    ``gpuwise.api.validate("Qwen/Qwen2.5-0.5B", run={"device": "cuda:0"}, method="lora", batch=4, seq=1024)``"""
+    from gpuwise.api.hardware import node_stamp
+    from gpuwise.api.jobs import model
+    from gpuwise.flags import build
+    from gpuwise.probe.settings import ValidateSettings
+
+    chosen = build(ValidateSettings, dict(run or {}))
+    settings = RunSettings(chosen.device, chosen.steps, chosen.warmup, chosen.time_limit_s)
+    device, gpu = chosen.device, chosen.gpu
+    job = _validated_job(task, job, options)
+    target = Path(save) if save is not None else None
+    if target is not None:
+        check_writable(target, what="validate record")
+    arch = model(model_name)
+    if not arch.config.get("model_type"):
+        raise ConfigError(f"{arch.name}: no transformers config to build (validate runs transformers models)")
+    catalog = load_catalog(catalog_files=catalog_files)
+    card, device_name, rates = _card(catalog, device, gpu)
+    result = estimate(arch, job, card, catalog, calibration=rates)
+    _refuse_if_tight(result)
+    done_run = (run_training(arch.config, result.job, settings) if isinstance(result.job, TrainJob)
+                else run_inference(arch.config, result.job, settings))
+    measured, predicted = figures(done_run, result)
+    seen, guess = _step_pair(measured, predicted)
+    host, taken_at = node_stamp()
+    done = Validation(arch.name, result.job, device, device_name, card.id, measured, predicted, done_run, result,
+                      calibration_from(result, seen, guess), host, taken_at)
+    if target is not None:
+        atomic_write_text(target, json.dumps(done.record(), indent=2) + "\n", what="validate record")
+    return done
+
+
+class _Mechanism(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+    bound: str = Field(max_length=40)
+    predicted_over_measured: float = Field(gt=0, le=1e4)
+    gemm_tflops: dict[Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8"], Annotated[
+        float, Field(gt=0, le=1e5)]] | None = None
+    memory_gb_s: float | None = Field(default=None, gt=0, le=1e5)
+    host_op_s: float | None = Field(default=None, gt=0, le=1.0)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+    kind: Literal["gpuwise-validate"]
+    gpu: str = Field(min_length=1, max_length=100)
+    job_class: str = Field(max_length=40)
+    taken_at: str = Field(default="", max_length=40)
+    calibration: _Mechanism
+
+
+MAX_RECORD_BYTES = 200_000
+
+
+def read_validation(path: Path) -> dict[str, Any] | None:
+    """A `validate --save` record (validated), or None when the file is another kind of record."""
+    from gpuwise.safe_io import parse_json, read_text
+
+    data = parse_json(read_text(path, what="calibration", max_bytes=MAX_RECORD_BYTES), origin=str(path))
+    if not isinstance(data, dict) or data.get("kind") != RECORD_KIND:
+        return None
+    try:
+        return _Record.model_validate(data).model_dump()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(record)"
+        raise ConfigError(f"{path}: not a complete validate record (field {where!r}: {err['msg']}); write one with "
+                          "`gpuwise validate ... --save FILE`") from None

@@ -1,0 +1,34 @@
+"""`gpuwise validate`: the job run for real on this machine's device, measured beside the estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpuwise import api
+from gpuwise.api.shell import ValidateSettings
+from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Given, Opt, Source, define
+from gpuwise.cli.jobs import MODEL, _job_source, typed_job
+from gpuwise.cli.output import print_json, stdout
+
+SAVE = Opt("save", "--save", "Write the run as a record that `estimate --calibration FILE` uses (JSON).", Path,
+           OUTPUT, "FILE")
+
+
+def _validate(given: Given) -> None:
+    from gpuwise.report.validate import validate_json, validate_view
+
+    job = typed_job(given, "estimate")
+    files = tuple(given.shell.get("catalog") or ())
+    done = api.validate(given.args["model"], job=job, run=given["run"], save=given.shell.get("save"),
+                        catalog_files=files)
+    print_json(validate_json(done)) if given.shell.get("as_json") else stdout().print(validate_view(done))
+
+
+def register(app: typer.Typer) -> None:
+    define(app, "validate", "Run the job for real on this device (random weights from its config.json) and show "
+                            "measured memory and time beside the estimate.", _validate,
+           args=[MODEL], sources=[_job_source("estimate"), Source.of("run", ValidateSettings, "validate")],
+           shell=[SAVE, JSON, CATALOG],
+           doc="Needs torch and transformers (the hf extra); PEFT for LoRA; bitsandbytes and CUDA for QLoRA.")
