@@ -184,6 +184,8 @@ def notes(est: Estimate) -> str:
     lines = [f"[dim]- resolved: {est.model.resolved_as}[/dim]"] if est.model.resolved_as else []
     lines += [f"[yellow]warning:[/yellow] {w}" for w in est.warnings]
     lines += [f"[dim]- {a}[/dim]" for a in est.memory.assumptions]
+    if est.perf is not None:  # the measurement an estimate was calibrated by is named where it is read
+        lines += [f"- {a}" for a in est.perf.assumptions if a.startswith("calibrated by ")]
     return "\n".join(lines)
 
 

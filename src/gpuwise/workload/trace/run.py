@@ -198,16 +198,17 @@ def _build_training(torch: Any, transformers: Any, config: Mapping[str, Any], jo
     dtype = torch.bfloat16 if sixteen else torch.float32
     from gpuwise.workload.trace.steps import _from_config
 
-    with warnings.catch_warnings(), torch.device(device):
+    with warnings.catch_warnings():  # transformers 5 renames gradient_* activation_* (FutureWarning)
         warnings.simplefilter("ignore", FutureWarning)
-        model, attention = _from_config(auto, transformers, config, dtype)
-    if job.ckpt == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.config.use_cache = False
-    if job.method == "qlora":
-        model = _qlora(torch, transformers, model, job, device)
-    elif job.method == "lora":
-        model = trace_setup.add_adapters(torch, model, job)
+        with torch.device(device):
+            model, attention = _from_config(auto, transformers, config, dtype)
+        if job.ckpt == "full":
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+        if job.method == "qlora":
+            model = _qlora(torch, transformers, model, job, device)
+        elif job.method == "lora":
+            model = trace_setup.add_adapters(torch, model, job)
     model.train()
     optimizer = trace_setup.make_optimizer(torch, model, job)
     return model, optimizer, trace_setup.loss_function(torch, model, job, labels), attention
