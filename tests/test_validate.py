@@ -62,6 +62,19 @@ def test_an_moe_and_lora_run_too(tmp_path: Path) -> None:
     assert 2 * params <= lora.run.peak_allocated_bytes < 16 * params  # a bf16 base, no states for it
 
 
+TINY_VIT = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "image_size": 64,
+            "patch_size": 16, "num_channels": 3, "num_labels": 10}
+
+
+def test_a_vision_model_trains_on_images(tmp_path: Path) -> None:
+    done = api.validate(_config(tmp_path, TINY_VIT), run=QUICK, batch=4)
+    params = api.model(_config(tmp_path, TINY_VIT)).total_params
+    assert done.run.peak_allocated_bytes >= 16 * params  # fp32 weights, gradients and AdamW's two moments
+    assert set(done.measured) == {"peak_allocated_gib", "peak_reserved_gib", "step_s", "samples_per_s"}
+    assert done.measured["samples_per_s"] == pytest.approx(4 / done.run.step_s)
+
+
 def test_generate_is_timed_as_prefill_and_decode(tmp_path: Path) -> None:
     done = api.validate(_config(tmp_path, TINY), task="infer", run=QUICK, batch=2, input_len=32, output_len=4)
     params = api.model(_config(tmp_path, TINY)).total_params

@@ -154,7 +154,10 @@ def figures(run: Measured, result: Estimate) -> tuple[dict[str, float | None], d
                                           "peak_reserved_gib": _gib(memory.reserved_bytes)
                                           if run.peak_reserved_bytes is not None else None}
     perf, job = result.perf, result.job
-    if isinstance(perf, TrainPerf) and isinstance(job, TrainJob):
+    if isinstance(perf, TrainPerf) and isinstance(job, TrainJob) and result.model.kind in ("cnn", "vision"):
+        measured.update(step_s=run.step_s, samples_per_s=job.batch / run.step_s)
+        predicted.update(step_s=perf.step_time_s, samples_per_s=perf.samples_per_s)
+    elif isinstance(perf, TrainPerf) and isinstance(job, TrainJob):
         measured.update(step_s=run.step_s, tokens_per_s=job.batch * job.seq / run.step_s)
         predicted.update(step_s=perf.step_time_s, tokens_per_s=perf.tokens_per_s)
     elif isinstance(perf, InferPerf) and isinstance(job, InferJob):

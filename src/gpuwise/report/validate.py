@@ -10,7 +10,8 @@ from rich.table import Table
 from gpuwise.api.validation import Validation
 
 _UNITS = {"peak_allocated_gib": ("peak allocated (torch)", "GiB"), "peak_reserved_gib": ("peak reserved", "GiB"),
-          "step_s": ("training step", "s"), "tokens_per_s": ("tokens/s", ""), "prefill_s": ("prefill (TTFT)", "s"),
+          "step_s": ("training step", "s"), "tokens_per_s": ("tokens/s", ""),
+          "samples_per_s": ("images/s", ""), "prefill_s": ("prefill (TTFT)", "s"),
           "decode_s_per_token": ("decode per token", "s"), "generate_s": ("whole generate call", "s"),
           "output_tokens_per_s": ("output tokens/s", "")}
 

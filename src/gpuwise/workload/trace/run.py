@@ -235,6 +235,19 @@ def _qlora(torch: Any, transformers: Any, model: Any, job: Any, device: str) -> 
     return trace_setup.add_adapters(torch, model, job.model_copy(update={"method": "lora"}))
 
 
+def _inputs(torch: Any, model: Any, config: Mapping[str, Any], job: Any, device: str) -> Any:
+    """Random token ids of the job's batch and sequence, or for an image classifier random pixels of its image
+    side (the job's, else the config's or 224) and random class labels."""
+    if str((config.get("architectures") or [""])[0]).endswith("ForImageClassification"):
+        side = job.image_size or int(config.get("image_size") or 224)
+        channels = int(config.get("num_channels") or 3)
+        classes = int(getattr(model.config, "num_labels", 0) or 2)
+        return (torch.randn(job.batch, channels, side, side, device=device),
+                torch.randint(0, classes, (job.batch,), device=device))
+    vocab = int(getattr(model.config, "vocab_size", 0) or 2)
+    return torch.randint(0, vocab, (job.batch, job.seq), device=device)
+
+
 def run_training(config: Mapping[str, Any], job: Any, settings: RunSettings) -> Measured:
     """Warm-up and timed optimizer steps of ``job`` (a TrainJob) on ``settings.device``."""
     torch, transformers = _imports(job)
@@ -246,13 +259,15 @@ def run_training(config: Mapping[str, Any], job: Any, settings: RunSettings) -> 
             model, optimizer, loss_of, attention = _build_training(torch, transformers, config, job, settings.device)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"transformers cannot build this config: {str(exc)[:120]}") from None
-        vocab = int(getattr(model.config, "vocab_size", 0) or 2)
-        tokens = torch.randint(0, vocab, (job.batch, job.seq), device=settings.device)
+        batch_of = _inputs(torch, model, config, job, settings.device)
+        if isinstance(batch_of, tuple):  # an image classifier: pixels and labels
+            pixels, classes = batch_of
+            loss_of = lambda _: model(pixel_values=pixels, labels=classes).loss  # noqa: E731
         kind = "cuda" if settings.device.startswith("cuda") else "cpu"
 
         def step() -> None:
             with torch.autocast(kind, dtype=torch.bfloat16, enabled=job.precision == "bf16"):
-                loss = loss_of(tokens)
+                loss = loss_of(batch_of)
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

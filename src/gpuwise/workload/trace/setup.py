@@ -23,15 +23,18 @@ from typing import Any
 from gpuwise.errors import ConfigError
 
 CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
-_HEADS = {"ForSequenceClassification": "AutoModelForSequenceClassification", "ForMaskedLM": "AutoModelForMaskedLM"}
+_HEADS = {"ForSequenceClassification": "AutoModelForSequenceClassification", "ForMaskedLM": "AutoModelForMaskedLM",
+          "ForImageClassification": "AutoModelForImageClassification"}
+_LABELS = {"ForSequenceClassification": "classes", "ForImageClassification": "images"}
 
 
 def model_class(transformers: Any, config: Mapping[str, Any]) -> tuple[Any, str]:
-    """The Auto class that builds the config's own head, and what its labels are ("tokens" or "classes")."""
+    """The Auto class that builds the config's own head, and what its inputs and labels are ("tokens", "classes" for
+    a sequence classifier, "images" for an image classifier)."""
     named = str((config.get("architectures") or [""])[0])
     for suffix, auto in _HEADS.items():
         if named.endswith(suffix):
-            return getattr(transformers, auto), "classes" if suffix == "ForSequenceClassification" else "tokens"
+            return getattr(transformers, auto), _LABELS.get(suffix, "tokens")
     if "vision_config" in config:  # a VLM: its text model runs the tokens, its vision tower is only held
         return transformers.AutoModelForImageTextToText, "tokens"
     return transformers.AutoModelForCausalLM, "tokens"
