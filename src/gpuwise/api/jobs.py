@@ -169,7 +169,9 @@ def _validated(path: Path | str, record: Mapping[str, Any], card: GPU, catalog: 
     return Calibration(gemm_flops={k: v * 1e12 for k, v in gemm.items()},
                        memory_bytes_per_s=float(memory) * 1e9 if memory else None,
                        host_op_s=mechanism.get("host_op_s"),
-                       source=f"validate run {Path(path).name} ({record.get('job_class')}, {record.get('taken_at')})")
+                       source=f"{'validate run' if record['kind'] == 'gpuwise-validate' else 'measured runs'} "
+                              f"{Path(path).name} ({record.get('job_class')}"
+                              + (f", {record['taken_at']})" if record.get("taken_at") else ")"))
 
 
 def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,

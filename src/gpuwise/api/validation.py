@@ -258,7 +258,7 @@ class _Mechanism(BaseModel):
 class _Record(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
-    kind: Literal["gpuwise-validate"]
+    kind: Literal["gpuwise-validate", "gpuwise-calibration"]
     gpu: str = Field(min_length=1, max_length=100)
     job_class: str = Field(max_length=40)
     taken_at: str = Field(default="", max_length=40)
@@ -269,11 +269,12 @@ MAX_RECORD_BYTES = 200_000
 
 
 def read_validation(path: Path) -> dict[str, Any] | None:
-    """A `validate --save` record (validated), or None when the file is another kind of record."""
+    """A `validate --save` or `calibrate --save` record (validated), or None when the file is another kind of
+    record (a `bench --save` one)."""
     from gpuwise.safe_io import parse_json, read_text
 
     data = parse_json(read_text(path, what="calibration", max_bytes=MAX_RECORD_BYTES), origin=str(path))
-    if not isinstance(data, dict) or data.get("kind") != RECORD_KIND:
+    if not isinstance(data, dict) or data.get("kind") not in (RECORD_KIND, "gpuwise-calibration"):
         return None
     try:
         return _Record.model_validate(data).model_dump()

@@ -23,6 +23,7 @@ jobs.register(app)
 hardware.register(app)
 fleet.register(app)
 validate.register(app)
+validate.register_calibrate(app)
 
 
 def _serve(given: Given) -> None:

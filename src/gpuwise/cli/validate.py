@@ -32,3 +32,32 @@ def register(app: typer.Typer) -> None:
            args=[MODEL], sources=[_job_source("estimate"), Source.of("run", ValidateSettings, "validate")],
            shell=[SAVE, JSON, CATALOG],
            doc="Needs torch and transformers (the hf extra); PEFT for LoRA; bitsandbytes and CUDA for QLoRA.")
+
+
+FROM = Opt("from_file", "--from", "The benchmark export to read: AIPerf/GenAI-Perf profile export JSON, `vllm bench "
+                                  "serve --save-result` JSON, SGLang bench_serving JSONL, `llama-bench -o json`.",
+           Path, OUTPUT, "FILE")
+
+
+def _calibrate(given: Given) -> None:
+    from gpuwise.api.calibrate import calibrate
+    from gpuwise.errors import ConfigError
+    from gpuwise.report.validate import calibrate_json, calibrate_view
+
+    source = given.shell.get("from_file")
+    if source is None:
+        raise ConfigError("give --from FILE: a benchmark export (AIPerf, vllm bench serve, SGLang bench_serving, "
+                          "llama-bench -o json)")
+    done = calibrate(source, settings=given["settings"], save=given.shell.get("save"),
+                     catalog_files=tuple(given.shell.get("catalog") or ()))
+    print_json(calibrate_json(done)) if given.shell.get("as_json") else stdout().print(calibrate_view(done))
+
+
+def register_calibrate(app: typer.Typer) -> None:
+    from gpuwise.workload.exports import CalibrateSettings
+
+    define(app, "calibrate", "Read your benchmark exports (AIPerf, vllm bench serve, SGLang, llama-bench): each run "
+                             "beside gpuwise's prediction, and a calibration record.", _calibrate,
+           sources=[Source.of("settings", CalibrateSettings, "calibrate")],
+           shell=[FROM, Opt("save", "--save", "Write the calibration record that --calibration FILE reads (JSON).",
+                            Path, OUTPUT, "FILE"), JSON, CATALOG])

@@ -49,3 +49,31 @@ def validate_view(done: Validation) -> Group:
         lines.append("on the CPU the prediction runs on a card made of rates measured now: gpuwise's speed model is "
                      "a GPU's, so read the CPU's time as a check of the run, the memory as a check of the model")
     return Group(table, "\n".join(lines))
+
+
+def calibrate_json(done: Any) -> dict[str, Any]:
+    return dict(done.record())
+
+
+def calibrate_view(done: Any) -> Group:
+    """One row per run: each measured figure beside gpuwise's, then what the record recalibrates."""
+    table = Table(title=f"{done.source}: {len(done.runs)} run(s) of {done.model} on {done.gpu} ({done.engine}), "
+                        "measured / predicted", title_justify="left")
+    keys = list(dict.fromkeys(k for c in done.runs for k in c.measured))
+    table.add_column("run")
+    for key in keys:
+        table.add_column(key.replace("_", " "), justify="right")
+    for c in done.runs:
+        cells = [f"{_short(c.measured.get(k))} / {_short(c.predicted.get(k))}" for k in keys]
+        table.add_row(c.run.label[:34], *cells)
+    mechanism = done.calibration
+    parts = [f"prefill matmuls at {v:,.0f} TFLOP/s" for v in (mechanism.get("gemm_tflops") or {}).values()]
+    if mechanism.get("memory_gb_s"):
+        parts.append(f"decode memory at {mechanism['memory_gb_s']:,.0f} GB/s")
+    text = (f"from {mechanism.get('basis')}: " + ", ".join(parts) if parts else "nothing to recalibrate")
+    return Group(table, f"the record (--save) sets {text}; `estimate --calibration FILE` and `serve-sim --calibration "
+                        "FILE` use it on this card")
+
+
+def _short(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}" if value >= 10 else f"{value:,.3g}"
