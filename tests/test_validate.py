@@ -136,3 +136,19 @@ def test_it_refuses_before_allocating_and_names_what_is_missing(tmp_path: Path,
     monkeypatch.setitem(sys.modules, "peft", None)
     with pytest.raises(ProbeUnavailable, match="PEFT"):
         api.validate(_config(tmp_path, TINY), run=QUICK, method="lora")
+
+
+def test_fleet_report_finds_the_node_whose_validated_step_is_slow(tmp_path: Path) -> None:
+    """Three nodes ran the same validate job on the same card; one took 1.5x the others' step: 33 % fewer steps per
+    second than the median, a FAIL (a fifth below), with its step time and the median's in the detail."""
+    base = api.validate(_config(tmp_path, TINY), run=QUICK, batch=2, seq=64).record()
+    for node, step in (("a", 0.10), ("b", 0.11), ("c", 0.15)):
+        folder = tmp_path / "fleet" / node
+        folder.mkdir(parents=True)
+        record = {**base, "gpu": "h100-sxm-80gb", "measured": {**base["measured"], "step_s": step}}
+        (folder / "validate-tiny.json").write_text(json.dumps(record))
+    report = api.fleet_report(tmp_path / "fleet")
+    verdicts = {n.name: n.verdict for n in report.nodes}
+    assert verdicts == {"a": "PASS", "b": "PASS", "c": "FAIL"}
+    slow = next(o for n in report.nodes if n.name == "c" for o in n.outliers)
+    assert "0.150 s" in slow.detail and "0.110 s" in slow.detail

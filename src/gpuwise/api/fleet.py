@@ -153,6 +153,36 @@ class _Raw:
     doctor: dict[str, Any] | None
     bench: dict[str, Any] | None
     burn_in: dict[str, Any] | None
+    validated: list[dict[str, Any]] = field(default_factory=list)
+
+
+MAX_VALIDATE_FILES = 100
+VALIDATE_PREFIX = "validate "  # a metric from a `validate --save` record: the job's steps per second
+
+
+def _validate_records(folder: Path) -> list[dict[str, Any]]:
+    """The node's `validate --save` records (validate*.json), at most MAX_VALIDATE_FILES."""
+    found = []
+    for path in sorted(folder.glob("validate*.json"))[:MAX_VALIDATE_FILES]:
+        doc = read_json_file(path, "validate record")
+        if doc is not None and doc.get("kind") == "gpuwise-validate":
+            found.append(doc)
+    return found
+
+
+def validate_values(records: list[dict[str, Any]]) -> dict[str, tuple[float, float | None]]:
+    """metric -> (steps per second, None) per job a node validated: the same model, job class and settings on the
+    same card compare across nodes (a step time far above the median is a slow node)."""
+    values: dict[str, tuple[float, float | None]] = {}
+    for doc in records:
+        measured: dict[str, Any] = doc["measured"] if isinstance(doc.get("measured"), dict) else {}
+        step = _positive(measured.get("step_s"))
+        job: dict[str, Any] = doc["job"] if isinstance(doc.get("job"), dict) else {}
+        shape = "x".join(str(job.get(k)) for k in ("batch", "seq", "input_len", "output_len") if job.get(k))
+        if step is not None:
+            key = f"{VALIDATE_PREFIX}{str(doc.get('model'))[:60]} {str(doc.get('job_class'))[:20]} {shape[:40]}"
+            values[key] = (1 / step, None)
+    return values
 
 
 def _nodes(directory: Path) -> list[_Raw]:
@@ -163,12 +193,14 @@ def _nodes(directory: Path) -> list[_Raw]:
     if len(folders) > MAX_NODES:
         raise ConfigError(f"{directory}: more than {MAX_NODES:,} node folders; report on a part of the fleet")
     raw = [_Raw(f.name, read_json_file(f / "doctor.json", "doctor report"),
-                read_json_file(f / "bench.json", "bench result"), read_json_file(f / "burnin.json", "burn-in result"))
+                read_json_file(f / "bench.json", "bench result"), read_json_file(f / "burnin.json", "burn-in result"),
+                _validate_records(f))
            for f in folders]
-    raw = [r for r in raw if r.doctor is not None or r.bench is not None]
+    raw = [r for r in raw if r.doctor is not None or r.bench is not None or r.validated]
     if not raw:
-        raise ConfigError(f"{directory}: no node folder holds doctor.json or bench.json (write them with "
-                          "`gpuwise doctor --json > NODE/doctor.json` and `gpuwise bench --json > NODE/bench.json`)")
+        raise ConfigError(f"{directory}: no node folder holds doctor.json, bench.json or validate*.json (write them "
+                          "with `gpuwise doctor --json > NODE/doctor.json`, `gpuwise bench --json > NODE/bench.json`, "
+                          "`gpuwise validate ... --save NODE/validate.json`)")
     return raw
 
 
@@ -176,8 +208,10 @@ def fleet_report(directory: Path | str, *, catalog_files: CatalogFiles = ()) -> 
     """Judge every node folder under ``directory`` against the catalog and against its GPU model's median."""
     catalog = load_catalog(catalog_files=catalog_files)
     raw = _nodes(Path(directory))
-    models = {r.name: _model(r.doctor, r.bench) for r in raw}
+    models = {r.name: _model(r.doctor, r.bench or (r.validated[0] if r.validated else None)) for r in raw}
     values = {r.name: bench_values(r.bench, models[r.name], catalog) if r.bench else {} for r in raw}
+    for r in raw:
+        values[r.name].update(validate_values(r.validated))
     for r in raw:
         if (ratio := _positive((r.burn_in or {}).get("clock_ratio"))) is not None:
             values[r.name]["burn_in_clock_ratio"] = (ratio, None)
@@ -200,8 +234,11 @@ def _judge(raw: _Raw, model: str, values: Mapping[str, tuple[float, float | None
         median = medians.get(metric)
         if median and value < median * (1 - FLEET_WARN_SHORTFALL):
             short = 1 - value / median
+            detail = (f"step {1 / value:,.3f} s against the {model} nodes' median {1 / median:,.3f} s "
+                      f"({short:.0%} fewer steps per second)" if metric.startswith(VALIDATE_PREFIX) else
+                      f"{short:.0%} below the median of the {model} nodes ({median:,.1f})")
             outliers.append(Outlier(metric, "FAIL" if short >= FLEET_FAIL_SHORTFALL else "WARN", "fleet", value,
-                                    median, f"{short:.0%} below the median of the {model} nodes ({median:,.1f})"))
+                                    median, detail))
     for check, status, measured in findings:
         if status == "FAIL" or (check, status) not in shared:
             outliers.append(Outlier(check, status, "doctor", None, None, measured))
@@ -210,7 +247,7 @@ def _judge(raw: _Raw, model: str, values: Mapping[str, tuple[float, float | None
         reasons = (raw.burn_in or {}).get("reasons")
         outliers.append(Outlier("burn_in", "FAIL", "burn-in", None, None,
                                 "; ".join(map(str, reasons))[:300] if isinstance(reasons, list) else str(burned)))
-    doc = raw.doctor or raw.bench or {}
+    doc = raw.doctor or raw.bench or (raw.validated[0] if raw.validated else {})
     return Node(raw.name, model, _text(doc.get("host")), _text(doc.get("taken_at")),
                 {k: v for k, (v, _) in values.items()}, tuple(outliers))
 
