@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuwise import api
-from gpuwise.api.calibrate import calibrate
+from gpuwise.api.measured_runs import calibrate
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
 from gpuwise.workload.exports import read_export
@@ -89,3 +89,10 @@ def test_each_run_is_predicted_at_its_own_load_and_the_record_calibrates(tmp_pat
     measured = run.measured["tpot_ms"]
     assert measured is not None and before.at_concurrency is not None and after.at_concurrency is not None
     assert abs(after.at_concurrency.tpot_mean_ms - measured) <= abs(before.at_concurrency.tpot_mean_ms - measured)
+
+
+def test_a_lone_clients_request_is_its_first_token_and_its_decode_steps() -> None:
+    """At concurrency 1 AIPerf's request latency is its TTFT plus (output - 1) inter-token latencies (AIPerf's own
+    definitions): the per-request overhead the record reports is near zero."""
+    done = calibrate(EXPORTS / "aiperf" / "aiperf-wellflat-a100-gptoss20b-c1.json", settings={"gpu": "a100-sxm-80gb"})
+    assert abs(done.calibration["request_overhead_ms"]) < 0.01 * done.runs[0].run.e2e_ms  # type: ignore[operator]

@@ -11,15 +11,15 @@ import gpuwise
 def test_all_is_sorted_and_pinned() -> None:
     """One public door: the package's names are the api's, functions with the job, plan and result types."""
     assert gpuwise.__all__ == sorted(gpuwise.__all__) == gpuwise.api.__all__
-    functions = {"bench", "bench_collective", "burn_in", "compare_gpus", "diagnose", "doctor", "estimate",
+    functions = {"bench", "bench_collective", "burn_in", "calibrate", "compare_gpus", "diagnose", "doctor", "estimate",
                  "exact_params", "exporter_reader", "find_gpu", "fit", "fleet_report", "hpc_apps", "hpc_estimate",
                  "image_estimate", "image_fit", "job", "layer_split", "list_gpus", "list_models", "list_pipelines",
                  "load_catalog", "model", "model_from_config", "monitor", "pipeline", "plan", "recommend", "scale",
-                 "serve_sim", "splits_by_layers", "tco", "trace", "trace_time"}
-    types = {"Architecture", "Catalog", "Diagnosis", "Estimate", "FitReport", "FleetReport", "GPU", "HpcEstimate",
-             "HpcJob", "ImageEstimate", "ImageFit", "ImageJob", "InferJob", "InferPerf", "InferPlan", "Job",
-             "LayerSplit", "LoadTest", "MemoryEstimate", "Recommendation", "ScaleRow", "ServingReport", "TcoReport",
-             "TrainJob", "TrainPerf", "TrainPlan"}
+                 "serve_sim", "splits_by_layers", "tco", "trace", "trace_time", "validate"}
+    types = {"Architecture", "Calibrated", "Catalog", "Diagnosis", "Estimate", "FitReport", "FleetReport", "GPU",
+             "HpcEstimate", "HpcJob", "ImageEstimate", "ImageFit", "ImageJob", "InferJob", "InferPerf", "InferPlan",
+             "Job", "LayerSplit", "LoadTest", "MemoryEstimate", "Recommendation", "ScaleRow", "ServingReport",
+             "TcoReport", "TrainJob", "TrainPerf", "TrainPlan", "Validation"}
     errors = {"AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "InputTooLarge", "NotEstimable",
               "ProbeUnavailable", "TimeLimitExceeded", "UnknownGPU", "UnknownModel"}
     assert set(gpuwise.__all__) == functions | types | errors

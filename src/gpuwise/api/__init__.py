@@ -23,6 +23,7 @@ _FROM: dict[str, str] = {
     **dict.fromkeys(("hpc_apps", "hpc_estimate"), "gpuwise.api.hpc"),
     **dict.fromkeys(("image_estimate", "image_fit", "list_pipelines", "pipeline"), "gpuwise.api.images"),
     **dict.fromkeys(("Validation", "validate"), "gpuwise.api.validation"),
+    **dict.fromkeys(("Calibrated", "calibrate"), "gpuwise.api.measured_runs"),
     **dict.fromkeys(("estimate", "exact_params", "fit", "job", "layer_split", "list_models", "model",
                      "model_from_config", "plan", "recommend", "scale", "serve_sim", "splits_by_layers", "tco",
                      "trace", "trace_time"),
@@ -106,6 +107,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.api.jobs import tco as tco
     from gpuwise.api.jobs import trace as trace
     from gpuwise.api.jobs import trace_time as trace_time
+    from gpuwise.api.measured_runs import Calibrated as Calibrated
+    from gpuwise.api.measured_runs import calibrate as calibrate
     from gpuwise.api.validation import Validation as Validation
     from gpuwise.api.validation import validate as validate
     from gpuwise.catalog import GPU as GPU

@@ -40,7 +40,7 @@ FROM = Opt("from_file", "--from", "The benchmark export to read: AIPerf/GenAI-Pe
 
 
 def _calibrate(given: Given) -> None:
-    from gpuwise.api.calibrate import calibrate
+    from gpuwise.api.measured_runs import calibrate
     from gpuwise.errors import ConfigError
     from gpuwise.report.validate import calibrate_json, calibrate_view
 

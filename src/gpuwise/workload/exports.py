@@ -52,6 +52,7 @@ class MeasuredRun:
     output_len: float | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None  # per output token after the first (the inter-token latency where no TPOT)
+    e2e_ms: float | None = None  # a request's whole latency, where the tool gives it
     request_per_s: float | None = None
     output_tokens_per_s: float | None = None
     prompt_tokens: int | None = None  # llama-bench: a pp test's prompt, or a tg test's generated tokens
@@ -86,6 +87,7 @@ def _serving(data: Mapping[str, Any], tool: str, label: str) -> MeasuredRun:
     completed = _number(data.get("completed"))
     ttft, stat = _first(data, "mean_ttft_ms", "median_ttft_ms")
     tpot, _ = _first(data, "mean_tpot_ms", "median_tpot_ms", "mean_itl_ms", "median_itl_ms")
+    e2e, _ = _first(data, "mean_e2e_latency_ms", "mean_e2el_ms", "median_e2e_latency_ms", "median_e2el_ms")
     rate = _number(data.get("request_rate"))
     duration = _number(data.get("duration"))
     per_s = _number(data.get("request_throughput")) or (completed / duration if completed and duration else None)
@@ -98,7 +100,7 @@ def _serving(data: Mapping[str, Any], tool: str, label: str) -> MeasuredRun:
         tool=tool, label=label, model=model if isinstance(model, str) else None,
         concurrency=concurrency, request_rate=rate, requests=int(completed) if completed else None,
         input_len=_per_request(data.get("total_input_tokens"), completed),
-        output_len=_per_request(data.get("total_output_tokens"), completed), ttft_ms=ttft, tpot_ms=tpot,
+        output_len=_per_request(data.get("total_output_tokens"), completed), ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e,
         request_per_s=per_s, output_tokens_per_s=_number(data.get("output_throughput")), statistic=stat or "mean")
 
 
@@ -140,6 +142,7 @@ def _aiperf(data: Mapping[str, Any], label: str) -> MeasuredRun:
         concurrency=_number(_search(config, ("concurrency",))), requests=int(count) if count else None,
         input_len=_stat(data, "input_sequence_length"), output_len=_stat(data, "output_sequence_length"),
         ttft_ms=_stat(data, "time_to_first_token"), tpot_ms=_stat(data, "inter_token_latency"),
+        e2e_ms=_stat(data, "request_latency"),
         request_per_s=_stat(data, "request_throughput"), output_tokens_per_s=_stat(data, "output_token_throughput"))
 
 

@@ -124,6 +124,14 @@ def _bench(run: MeasuredRun, arch: Architecture, card: GPU, catalog_files: Catal
                     f"as {quant} (the file's {8 * (run.weight_bytes or 0) / arch.total_params:.2f} bits per weight)")
 
 
+def request_overhead_ms(run: MeasuredRun) -> float | None:
+    """What a request took beyond its first token and its decode steps: e2e - TTFT - (output - 1) x TPOT (tokenising,
+    HTTP and streaming, scheduling), where the tool reports all three as means (medians do not add up)."""
+    if run.e2e_ms is None or run.ttft_ms is None or run.tpot_ms is None or not run.output_len:
+        return None
+    return run.e2e_ms - run.ttft_ms - (run.output_len - 1) * run.tpot_ms
+
+
 def _ratio(compared: Compared, key: str, faster_is_larger: bool) -> float | None:
     seen, guess = compared.measured.get(key), compared.predicted.get(key)
     if not seen or not guess:
@@ -148,6 +156,10 @@ def attribute(runs: tuple[Compared, ...], card: GPU) -> dict[str, Any]:
         basis = "llama-bench pp and tg"
     out: dict[str, Any] = {"bound": "prefill+decode", "predicted_over_measured": decode or prefill or 1.0,
                            "basis": basis}
+    quietest = min(serving, key=lambda c: (c.run.concurrency or c.run.request_rate or 1e9)) if serving else None
+    overhead = request_overhead_ms(quietest.run) if quietest and quietest.run.statistic == "mean" else None
+    if overhead is not None:  # reported, not applied: the simulator's turnaround is its own rule (simulate.py)
+        out["request_overhead_ms"] = overhead
     if prefill:
         out["gemm_tflops"] = {m.dtype: m.peak_flops * m.gemm_efficiency * m.shape_fraction * prefill / 1e12}
     if decode:
