@@ -19,6 +19,7 @@ from gpuwise.probe.settings import (
     ValidateSettings,
 )
 from gpuwise.recommend.request import Constraints, Request, Workload, load_scenario, parse_request, template_count
+from gpuwise.workload.exports import CalibrateSettings
 from gpuwise.workload.jobs.hpc import HPC_SHARED, HpcJob, make_hpc_job
 from gpuwise.workload.jobs.image import SHARED, ImageJob, make_image_job
 from gpuwise.workload.jobs.job import HARDWARE, JOB_MODELS, InferJob, TrainJob, job_flag_fields, make_job
@@ -28,9 +29,8 @@ from gpuwise.workload.model.presets import hub_index
 
 __all__ = [
     "FEATURES", "HARDWARE", "HPC_SHARED", "JOB_MODELS", "SEGMENTS", "SHARED", "VENDORS", "BenchSettings",
-    "BurnInSettings", "CollectiveSettings", "Constraints", "DoctorSettings", "ExporterSettings", "HpcJob", "ImageJob",
-    "InferJob", "LoadTest", "MonitorSettings", "Purchase", "Request", "TrainJob", "Usage", "ValidateSettings",
-    "Workload", "hub_index",
-    "job_flag_fields", "load_scenario", "make_hpc_job", "make_image_job", "make_job", "parse_request",
-    "template_count", "workload_kind",
+    "BurnInSettings", "CalibrateSettings", "CollectiveSettings", "Constraints", "DoctorSettings", "ExporterSettings",
+    "HpcJob", "ImageJob", "InferJob", "LoadTest", "MonitorSettings", "Purchase", "Request", "TrainJob", "Usage",
+    "ValidateSettings", "Workload", "hub_index", "job_flag_fields", "load_scenario", "make_hpc_job", "make_image_job",
+    "make_job", "parse_request", "template_count", "workload_kind",
 ]

@@ -54,7 +54,7 @@ def _calibrate(given: Given) -> None:
 
 
 def register_calibrate(app: typer.Typer) -> None:
-    from gpuwise.workload.exports import CalibrateSettings
+    from gpuwise.api.shell import CalibrateSettings
 
     define(app, "calibrate", "Read your benchmark exports (AIPerf, vllm bench serve, SGLang, llama-bench): each run "
                              "beside gpuwise's prediction, and a calibration record.", _calibrate,
