@@ -21,11 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.errors import ConfigError
+from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import Estimate, estimate
+from gpuwise.estimate.image.pipeline import ImageEstimate
 from gpuwise.estimate.speed.inference import InferPerf
 from gpuwise.estimate.speed.roofline import Calibration, machine
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.safe_io import atomic_write_text, check_writable
+from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
+from gpuwise.workload.jobs.image import ImageJob, make_image_job
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, make_job
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.trace.run import Measured, RunSettings, run_inference, run_training
@@ -42,14 +46,14 @@ class Validation:
     """One validate run: what the device measured beside what gpuwise predicted, key by key."""
 
     model: str
-    job: Job
+    job: Job | ImageJob
     device: str
     device_name: str
     card: str  # the catalog id the prediction was made on (host-cpu on the CPU)
     measured: Mapping[str, float | None]
     predicted: Mapping[str, float | None]
     run: Measured
-    estimate: Estimate
+    estimate: Estimate | ImageEstimate
     calibration: Mapping[str, Any]  # what `estimate --calibration` takes from this run
     host: str = ""
     taken_at: str = ""
@@ -73,15 +77,18 @@ class Validation:
                 "host": self.host, "taken_at": self.taken_at}
 
 
-def job_class(job: Job) -> str:
-    """What kind of run this is, for matching a record to a later estimate: train-full, train-lora, infer-hf."""
+def job_class(job: Job | ImageJob) -> str:
+    """What kind of run this is, for matching a record to a later estimate: train-full, train-lora, infer-hf,
+    image-diffusers."""
+    if isinstance(job, ImageJob):
+        return f"image-{job.engine}"
     return f"train-{job.method}" if isinstance(job, TrainJob) else f"infer-{job.engine}"
 
 
-def terms(result: Estimate) -> dict[str, Any]:
+def terms(result: Estimate | ImageEstimate) -> dict[str, Any]:
     """The estimate's parts: memory by component, and what bounds the step."""
     parts = {k: round(v / GIB, 6) for k, v in result.memory.breakdown_bytes.items() if v}
-    perf = result.perf
+    perf = result.perf if isinstance(result, Estimate) else None
     return {"memory_gib": parts, "bound": perf.bound if perf is not None else None,
             "top_ops": [list(x) for x in perf.top_ops[:5]] if perf is not None else []}
 
@@ -103,15 +110,15 @@ def _validated_job(task: str, given: Job | None, options: Mapping[str, object]) 
 
 
 def host_card(catalog: Catalog, device: str) -> tuple[GPU, Calibration]:
-    """The CPU as a card: its memory the machine's RAM, its rates measured now (bf16 and fp32 matmuls, a copy)."""
+    """The CPU as a card: its memory the RAM available now, its rates measured now (bf16 and fp32 matmuls, a copy)."""
     from gpuwise.probe import bench
 
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     rates = {d: bench.gemm(d, size=512, device=device, repeats=3) for d in ("fp32", "bf16")}
     copy_gb_s, _ = bench.device_bandwidth(n_bytes=64 * 2**20, device=device, repeats=3)
     base = catalog.gpus["l4"]  # any record: every figure that matters is replaced
     card = base.model_copy(update={
-        "id": HOST_CPU, "name": "host CPU (rates measured now)", "memory_gb": ram / 1e9,
+        "id": HOST_CPU, "name": "host CPU (rates measured now)", "memory_gb": ram / GIB,
         "memory_bandwidth_gb_s": copy_gb_s, "fp32_tflops": rates["fp32"], "bf16_dense_tflops": rates["bf16"],
         "fp16_dense_tflops": rates["bf16"], "tf32_dense_tflops": None, "fp8_dense_tflops": None,
         "int8_dense_tops": None, "fp4_dense_tflops": None, "unified_memory": None, "price": None})
@@ -133,10 +140,9 @@ def _card(catalog: Catalog, device: str, gpu: str | None) -> tuple[GPU, str, Cal
     return found, name, None
 
 
-def _refuse_if_tight(result: Estimate) -> None:
-    need, room = result.memory.allocated_bytes, result.memory.capacity_bytes
+def _refuse_if_tight(need: float, room: float, card: GPU) -> None:
     if need > (1 - MEMORY_MARGIN) * room:
-        raise ConfigError(f"the estimate needs {need / GIB:,.1f} of {room / GIB:,.1f} GiB on {result.gpu.id}, "
+        raise ConfigError(f"the estimate needs {need / GIB:,.1f} of {room / GIB:,.1f} GiB on {card.id}, "
                           f"less than {MEMORY_MARGIN:.0%} free: not run (a smaller --batch or --seq, or a larger "
                           "device)")
 
@@ -205,43 +211,93 @@ def _step_pair(measured: Mapping[str, float | None], predicted: Mapping[str, flo
     raise ConfigError("validate measured no step time to compare")
 
 
-def validate(model_name: str | Architecture, *, task: str = "train", job: Job | None = None,
+def validate(model_name: str | Architecture | Pipeline, *, task: str = "train", job: Job | ImageJob | None = None,
              run: Mapping[str, object] | None = None, save: Path | str | None = None,
              catalog_files: CatalogFiles = (), **options: object) -> Validation:
     """Run the job for real and estimate it: ``run`` holds the settings (device, steps, warmup, time_limit_s, gpu;
     probe/settings.py ValidateSettings), ``options`` the job's flags when ``job`` is not given; ``save`` writes the
-    record.
+    record. An image pipeline (sdxl, flux.1-dev) runs its denoiser and VAE.
 
     ``gpuwise.api.validate("Qwen/Qwen2.5-0.5B", run={"device": "cuda:0"}, method="lora", batch=4, seq=1024)``"""
     from gpuwise.api.hardware import node_stamp
-    from gpuwise.api.jobs import model
     from gpuwise.flags import build
     from gpuwise.probe.settings import ValidateSettings
 
     chosen = build(ValidateSettings, dict(run or {}))
     settings = RunSettings(chosen.device, chosen.steps, chosen.warmup, chosen.time_limit_s)
-    device, gpu = chosen.device, chosen.gpu
-    job = _validated_job(task, job, options)
     target = Path(save) if save is not None else None
     if target is not None:
         check_writable(target, what="validate record")
-    arch = model(model_name)
-    if not arch.config.get("model_type"):
-        raise ConfigError(f"{arch.name}: no transformers config to build (validate runs transformers models)")
     catalog = load_catalog(catalog_files=catalog_files)
-    card, device_name, rates = _card(catalog, device, gpu)
-    result = estimate(arch, job, card, catalog, calibration=rates)
-    _refuse_if_tight(result)
-    done_run = (run_training(arch.config, result.job, settings) if isinstance(result.job, TrainJob)
-                else run_inference(arch.config, result.job, settings))
-    measured, predicted = figures(done_run, result)
-    seen, guess = _step_pair(measured, predicted)
+    pipeline = model_name if isinstance(model_name, Pipeline) else find_pipeline(model_name)
+    card, device_name, rates = _card(catalog, chosen.device, chosen.gpu)
+    done_job: Job | ImageJob
+    result: Estimate | ImageEstimate
+    if pipeline is not None:
+        image_job = job if isinstance(job, ImageJob) else make_image_job(**options)
+        name, done_job, done_run, result, measured, predicted = _run_pipeline(pipeline, image_job, card, catalog,
+                                                                              settings)
+        mechanism: dict[str, Any] = {"bound": "denoiser",
+                                     "predicted_over_measured": (predicted["step_s"] or 1) / (measured["step_s"] or 1)}
+    else:
+        name, done_job, done_run, model_result, measured, predicted = _run_model(model_name, task, job, options, card,
+                                                                                 catalog, rates, settings)
+        seen, guess = _step_pair(measured, predicted)
+        mechanism, result = calibration_from(model_result, seen, guess), model_result
     host, taken_at = node_stamp()
-    done = Validation(arch.name, result.job, device, device_name, card.id, measured, predicted, done_run, result,
-                      calibration_from(result, seen, guess), host, taken_at)
+    done = Validation(name, done_job, chosen.device, device_name, card.id, measured, predicted, done_run, result,
+                      mechanism, host, taken_at)
     if target is not None:
         atomic_write_text(target, json.dumps(done.record(), indent=2) + "\n", what="validate record")
     return done
+
+
+Figures = dict[str, float | None]
+
+
+def _run_model(model_name: str | Architecture | Pipeline, task: str, job: Job | ImageJob | None,
+               options: Mapping[str, object], card: GPU, catalog: Catalog, rates: Calibration | None,
+               settings: RunSettings) -> tuple[str, Job, Measured, Estimate, Figures, Figures]:
+    from gpuwise.api.jobs import model
+
+    assert not isinstance(model_name, Pipeline) and not isinstance(job, ImageJob)
+    typed = _validated_job(task, job, options)
+    arch = model(model_name)
+    if not arch.config.get("model_type"):
+        raise ConfigError(f"{arch.name}: no transformers config to build (validate runs transformers models)")
+    result = estimate(arch, typed, card, catalog, calibration=rates)
+    _refuse_if_tight(result.memory.allocated_bytes, result.memory.capacity_bytes, card)
+    done_run = (run_training(arch.config, result.job, settings) if isinstance(result.job, TrainJob)
+                else run_inference(arch.config, result.job, settings))
+    measured, predicted = figures(done_run, result)
+    return arch.name, result.job, done_run, result, measured, predicted
+
+
+def _run_pipeline(pipeline: Pipeline, job: ImageJob, card: GPU, catalog: Catalog,
+                  settings: RunSettings) -> tuple[str, ImageJob, Measured, ImageEstimate, Figures, Figures]:
+    """The denoiser and VAE run, beside the estimate's figures for those two (the text encoders are not run)."""
+    from gpuwise.estimate.image.pipeline import activations_by_component, image_estimate, resolved
+    from gpuwise.workload.trace.run_images import run_pipeline
+
+    job = resolved(pipeline, job)
+    result = image_estimate(pipeline, job, card, catalog)
+    held = result.weights_bytes[pipeline.denoiser_name] + result.weights_bytes["vae"]
+    acts = activations_by_component(pipeline, job)
+    allocated = held + max(acts[pipeline.denoiser_name], acts["vae"])
+    _refuse_if_tight(allocated, result.memory.capacity_bytes, card)
+    done_run = run_pipeline(pipeline, job, settings)
+    assert job.steps is not None
+    step, decode = result.phases_s["denoising"] / job.steps, result.phases_s["VAE decode"]
+    measured: Figures = {"peak_allocated_gib": _gib(done_run.peak_allocated_bytes),
+                         "peak_reserved_gib": _gib(done_run.peak_reserved_bytes), "step_s": done_run.step_s,
+                         "decode_s": done_run.decode_s,
+                         "seconds_per_image": (job.steps * done_run.step_s + (done_run.decode_s or 0)) / job.batch}
+    predicted: Figures = {"peak_allocated_gib": _gib(allocated),
+                          "peak_reserved_gib": _gib(allocated * (1 + C.ALLOCATOR_RESERVE.value))
+                          if done_run.peak_reserved_bytes is not None else None,
+                          "step_s": step, "decode_s": decode,
+                          "seconds_per_image": (job.steps * step + decode) / job.batch}
+    return pipeline.name, job, done_run, result, measured, predicted
 
 
 class _Mechanism(BaseModel):

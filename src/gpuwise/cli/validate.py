@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 
 from gpuwise import api
-from gpuwise.api.shell import ValidateSettings
+from gpuwise.api.shell import ImageJob, ValidateSettings, workload_kind
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Given, Opt, Source, define
-from gpuwise.cli.jobs import MODEL, _job_source, typed_job
+from gpuwise.cli.jobs import MODEL, _job_source, image_job, typed_job
 from gpuwise.cli.output import print_json, stdout
 
 SAVE = Opt("save", "--save", "Write the run as a record that `estimate --calibration FILE` uses (JSON).", Path,
@@ -19,9 +19,10 @@ SAVE = Opt("save", "--save", "Write the run as a record that `estimate --calibra
 def _validate(given: Given) -> None:
     from gpuwise.report.validate import validate_json, validate_view
 
-    job = typed_job(given, "estimate")
+    model = given.args["model"]
+    job = image_job(given) if workload_kind(None, model) == "image" else typed_job(given, "estimate")
     files = tuple(given.shell.get("catalog") or ())
-    done = api.validate(given.args["model"], job=job, run=given["run"], save=given.shell.get("save"),
+    done = api.validate(model, job=job, run=given["run"], save=given.shell.get("save"),
                         catalog_files=files)
     print_json(validate_json(done)) if given.shell.get("as_json") else stdout().print(validate_view(done))
 
@@ -29,9 +30,11 @@ def _validate(given: Given) -> None:
 def register(app: typer.Typer) -> None:
     define(app, "validate", "Run the job for real on this device (random weights from its config.json) and show "
                             "measured memory and time beside the estimate.", _validate,
-           args=[MODEL], sources=[_job_source("estimate"), Source.of("run", ValidateSettings, "validate")],
+           args=[MODEL], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
+                                  Source.of("run", ValidateSettings, "validate")],
            shell=[SAVE, JSON, CATALOG],
-           doc="Needs torch and transformers (the hf extra); PEFT for LoRA; bitsandbytes and CUDA for QLoRA.")
+           doc="Needs torch and transformers (the hf extra); PEFT for LoRA; bitsandbytes and CUDA for QLoRA; diffusers "
+               "for an image pipeline (sdxl, flux.1-dev: its denoiser and VAE).")
 
 
 FROM = Opt("from_file", "--from", "The benchmark export to read: AIPerf/GenAI-Perf profile export JSON, `vllm bench "

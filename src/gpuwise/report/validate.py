@@ -8,12 +8,14 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.api.validation import Validation
+from gpuwise.workload.jobs.image import ImageJob
 
 _UNITS = {"peak_allocated_gib": ("peak allocated (torch)", "GiB"), "peak_reserved_gib": ("peak reserved", "GiB"),
           "step_s": ("training step", "s"), "tokens_per_s": ("tokens/s", ""),
           "samples_per_s": ("images/s", ""), "prefill_s": ("prefill (TTFT)", "s"),
           "decode_s_per_token": ("decode per token", "s"), "generate_s": ("whole generate call", "s"),
-          "output_tokens_per_s": ("output tokens/s", "")}
+          "output_tokens_per_s": ("output tokens/s", ""), "decode_s": ("VAE decode", "s"),
+          "seconds_per_image": ("per image (denoiser + VAE)", "s")}
 
 
 def validate_json(done: Validation) -> dict[str, Any]:
@@ -29,13 +31,14 @@ def _cell(value: float | None, unit: str) -> str:
 
 
 def validate_view(done: Validation) -> Group:
+    step = "denoiser forward" if isinstance(done.job, ImageJob) else "training step"
     table = Table(title=f"{done.model} on {done.device_name} ({done.device}): measured beside gpuwise's estimate "
                         f"for {done.card}", title_justify="left")
     for header in ("", "measured", "predicted", "error"):
         table.add_column(header, justify="left" if not header else "right")
     errors = done.errors
     for key, seen in done.measured.items():
-        label, unit = _UNITS.get(key, (key, ""))
+        label, unit = (step, "s") if key == "step_s" else _UNITS.get(key, (key, ""))
         error = errors.get(key)
         table.add_row(label, _cell(seen, unit), _cell(done.predicted.get(key), unit),
                       f"{error:+.1%}" if error is not None else "—")
@@ -43,8 +46,12 @@ def validate_view(done: Validation) -> Group:
     lines = [f"{run.method}; {run.steps_timed} timed step(s), median" + (
         " (stopped at the time limit)" if run.stopped_early else "")]
     bound = done.calibration.get("bound")
-    lines.append(f"the estimate's step is {bound}-bound; `estimate --calibration FILE` with this run saved "
-                 f"(--save) recalibrates that mechanism on {done.card}")
+    if isinstance(done.job, ImageJob):
+        lines.append("an image estimate takes no --calibration yet: a saved run (--save) is for `fleet report` and "
+                     "your records")
+    else:
+        lines.append(f"the estimate's step is {bound}-bound; `estimate --calibration FILE` with this run saved "
+                     f"(--save) recalibrates that mechanism on {done.card}")
     if done.card == "host-cpu":
         lines.append("on the CPU the prediction runs on a card made of rates measured now: gpuwise's speed model is "
                      "a GPU's, so read the CPU's time as a check of the run, the memory as a check of the model")

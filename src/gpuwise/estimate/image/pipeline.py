@@ -103,7 +103,7 @@ def component_bytes(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
     return parts
 
 
-def _activations(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
+def activations_by_component(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
     """Peak activation bytes of each component: the most tensors alive in one layer plus what is held across
     layers, for every image the forward carries."""
     assert job.resolution is not None and job.guidance_passes is not None
@@ -122,7 +122,7 @@ def shares_host_memory(gpu: GPU) -> bool:
 
 
 def _peak_parts(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], shared: bool) -> dict[str, float]:
-    acts = _activations(pipeline, job)
+    acts = activations_by_component(pipeline, job)
     if job.offload == "none" or shared:
         parts = {f"weights: {name}": b for name, b in weights.items()}
         parts["activations"] = max(acts.values())
@@ -145,7 +145,7 @@ def holding(pipeline: Pipeline, job: ImageJob, gpu: GPU, weights: Mapping[str, f
     assert job.resolution is not None
     tiling = image.tiled_decode
     tile_share = tiled_area_ratio(job.resolution, tiling.value)[1] if tiling is not None else None
-    return residency(weights, _activations(pipeline, job), job.offload_mode, gpu.usable_memory_bytes, image,
+    return residency(weights, activations_by_component(pipeline, job), job.offload_mode, gpu.usable_memory_bytes, image,
                      tile_share)
 
 
@@ -164,7 +164,8 @@ def image_memory(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> tuple[MemoryEst
     held = holding(pipeline, job, gpu, weights)
     image = job.runtime.image
     assert image is not None
-    parts = (peak_parts(held, weights, _activations(pipeline, job), image, pipeline.denoiser_name) if held else
+    acts = activations_by_component(pipeline, job)
+    parts = (peak_parts(held, weights, acts, image, pipeline.denoiser_name) if held else
              _peak_parts(pipeline, job, weights, shares_host_memory(gpu)))
     parts["CUDA context, workspaces"] = C.CUDA_CONTEXT.value + C.CUBLAS_WORKSPACE.value
     parts["allocator reserve"] = sum(parts.values()) * C.ALLOCATOR_RESERVE.value

@@ -48,6 +48,7 @@ class Measured:
     stopped_early: bool = False  # the time limit ended the run before every step ran
     prefill_s: float | None = None  # inference: a generate of one token
     decode_s_per_token: float | None = None
+    decode_s: float | None = None  # an image pipeline: one VAE decode of the batch
     versions: Mapping[str, str] = field(default_factory=dict)
     method: str = ""
 
