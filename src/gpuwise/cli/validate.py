@@ -27,10 +27,17 @@ def _validate(given: Given) -> None:
     print_json(validate_json(done)) if given.shell.get("as_json") else stdout().print(validate_view(done))
 
 
+def _image_source() -> Source:
+    """An image pipeline's own flags but --steps, which validate spends on timed steps: its figures are per denoiser
+    forward, and per image at the pipeline's default step count."""
+    fields = Source.of("image", ImageJob, "estimate").fields
+    return Source("image", {name: spec for name, spec in fields.items() if name != "steps"})
+
+
 def register(app: typer.Typer) -> None:
     define(app, "validate", "Run the job for real on this device (random weights from its config.json) and show "
                             "measured memory and time beside the estimate.", _validate,
-           args=[MODEL], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
+           args=[MODEL], sources=[_job_source("estimate"), _image_source(),
                                   Source.of("run", ValidateSettings, "validate")],
            shell=[SAVE, JSON, CATALOG],
            doc="Needs torch and transformers (the hf extra); PEFT for LoRA; bitsandbytes and CUDA for QLoRA; diffusers "
