@@ -152,3 +152,17 @@ def test_fleet_report_finds_the_node_whose_validated_step_is_slow(tmp_path: Path
     assert verdicts == {"a": "PASS", "b": "PASS", "c": "FAIL"}
     slow = next(o for n in report.nodes if n.name == "c" for o in n.outliers)
     assert "0.150 s" in slow.detail and "0.110 s" in slow.detail
+
+
+def test_a_run_at_one_batch_brings_the_prediction_at_another_closer(tmp_path: Path) -> None:
+    """The GPU check, on the CPU: a record saved at batch 2 recalibrates the mechanism the step was bound by; the
+    prediction for batch 8 made with it lands nearer the batch-8 measurement than the one without (the CPU's own
+    speed is far from gpuwise's model, so the direction is unmistakable)."""
+    config, record = _config(tmp_path, TINY), tmp_path / "b2.json"
+    api.validate(config, run={"device": "cpu", "steps": 3, "warmup": 1}, batch=2, seq=64, save=record)
+    plain = api.validate(config, run={"device": "cpu", "steps": 3, "warmup": 1}, batch=8, seq=64)
+    calibrated = api.validate(config, run={"device": "cpu", "steps": 3, "warmup": 1}, batch=8, seq=64,
+                              calibration=record)
+    measured = calibrated.measured["step_s"]
+    assert measured is not None and plain.predicted["step_s"] and calibrated.predicted["step_s"]
+    assert abs(calibrated.predicted["step_s"] - measured) < abs(plain.predicted["step_s"] - measured)

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-from gpuwise import api  # noqa: E402
-from gpuwise.workload.diffusion.pipeline import _load  # noqa: E402
+from gpuwise import api
+from gpuwise.workload.diffusion.pipeline import _load
 
 PIPELINES = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "workload" / "diffusion" / "pipelines"
 TINY_VAE = {"_class_name": "AutoencoderKL", "in_channels": 3, "out_channels": 3, "latent_channels": 4,

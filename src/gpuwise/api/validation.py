@@ -178,7 +178,8 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
 
 
-def calibration_from(result: Estimate, measured_s: float, predicted_s: float) -> dict[str, Any]:
+def calibration_from(result: Estimate, measured_s: float, predicted_s: float,
+                     rates: Calibration | None = None) -> dict[str, Any]:
     """What the measurement says of the mechanism that bounds the predicted step: with the host's dispatch, its
     seconds per operator; with matmuls, their achieved rate; with memory traffic, the achieved bandwidth -- each
     the estimate's own figure times predicted / measured, so a job of another size is re-derived, not scaled."""
@@ -195,7 +196,7 @@ def calibration_from(result: Estimate, measured_s: float, predicted_s: float) ->
             out["host_op_s"] = runtime.launch_cost_s.value * measured_s / predicted_s
         return out
     dtype: Dtype = "bf16" if result.gpu.bf16_dense_tflops else "fp32"
-    m = machine(result.gpu, dtype)
+    m = machine(result.gpu, dtype, calibration=rates)  # the rates the prediction itself ran at
     if bound == "memory":
         out["memory_gb_s"] = m.memory_bytes_per_s * ratio / 1e9
     else:
@@ -213,10 +214,12 @@ def _step_pair(measured: Mapping[str, float | None], predicted: Mapping[str, flo
 
 def validate(model_name: str | Architecture | Pipeline, *, task: str = "train", job: Job | ImageJob | None = None,
              run: Mapping[str, object] | None = None, save: Path | str | None = None,
-             catalog_files: CatalogFiles = (), **options: object) -> Validation:
+             calibration: Path | str | None = None, catalog_files: CatalogFiles = (),
+             **options: object) -> Validation:
     """Run the job for real and estimate it: ``run`` holds the settings (device, steps, warmup, time_limit_s, gpu;
     probe/settings.py ValidateSettings), ``options`` the job's flags when ``job`` is not given; ``save`` writes the
-    record. An image pipeline (sdxl, flux.1-dev) runs its denoiser and VAE.
+    record; ``calibration`` an earlier run's record the prediction uses (the same card). An image pipeline (sdxl,
+    flux.1-dev) runs its denoiser and VAE.
 
     ``gpuwise.api.validate("Qwen/Qwen2.5-0.5B", run={"device": "cuda:0"}, method="lora", batch=4, seq=1024)``"""
     from gpuwise.api.hardware import node_stamp
@@ -231,6 +234,8 @@ def validate(model_name: str | Architecture | Pipeline, *, task: str = "train", 
     catalog = load_catalog(catalog_files=catalog_files)
     pipeline = model_name if isinstance(model_name, Pipeline) else find_pipeline(model_name)
     card, device_name, rates = _card(catalog, chosen.device, chosen.gpu)
+    if calibration is not None:  # an earlier run's record: does it bring the prediction for this job closer?
+        rates = _with_record(calibration, card, catalog, rates)
     done_job: Job | ImageJob
     result: Estimate | ImageEstimate
     if pipeline is not None:
@@ -243,7 +248,7 @@ def validate(model_name: str | Architecture | Pipeline, *, task: str = "train", 
         name, done_job, done_run, model_result, measured, predicted = _run_model(model_name, task, job, options, card,
                                                                                  catalog, rates, settings)
         seen, guess = _step_pair(measured, predicted)
-        mechanism, result = calibration_from(model_result, seen, guess), model_result
+        mechanism, result = calibration_from(model_result, seen, guess, rates), model_result
     host, taken_at = node_stamp()
     done = Validation(name, done_job, chosen.device, device_name, card.id, measured, predicted, done_run, result,
                       mechanism, host, taken_at)
@@ -253,6 +258,18 @@ def validate(model_name: str | Architecture | Pipeline, *, task: str = "train", 
 
 
 Figures = dict[str, float | None]
+
+
+def _with_record(path: Path | str, card: GPU, catalog: Catalog, rates: Calibration | None) -> Calibration:
+    """An earlier run's recalibrated mechanism over the rates measured now (host-cpu): what it sets wins."""
+    from gpuwise.api.jobs import calibration_for
+
+    recorded = calibration_for(path, card, catalog)
+    if rates is None:
+        return recorded
+    return Calibration(gemm_flops={**rates.gemm_flops, **recorded.gemm_flops},
+                       memory_bytes_per_s=recorded.memory_bytes_per_s or rates.memory_bytes_per_s,
+                       host_op_s=recorded.host_op_s, source=recorded.source)
 
 
 def _run_model(model_name: str | Architecture | Pipeline, task: str, job: Job | ImageJob | None,

@@ -9,7 +9,7 @@ import typer
 from gpuwise import api
 from gpuwise.api.shell import ImageJob, ValidateSettings, workload_kind
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Given, Opt, Source, define
-from gpuwise.cli.jobs import MODEL, _job_source, image_job, typed_job
+from gpuwise.cli.jobs import CALIBRATION, MODEL, _job_source, image_job, typed_job
 from gpuwise.cli.output import print_json, stdout
 
 SAVE = Opt("save", "--save", "Write the run as a record that `estimate --calibration FILE` uses (JSON).", Path,
@@ -23,6 +23,7 @@ def _validate(given: Given) -> None:
     job = image_job(given) if workload_kind(None, model) == "image" else typed_job(given, "estimate")
     files = tuple(given.shell.get("catalog") or ())
     done = api.validate(model, job=job, run=given["run"], save=given.shell.get("save"),
+                        calibration=given.shell.get("calibration"),
                         catalog_files=files)
     print_json(validate_json(done)) if given.shell.get("as_json") else stdout().print(validate_view(done))
 
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
                             "measured memory and time beside the estimate.", _validate,
            args=[MODEL], sources=[_job_source("estimate"), _image_source(),
                                   Source.of("run", ValidateSettings, "validate")],
-           shell=[SAVE, JSON, CATALOG],
+           shell=[SAVE, CALIBRATION, JSON, CATALOG],
            doc="Needs torch and transformers (the hf extra); PEFT for LoRA; bitsandbytes and CUDA for QLoRA; diffusers "
                "for an image pipeline (sdxl, flux.1-dev: its denoiser and VAE).")
 
