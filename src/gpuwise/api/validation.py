@@ -72,7 +72,7 @@ class Validation:
                 "device_name": self.device_name, "runtime": dict(self.run.versions), "model": self.model,
                 "job_class": job_class(self.job), "job": self.job.model_dump(mode="json"),
                 "method": self.run.method, "measured": dict(self.measured), "predicted": dict(self.predicted),
-                "error": self.errors, "terms": terms(self.estimate), "calibration": dict(self.calibration),
+                "error": self.errors, "terms": terms(self.estimate, self.run), "calibration": dict(self.calibration),
                 "steps_timed": self.run.steps_timed, "stopped_early": self.run.stopped_early,
                 "host": self.host, "taken_at": self.taken_at}
 
@@ -85,12 +85,31 @@ def job_class(job: Job | ImageJob) -> str:
     return f"train-{job.method}" if isinstance(job, TrainJob) else f"infer-{job.engine}"
 
 
-def terms(result: Estimate | ImageEstimate) -> dict[str, Any]:
-    """The estimate's parts: memory by component, and what bounds the step."""
+_MEASURED_AS = {"parameters": "weights", "buffers": "weights", "gradients": "gradients", "optimizer": "optimizer",
+                "activations": "activations", "temporaries": "activations"}
+_PREDICTED_AS = {"weights": "weights", "master_weights": "weights", "gradients": "gradients",
+                 "optimizer": "optimizer", "activations": "activations", "logits": "activations"}
+
+
+def _grouped(parts: Mapping[str, float], names: Mapping[str, str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, value in parts.items():
+        if name in names:
+            out[names[name]] = out.get(names[name], 0.0) + value / GIB
+    return {k: round(v, 6) for k, v in out.items()}
+
+
+def terms(result: Estimate | ImageEstimate, run: Measured | None = None) -> dict[str, Any]:
+    """The estimate's parts: memory by component (and for training, the measured peak in the same parts: weights,
+    gradients, optimizer states, activations), and what bounds the step."""
     parts = {k: round(v / GIB, 6) for k, v in result.memory.breakdown_bytes.items() if v}
     perf = result.perf if isinstance(result, Estimate) else None
-    return {"memory_gib": parts, "bound": perf.bound if perf is not None else None,
-            "top_ops": [list(x) for x in perf.top_ops[:5]] if perf is not None else []}
+    found: dict[str, Any] = {"memory_gib": parts, "bound": perf.bound if perf is not None else None,
+                             "top_ops": [list(x) for x in perf.top_ops[:5]] if perf is not None else []}
+    if run is not None and run.parts_bytes:
+        found["memory_parts_gib"] = {"measured": _grouped(run.parts_bytes, _MEASURED_AS),
+                                     "predicted": _grouped(result.memory.breakdown_bytes, _PREDICTED_AS)}
+    return found
 
 
 def _validated_job(task: str, given: Job | None, options: Mapping[str, object]) -> Job:

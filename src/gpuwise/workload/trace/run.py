@@ -49,6 +49,7 @@ class Measured:
     prefill_s: float | None = None  # inference: a generate of one token
     decode_s_per_token: float | None = None
     decode_s: float | None = None  # an image pipeline: one VAE decode of the batch
+    parts_bytes: Mapping[str, float] = field(default_factory=dict)  # training: the peak by kind (MemTracker)
     versions: Mapping[str, str] = field(default_factory=dict)
     method: str = ""
 
@@ -178,6 +179,22 @@ def _tensors_of(torch: Any, obj: Any) -> list[Any]:
     return [v for state in states.values() for v in state.values() if isinstance(v, torch.Tensor)]
 
 
+def memory_parts(step: Callable[[], object], model: Any, *tracked: Any) -> dict[str, float]:
+    """The peak of one more step by what its tensors are (parameters, gradients, optimizer states, activations,
+    temporaries), from PyTorch's MemTracker, on any device: the parts the estimate has."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from gpuwise.workload.trace.steps import _by_kind, _name_kernel_wrappers, _quiet_tracker, _skip_frozen
+
+    tracker = MemTracker()
+    tracker.track_external(model, *tracked)
+    _name_kernel_wrappers(tracker._mod_tracker, model)
+    with _quiet_tracker(), tracker:
+        _skip_frozen(tracker, model)
+        step()
+    return _by_kind(tracker.get_tracker_snapshot("peak"))[1]
+
+
 def _peaks(torch: Any, device: str, step: Callable[[], object], model: Any,
            *tracked: Any) -> tuple[float, float | None]:
     if device.startswith("cuda"):
@@ -276,9 +293,10 @@ def run_training(config: Mapping[str, Any], job: Any, settings: RunSettings) -> 
         times, stopped = _timed(torch, settings.device, step, settings)
         if not times:
             raise ConfigError(f"validate: no step finished within --time-limit-s {settings.time_limit_s:g}")
-        allocated, reserved = _peaks(torch, settings.device, step, model,
-                                     *(getattr(optimizer, "optimizers", None) or [optimizer]))
-        return Measured(allocated, reserved, statistics.median(times), len(times), stopped,
+        optimizers = getattr(optimizer, "optimizers", None) or [optimizer]
+        allocated, reserved = _peaks(torch, settings.device, step, model, *optimizers)
+        parts = memory_parts(step, model, *optimizers)
+        return Measured(allocated, reserved, statistics.median(times), len(times), stopped, parts_bytes=parts,
                         versions=versions(torch, transformers),
                         method=f"{job.method} training steps, {attention} attention, on {settings.device}")
 
