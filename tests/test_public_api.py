@@ -15,7 +15,8 @@ def test_all_is_sorted_and_pinned() -> None:
                  "exact_params", "exporter_reader", "find_gpu", "fit", "fleet_report", "hpc_apps", "hpc_estimate",
                  "image_estimate", "image_fit", "job", "layer_split", "list_gpus", "list_models", "list_pipelines",
                  "load_catalog", "model", "model_from_config", "monitor", "pipeline", "plan", "recommend", "scale",
-                 "serve_sim", "splits_by_layers", "tco", "trace", "trace_time", "validate"}
+                 "serve_sim", "splits_by_layers", "sync_offers", "tco", "trace", "trace_time",
+                 "validate"}
     types = {"Architecture", "Calibrated", "Catalog", "Diagnosis", "Estimate", "FitReport", "FleetReport", "GPU",
              "HpcEstimate", "HpcJob", "ImageEstimate", "ImageFit", "ImageJob", "InferJob", "InferPerf", "InferPlan",
              "Job", "LayerSplit", "LoadTest", "MemoryEstimate", "Recommendation", "ScaleRow", "ServingReport",

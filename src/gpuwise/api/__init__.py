@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 _FROM: dict[str, str] = {
     # functions
-    **dict.fromkeys(("compare_gpus", "find_gpu", "list_gpus", "load_catalog"), "gpuwise.api.catalog"),
+    **dict.fromkeys(("compare_gpus", "find_gpu", "list_gpus", "load_catalog", "sync_offers"), "gpuwise.api.catalog"),
     **dict.fromkeys(("Diagnosis", "diagnose"), "gpuwise.api.diagnosis"),
     **dict.fromkeys(("FleetReport", "fleet_report"), "gpuwise.api.fleet"),
     **dict.fromkeys(("bench", "bench_collective", "burn_in", "doctor", "exporter_reader", "monitor"),
@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.api.catalog import find_gpu as find_gpu
     from gpuwise.api.catalog import list_gpus as list_gpus
     from gpuwise.api.catalog import load_catalog as load_catalog
+    from gpuwise.api.catalog import sync_offers as sync_offers
     from gpuwise.api.diagnosis import Diagnosis as Diagnosis
     from gpuwise.api.diagnosis import diagnose as diagnose
     from gpuwise.api.fleet import FleetReport as FleetReport

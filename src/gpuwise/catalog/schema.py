@@ -246,7 +246,7 @@ class GPU(_Record):
 
 
 class CloudOffer(_Record):
-    """One on-demand instance type of a provider, with its hourly list price on ``as_of``."""
+    """One instance type of a provider, with its hourly list price on ``as_of`` (``tier`` spot: preemptible)."""
 
     id: str = Field(pattern=ID_PATTERN)
     provider: str = Field(pattern=ID_PATTERN, description="lower-case provider id, e.g. aws, runpod")
@@ -254,7 +254,7 @@ class CloudOffer(_Record):
     gpu: str = Field(pattern=ID_PATTERN, description="catalog id of the GPU")
     gpus: int = Field(ge=1, le=16, description="GPUs per instance")
     usd_per_hour: float = Field(gt=0, description="whole instance, on demand")
-    tier: Literal["on-demand", "community", "secure", "marketplace"] = "on-demand"
+    tier: Literal["on-demand", "community", "secure", "marketplace", "spot"] = "on-demand"
     region: str
     interconnect: str | None = Field(default=None, description="catalog id of the GPU-to-GPU link")
     network: str | None = Field(default=None, description="catalog id of the cluster network between instances, per "

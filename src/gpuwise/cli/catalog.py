@@ -85,3 +85,24 @@ def compare(
     else:
         stdout().print(comparison_table(result))
 
+
+
+@app.command()
+@guarded
+def sync(
+    source: Path = typer.Option(..., "--from", metavar="PATH", help="A SkyPilot catalog vms.csv, a gpuhunt "
+                                "<provider>.csv, or a folder of them (skypilot-catalog's catalogs/v8)."),
+    to: Path | None = typer.Option(None, "--to", metavar="FILE", help="Write here instead of the user catalog "
+                                   "folder's synced-offers.yaml."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Read and report; write nothing."),
+    as_json: bool = JsonOption,
+    catalog: list[Path] | None = CatalogOption,
+) -> None:
+    """Dated cloud offers (on-demand and spot, per region) from SkyPilot's or gpuhunt's price files, into the user
+    catalog every command reads: `gpuwise catalog sync --from skypilot-catalog/catalogs/v8`."""
+    from dataclasses import asdict
+
+    from gpuwise.report.catalog import sync_lines
+
+    done = api.sync_offers(source, target=to, dry_run=dry_run, catalog_files=catalog_files(catalog))
+    print_json(asdict(done)) if as_json else stdout().print(sync_lines(done))

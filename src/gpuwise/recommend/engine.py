@@ -164,6 +164,8 @@ def _acquisitions(gpu: GPU, catalog: Catalog, request: Request) -> list[tuple[st
         out.append(("buy-used", price.used_usd, None))
     if "rent" in request.acquisitions:
         for offer in catalog.offers_for(gpu.id):
+            if offer.tier == "spot" and not request.spot:
+                continue
             if request.providers is None or offer.provider in request.providers:
                 tier = "" if offer.tier == "on-demand" else f"{offer.tier}:"
                 out.append((f"rent:{offer.provider}:{tier}{offer.instance}", None, offer))
@@ -189,8 +191,9 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
     if usage.pattern == "one-off" and fit.job_hours is not None:
         usage = usage.for_one_job(fit.job_hours)  # the job's hours, then sold again (Request checks a job exists)
     if offer is not None:
-        per_hour = tco.rent_usd_per_hour(offer, count)
-        total = tco.rent_cost(offer, count, usage)
+        redone = 1 + request.spot_overhead if offer.tier == "spot" else 1.0  # preempted hours run again
+        per_hour = tco.rent_usd_per_hour(offer, count) * redone
+        total = tco.rent_cost(offer, count, usage) * redone
         kw = tco.wall_kw(gpu, count, place.machines)
         monthly = per_hour * usage.hours_per_day * 365 / 12 if usage.years >= 1 / 12 else per_hour * usage.hours
         if request.monthly_budget_usd is not None and monthly > request.monthly_budget_usd:

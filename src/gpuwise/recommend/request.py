@@ -238,6 +238,11 @@ class Request(_Model):
     providers: Annotated[tuple[Annotated[str, Field(max_length=64)], ...] | None, Field(max_length=64),
                          Flag(_REC, MONEY, name="--provider")] = Field(
         default=None, description="only these cloud providers (repeatable)")
+    spot: Annotated[bool, Flag(_REC, MONEY)] = Field(
+        default=False, description="also rank spot (preemptible) offers, charged --spot-overhead for restarts")
+    spot_overhead: Annotated[float, Field(ge=0, le=2), Flag(_REC, MONEY)] = Field(
+        default=0.15, description="share of a spot job's hours redone after preemptions (gpuwise policy 0.15: a "
+                                  "restart from the last checkpoint; set your own from your preemption history)")
     budget_usd: Annotated[float | None, Field(gt=0, le=1e10), Flag(_REC, MONEY)] = Field(
         default=None, description="purchase budget (USD)")
     monthly_budget_usd: Annotated[float | None, Field(gt=0, le=1e9), Flag(_REC, MONEY)] = Field(

@@ -144,3 +144,18 @@ def _cell(value: float | None, ratio_to_first: float | None, *, baseline: bool) 
     if value is None or baseline or ratio_to_first is None:
         return number(value)
     return f"{number(value)} [dim]({ratio(ratio_to_first)})[/dim]"
+
+
+def sync_lines(done: Any) -> str:
+    """What a catalog sync wrote, and what it could not place."""
+    where = f"wrote {done.written}" if done.written else "dry run: nothing written"
+    lines = [f"{done.offers:,} GPU offers ({done.spot:,} spot) from {len(done.files)} file(s); {where}"]
+    lines += [f"  {provider}: {n:,}" for provider, n in sorted(done.by_provider.items())]
+    if done.unmapped:
+        shown = list(done.unmapped.items())[:15]
+        lines.append(f"not in the catalog ({sum(done.unmapped.values()):,} rows; add the GPU with --catalog FILE to "
+                     "use them):")
+        lines += [f"  {name}: {n:,} row(s)" for name, n in shown]
+    if done.skipped_rows:
+        lines.append(f"{done.skipped_rows:,} row(s) without a GPU or a price, or with more than 16 GPUs, skipped")
+    return "\n".join(lines)
