@@ -77,7 +77,8 @@ def match_gpu(name: str, memory_gib: float | None, catalog: Catalog) -> GPU | No
         except AmbiguousGPU as exc:
             cards = [catalog.gpus[c] for c in exc.candidates]
             if memory_gib:
-                cards.sort(key=lambda g: abs(g.memory_gb - memory_gib))
+                # the nearest memory; on a tie the SXM part (a bare "H100" is the SXM one in both catalogs)
+                cards.sort(key=lambda g: (abs(g.memory_gb - memory_gib), g.form_factor != "sxm"))
                 return cards[0]
             sxm = sorted((g for g in cards if g.form_factor == "sxm"), key=lambda g: g.memory_gb)
             return sxm[0] if sxm else None  # a bare "A100" is the base SXM part (SkyPilot: A100 vs A100-80GB)

@@ -14,7 +14,8 @@ from gpuwise.workload.jobs.job import InferJob, Job
 
 @dataclass(frozen=True)
 class CostFigures:
-    """What the job costs by the hour: the cheapest offer (any tier) for this many GPUs, else owning them."""
+    """What the job costs by the hour: the cheapest offer (any tier but spot) for this many GPUs, else owning
+    them."""
 
     usd_per_hour: float
     basis: str
@@ -27,7 +28,7 @@ def hourly_price(gpu: GPU, count: int, catalog: Catalog) -> tuple[float, str] | 
     for 3 years (TCO spread over the hours); None when the catalog has neither."""
     from gpuwise.estimate.cost import tco
 
-    offers = [o for o in catalog.offers_for(gpu.id) if count % o.gpus == 0]
+    offers = [o for o in catalog.offers_for(gpu.id) if count % o.gpus == 0 and o.tier != "spot"]
     if offers:
         best = offers[0]
         return (best.usd_per_gpu_hour * count,
