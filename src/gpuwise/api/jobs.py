@@ -175,17 +175,30 @@ def _validated(path: Path | str, record: Mapping[str, Any], card: GPU, catalog: 
 
 
 def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
-             calibration: Path | str | None = None, catalog_files: CatalogFiles = (),
+             calibration: Path | str | None = None, weights: str | None = None, catalog_files: CatalogFiles = (),
              **options: object) -> Estimate:
     """Per-GPU memory, speed and cost of a job; ``calibration`` is a record written by ``gpuwise bench --save``
-    whose measured rates replace the efficiency tables for that card.
+    whose measured rates replace the efficiency tables for that card; ``weights`` a .safetensors or .gguf file or
+    URL whose header gives the exact weight bytes (inference).
 
     ``gpuwise.estimate("llama-3.1-8b", gpu="rtx-4090", method="qlora", batch=2, seq=2048)``
     """
     cat = load_catalog(catalog_files=catalog_files)
     card = cat.gpu(gpu)
     measured = calibration_for(calibration, card, cat) if calibration is not None else None
-    return _estimate(model(model_name), _job(task, job, options), card, cat, calibration=measured)
+    typed = with_weights_file(_job(task, job, options), weights)
+    return _estimate(model(model_name), typed, card, cat, calibration=measured)
+
+
+def with_weights_file(job: Job, weights: str | None) -> Job:
+    """The job with its checkpoint's exact weight bytes read from ``weights`` (a file or URL's header)."""
+    if weights is None:
+        return job
+    if not isinstance(job, InferJob):
+        raise ConfigError("--weights gives an inference checkpoint's exact bytes: use it with --task infer")
+    from gpuwise.workload.weights_file import read_weights
+
+    return job.model_copy(update={"weights_bytes": float(read_weights(weights).total_bytes)})
 
 
 def plan(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
@@ -222,11 +235,12 @@ def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | No
     return _layer_split(arch, shaped.for_checkpoint(arch.checkpoint), [cat.gpu(g) for g in gpus], cat)
 
 
-def fit(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
+def fit(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None, weights: str | None = None,
         catalog_files: CatalogFiles = (), **options: object) -> FitReport:
-    """The estimate plus the largest batch that fits and the changes that save the most memory."""
+    """The estimate plus the largest batch that fits and the changes that save the most memory; ``weights`` as for
+    ``estimate``."""
     card = load_catalog(catalog_files=catalog_files).gpu(gpu)
-    return _fit(model(model_name), _job(task, job, options), card)
+    return _fit(model(model_name), with_weights_file(_job(task, job, options), weights), card)
 
 
 def scale(model_name: ModelRef, *, gpu: str, job: TrainJob | None = None, catalog_files: CatalogFiles = (),

@@ -46,6 +46,9 @@ TRACE = Opt("trace", "--trace", "Also run the model's own transformers code on f
                                 "(LoRA/QLoRA through PEFT), or a prefill and a decode step -- and report its traced "
                                 "peak memory, FLOPs and kernels (needs the hf extra, torch, and peft for adapters; no "
                                 "GPU; tens of seconds for a 1B model).")
+WEIGHTS = Opt("weights", "--weights", "A .safetensors or .gguf checkpoint (file or http(s) URL): its header's exact "
+                                     "weight bytes replace the format's bits-per-weight guess (inference; reads "
+                                     "only the header).", str, OUTPUT, "FILE|URL")
 EMIT = Opt("emit", "--emit", "'hf': print matching transformers/PEFT/bitsandbytes settings.", str, metavar="hf")
 FIXED_TASK = {"scale": "train", "serve-sim": "infer"}
 
@@ -178,7 +181,7 @@ def _estimate(given: Given) -> None:
         _split(given, model, job)
         return
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
-                          catalog_files=_files(given))
+                          weights=given.shell.get("weights"), catalog_files=_files(given))
     exact = api.exact_params(model) if given.shell.get("exact") else None
     traced = api.trace(model, result.job) if given.shell.get("trace") else None
     if given.shell.get("as_json"):
@@ -211,7 +214,8 @@ def _fit(given: Given) -> None:
     job = typed_job(given, "fit")
     if emit == "hf" and not isinstance(job, TrainJob):
         raise ConfigError("--emit hf prints training settings; it applies to --task train")
-    fitted = api.fit(given.args["model"], gpu=_gpu(given), job=job, catalog_files=_files(given))
+    fitted = api.fit(given.args["model"], gpu=_gpu(given), job=job, weights=given.shell.get("weights"),
+                     catalog_files=_files(given))
     traced = api.trace(given.args["model"], fitted.estimate.job) if given.shell.get("trace") else None
     if emit == "hf":
         from gpuwise.report.hf_settings import hf_settings
@@ -286,10 +290,10 @@ def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
            _estimate, args=[ESTIMATED], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
                                                  Source.of("hpc", HpcJob, "estimate")],
-           shell=[GPU, CALIBRATION, EXACT, TRACE, JSON, CATALOG])
+           shell=[GPU, CALIBRATION, WEIGHTS, EXACT, TRACE, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
            args=[MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
-           shell=[GPU, EMIT, TRACE, JSON, CATALOG])
+           shell=[GPU, WEIGHTS, EMIT, TRACE, JSON, CATALOG])
     define(app, "scale", "Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.", _scale,
            args=[MODEL], sources=[_job_source("scale")], shell=[GPU, JSON, CATALOG])
     define(app, "serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",

@@ -87,6 +87,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         memory["gradients_total_gb"] = _gb(mem.details["gradients_bytes"])
     if mem.details.get("managed_bytes"):
         memory["managed_gb"] = _gb(mem.details["managed_bytes"])  # paged optimizer states: not in torch's stats
+    if "weights_bytes" in mem.details:  # --weights: the exact sum of the header's tensors
+        memory["weights_bytes"] = int(mem.details["weights_bytes"])
     if "host_ram_bytes" in mem.details:  # --n-cpu-moe: experts the host keeps
         memory["host_ram_gb"] = _gb(mem.details["host_ram_bytes"])
     hardware = {

@@ -249,6 +249,8 @@ class InferJob(_Job):
         default=1, description="attention data-parallel groups of --tp GPUs in one replica (SGLang "
                                "--enable-dp-attention --dp-size, TRT-LLM attention DP): each runs attention for its "
                                "share of the batch; the replica spans tp x dp-attention GPUs")
+    weights_bytes: float | None = Field(default=None, gt=0, le=1e15, description="the checkpoint's exact weight "
+                                        "bytes, read from its header (--weights FILE|URL)")
     cpu_moe: Annotated[int, Field(ge=0, le=1024), Flag(_INFER, INFERENCE, name="--n-cpu-moe")] = Field(
         default=0, description="llama.cpp: keep the routed experts of the first N MoE layers in host RAM (the CPU "
                                "runs them in decode; prompts copy them to the GPU)")
