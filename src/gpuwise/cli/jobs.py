@@ -50,6 +50,8 @@ WEIGHTS = Opt("weights", "--weights", "A .safetensors or .gguf checkpoint (file 
                                      "weight bytes replace the format's bits-per-weight guess (inference; reads "
                                      "only the header).", str, OUTPUT, "FILE|URL")
 EMIT = Opt("emit", "--emit", "'hf': print matching transformers/PEFT/bitsandbytes settings.", str, metavar="hf")
+LAUNCH = Opt("emit", "--emit", "vllm, sglang or llamacpp: print the engine's launch command with exactly the settings "
+                               "the estimate assumed (--task infer, the same --engine).", str, metavar="ENGINE")
 FIXED_TASK = {"scale": "train", "serve-sim": "infer"}
 
 
@@ -182,6 +184,11 @@ def _estimate(given: Given) -> None:
         return
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
                           weights=given.shell.get("weights"), catalog_files=_files(given))
+    if given.shell.get("emit"):
+        from gpuwise.report.launch import launch_command
+
+        typer.echo(launch_command(result, model, str(given.shell["emit"])))
+        return
     exact = api.exact_params(model) if given.shell.get("exact") else None
     traced = api.trace(model, result.job) if given.shell.get("trace") else None
     if given.shell.get("as_json"):
@@ -290,7 +297,7 @@ def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
            _estimate, args=[ESTIMATED], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
                                                  Source.of("hpc", HpcJob, "estimate")],
-           shell=[GPU, CALIBRATION, WEIGHTS, EXACT, TRACE, JSON, CATALOG])
+           shell=[GPU, CALIBRATION, WEIGHTS, LAUNCH, EXACT, TRACE, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
            args=[MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
            shell=[GPU, WEIGHTS, EMIT, TRACE, JSON, CATALOG])
