@@ -57,6 +57,17 @@ def _register_serve() -> None:
 _register_serve()
 
 
+def _mcp(given: Given) -> None:
+    """gpuwise's tools for agents over MCP on stdio (needs the mcp extra)."""
+    from gpuwise.cli.mcp_server import serve
+
+    serve()
+
+
+define(app, "mcp", "An MCP server on stdio: estimate, fit, recommend, serve_sim, tco, diagnose and catalog as tools "
+                   "for agents (pip install 'gpuwise[mcp]').", _mcp)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpuwise {gpuwise.__version__}")  # read from the metadata only when asked
