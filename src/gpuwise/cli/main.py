@@ -65,7 +65,7 @@ def _mcp(given: Given) -> None:
 
 
 define(app, "mcp", "An MCP server on stdio: estimate, fit, recommend, serve_sim, tco, diagnose and catalog as tools "
-                   "for agents (pip install 'gpuwise[mcp]').", _mcp)
+                   "for agents (needs the mcp extra).", _mcp)
 
 
 def _version(value: bool) -> None:
