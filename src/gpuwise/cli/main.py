@@ -43,7 +43,10 @@ def _serve(given: Given) -> None:
     if not settings.loopback:
         sys.stderr.write(f"warning: binding {settings.host} makes gpuwise reachable from other machines; it has no "
                          "authentication. Bind 127.0.0.1 and put a proxy with TLS and login in front of it.\n")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
+    sys.stderr.write(f"gpuwise {gpuwise.__version__} at {settings.url} (API docs at {settings.url}docs); Ctrl-C "
+                     "stops it\n")
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                log_level="warning" if settings.quiet else "info", access_log=not settings.quiet,
                 timeout_graceful_shutdown=5)
 
 

@@ -25,6 +25,13 @@ class ServeSettings(BaseModel):
                                 "the bound address, localhost and 127.0.0.1 are always allowed")
     time_limit_s: Annotated[float, Field(gt=0, le=600), Flag(_SERVE, "Server", name="--time-limit")] = Field(
         default=30.0, description="seconds a request may compute before it is answered 503")
+    quiet: Annotated[bool, Flag(_SERVE, "Server")] = Field(
+        default=False, description="print no line per request (the URL and errors still print)")
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
 
     @field_validator("host")
     @classmethod
