@@ -52,6 +52,8 @@ def test_fit_form_renders_the_breakdown_chart(server: str, page: object) -> None
     assert bars >= 3  # weights, activations, overhead ... stacked
     verdict = tab.inner_text("#fit-verdict")  # type: ignore[attr-defined]
     assert "GiB per GPU" in verdict and "fits" in verdict
+    chart = tab.inner_text("#fit-chart")  # type: ignore[attr-defined]
+    assert "the card's memory" in chart and "_" not in chart  # every series and line in words, no internal keys
     tab.screenshot(path=str(ARTIFACTS / "fit.png"), full_page=True)  # type: ignore[attr-defined]
 
 
@@ -116,10 +118,14 @@ def test_compare_and_tco_charts(server: str, page: object) -> None:
     tab.goto(server + "/compare")  # type: ignore[attr-defined]
     tab.click("#cmp-go")  # type: ignore[attr-defined]
     tab.wait_for_selector("#cmp-chart .bars path", timeout=10000)  # type: ignore[attr-defined]
+    assert "GB" in tab.inner_text("#cmp-chart")  # type: ignore[attr-defined]  # absolute figures beside the ratios
+    tab.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)  # type: ignore[attr-defined]
     tab.goto(server + "/tco")  # type: ignore[attr-defined]
     tab.click("#tco-go")  # type: ignore[attr-defined]
     tab.wait_for_selector("#tco-chart .scatterlayer .trace", timeout=10000)  # type: ignore[attr-defined]
     assert "residual" in tab.inner_text("#tco-detail")  # type: ignore[attr-defined]
+    legend = tab.locator("#tco-chart .legendtext").all_text_contents()  # type: ignore[attr-defined]
+    assert len(legend) == len(set(legend)) > 1  # no two lines share a name
     tab.screenshot(path=str(ARTIFACTS / "tco.png"), full_page=True)  # type: ignore[attr-defined]
 
 

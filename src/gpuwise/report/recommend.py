@@ -286,7 +286,8 @@ def tco_json(report: TcoReport) -> dict[str, Any]:
                 "cash_out_by_year_usd": [round(v, 2) for v in report.cash_by_year_usd],
                 "residual_by_year_usd": [round(v, 2) for v in report.residual_by_year_usd]},
         "rent": [{"offer": line.offer.id, "provider": line.offer.provider, "instance": line.offer.instance,
-                  "usd_per_hour": round(line.per_hour_usd, 4), "by_year_usd": [round(v, 2) for v in line.by_year_usd],
+                  "tier": line.offer.tier, "region": line.offer.region, "usd_per_hour": round(line.per_hour_usd, 4),
+                  "by_year_usd": [round(v, 2) for v in line.by_year_usd],
                   "break_even_hours_per_month": line.break_even_hours_per_month, "as_of": str(line.offer.as_of)}
                  for line in report.rent],
     }

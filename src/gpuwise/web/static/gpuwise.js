@@ -26,10 +26,14 @@ const gpuwise = (() => {
           + `${mem.per_gpu_gib.toFixed(1)} of ${mem.capacity_gib.toFixed(1)} GiB per GPU, headroom ${mem.headroom_gib.toFixed(1)} GiB`
           + (data.plan && data.plan.length ? `; fits with <code>${esc(data.plan.join(" "))}</code>` : "");
         const parts = Object.entries(mem.breakdown_gib).filter(([, v]) => v > 0);
-        const traces = parts.map(([k, v]) => ({ type: "bar", name: k, x: ["per GPU"], y: [v] }));
+        const words = (k) => PART_NAMES[k] || k.replace(/_/g, " ");
+        const traces = parts.map(([k, v]) => ({ type: "bar", name: words(k), x: ["per GPU"], y: [v],
+          hovertemplate: `${words(k)}: %{y:.2f} GiB<extra></extra>` }));
         Plotly.newPlot("fit-chart", traces, {
-          barmode: "stack", title: { text: `${data.estimate.workload.model} on ${data.estimate.hardware.gpu}` }, yaxis: { title: { text: "GiB" } },
+          barmode: "stack", title: { text: `${data.estimate.workload.model} on ${data.estimate.hardware.gpu}` }, yaxis: { title: { text: "GiB per GPU" } },
           shapes: [{ type: "line", x0: -0.5, x1: 0.5, y0: mem.capacity_gib, y1: mem.capacity_gib, line: { color: "red", dash: "dash" } }],
+          annotations: [{ x: 0.5, y: mem.capacity_gib, xanchor: "left", yanchor: "bottom", showarrow: false,
+            text: `the card's memory: ${mem.capacity_gib.toFixed(1)} GiB` }],
         }, { displayModeBar: false });
         $("#fit-changes tbody").innerHTML = data.changes.slice(0, 10).map((c) =>
           `<tr><td><code>${esc(c.flags)}</code></td><td>${esc(c.description)}</td><td>${c.per_gpu_gib.toFixed(1)}</td>`
@@ -144,10 +148,21 @@ const gpuwise = (() => {
       const data = await r.json();
       if (!r.ok) { $("#cmp-chart").innerHTML = `<p class="error">${esc(data.detail)}</p>`; return; }
       const rows = data.rows.filter((row) => !row.derived || row.key.includes("per"));
-      const traces = data.gpus.map((g) => ({ type: "bar", name: g, x: rows.map((row) => row.label), y: rows.map((row) => row.ratios[g]) }));
-      Plotly.newPlot("cmp-chart", traces, { barmode: "group", title: { text: `ratio to ${data.baseline}` }, yaxis: { title: { text: "x" } } }, { displayModeBar: false });
+      const figure = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 3 });
+      const shown = (row, g) => (row.values && row.values[g] != null
+        ? `${figure.format(row.values[g])}${row.unit ? " " + row.unit : ""}` : "");
+      const traces = data.gpus.map((g) => ({ type: "bar", name: g, x: rows.map((row) => row.label), y: rows.map((row) => row.ratios[g]),
+        text: rows.map((row) => shown(row, g)), textposition: "outside",
+        hovertemplate: "%{x}: %{text} (%{y:.2f}x)<extra>" + g + "</extra>" }));
+      Plotly.newPlot("cmp-chart", traces, { barmode: "group", uniformtext: { minsize: 10, mode: "show" },
+        title: { text: `each figure (above its bar) and its ratio to ${data.baseline}` },
+        yaxis: { title: { text: `times ${data.baseline}'s figure` } } }, { displayModeBar: false });
     });
   }
+
+  const PART_NAMES = { weights: "weights", master_weights: "fp32 master weights", gradients: "gradients",
+    optimizer: "optimizer states", activations: "activations", kv_cache: "KV cache", logits: "logits",
+    framework_overhead: "CUDA context and workspaces", allocator_reserve: "allocator's reserve" };
 
   function tcoPage() {
     $("#tco-form").addEventListener("submit", async (ev) => {
@@ -157,7 +172,8 @@ const gpuwise = (() => {
         const data = await post("/api/tco", { gpu: f.gpu, count: +f.count, hours_per_day: +f.hours_per_day, years: +f.years, usd_per_kwh: +f.usd_per_kwh });
         const years = data.buy.by_year_usd.map((_, i) => i + 1);
         const traces = [{ type: "scatter", mode: "lines+markers", name: "buy", x: years, y: data.buy.by_year_usd, line: { width: 4 } }]
-          .concat(data.rent.map((r) => ({ type: "scatter", mode: "lines", name: `rent ${r.provider} ${r.instance}`, x: years, y: r.by_year_usd })));
+          .concat(data.rent.map((r) => ({ type: "scatter", mode: "lines", x: years, y: r.by_year_usd,
+            name: `rent ${r.provider} ${r.instance} (${r.tier || "on-demand"}${r.region ? ", " + r.region : ""}, ${r.usd_per_hour.toFixed(2)} USD/h)` })));
         Plotly.newPlot("tco-chart", traces, { title: { text: `${data.count} x ${data.gpu}: cumulative cost` }, xaxis: { title: { text: "year" }, dtick: 1 },
           yaxis: { title: { text: "USD" } } }, { displayModeBar: false });
         $("#tco-detail").textContent = `buy: ${Math.round(data.buy.gpus_usd)} cards + ${Math.round(data.buy.host_usd)} host + `
