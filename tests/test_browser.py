@@ -113,6 +113,14 @@ def test_recommend_per_watt_says_whether_a_75_watt_card_wins(server: str, page: 
     assert "QPS per W" in tab.inner_text("#rec-table")  # type: ignore[attr-defined]
 
 
+def test_each_page_opens_with_its_example_computed(server: str, page: object) -> None:
+    tab = page
+    for path, chart in (("/fit", "#fit-chart .main-svg"), ("/compare", "#cmp-chart .bars path"),
+                        ("/tco", "#tco-chart .scatterlayer .trace")):
+        tab.goto(server + path)  # type: ignore[attr-defined]
+        tab.wait_for_selector(chart, timeout=15000)  # type: ignore[attr-defined]  # no click: computed on opening
+
+
 def test_compare_and_tco_charts(server: str, page: object) -> None:
     tab = page
     tab.goto(server + "/compare")  # type: ignore[attr-defined]

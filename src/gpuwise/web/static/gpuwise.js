@@ -202,8 +202,12 @@ const gpuwise = (() => {
 })();
 
 // each page names itself on <body data-page>: no inline script, so the Content-Security-Policy allows only files
+// and each opens with its form's worked example already computed (the defaults the form holds)
 window.addEventListener("DOMContentLoaded", () => {
+  const page = document.body.dataset.page;
   const start = { fit: gpuwise.fitPage, recommend: gpuwise.recommendPage, compare: gpuwise.comparePage,
-    tco: gpuwise.tcoPage, doctor: gpuwise.doctorPage }[document.body.dataset.page];
+    tco: gpuwise.tcoPage, doctor: gpuwise.doctorPage }[page];
   if (start) start();
+  const example = { fit: "#fit-form", recommend: "#rec-form", compare: "#cmp-form", tco: "#tco-form" }[page];
+  if (example && document.querySelector(example)) document.querySelector(example).requestSubmit();
 });
