@@ -143,4 +143,8 @@ def test_the_api_docs_render_offline(server: str, page: object) -> None:
     tab.goto(server + "/docs")  # type: ignore[attr-defined]
     tab.wait_for_selector(".swagger-ui .opblock", timeout=15000)  # type: ignore[attr-defined]
     assert tab.locator(".swagger-ui .opblock").count() >= 9  # type: ignore[attr-defined]
+    # Swagger UI's own styles: the site's button colours stay off its method badges and schema buttons
+    background = tab.eval_on_selector(".swagger-ui .opblock-summary-method",  # type: ignore[attr-defined]
+                                      "e => getComputedStyle(e).backgroundColor")
+    assert background != "rgb(31, 111, 235)"  # gpuwise.css's #1f6feb
     tab.screenshot(path=str(ARTIFACTS / "docs.png"), full_page=False)  # type: ignore[attr-defined]
