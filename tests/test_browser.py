@@ -116,9 +116,13 @@ def test_recommend_per_watt_says_whether_a_75_watt_card_wins(server: str, page: 
 def test_each_page_opens_with_its_example_computed(server: str, page: object) -> None:
     tab = page
     for path, chart in (("/fit", "#fit-chart .main-svg"), ("/compare", "#cmp-chart .bars path"),
-                        ("/tco", "#tco-chart .scatterlayer .trace")):
+                        ("/tco", "#tco-chart .scatterlayer .trace"), ("/serving", "#srv-chart .scatterlayer .trace"),
+                        ("/diagnose", "#dx-table tbody tr")):
         tab.goto(server + path)  # type: ignore[attr-defined]
-        tab.wait_for_selector(chart, timeout=15000)  # type: ignore[attr-defined]  # no click: computed on opening
+        tab.wait_for_selector(chart, timeout=30000)  # type: ignore[attr-defined]  # no click: computed on opening
+        tab.screenshot(path=str(ARTIFACTS / f"opened{path.replace('/', '-')}.png"),  # type: ignore[attr-defined]
+                       full_page=True)
+    assert "CUDA out of memory" in tab.inner_text("#dx-table")  # type: ignore[attr-defined]
 
 
 def test_compare_and_tco_charts(server: str, page: object) -> None:

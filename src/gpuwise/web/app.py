@@ -34,7 +34,7 @@ from gpuwise.web.security import Guard
 from gpuwise.web.settings import ServeSettings
 
 MAX_CONFIG_BYTES = 1_000_000
-PAGES = ("fit", "recommend", "compare", "tco", "doctor")
+PAGES = ("fit", "recommend", "serving", "compare", "tco", "doctor", "diagnose")
 STATIC = {"gpuwise.js": "application/javascript", "gpuwise.css": "text/css", "docs.js": "application/javascript"}
 DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
                "favicon.png": "image/png"}
@@ -57,6 +57,16 @@ class TcoBody(Purchase, Usage):
     """The purchase and the usage `gpuwise tco` takes, and the GPU."""
 
     gpu: str = Field(max_length=100)
+
+
+class ServingBody(_Body):
+    """serve-sim's closed loop at each of a few concurrencies, for one model on one GPU."""
+
+    model: str = Field(max_length=200, description="preset id")
+    gpu: str = Field(max_length=100)
+    concurrencies: list[int] = Field(default=[1, 4, 16, 64], min_length=1, max_length=8)
+    options: dict[str, Any] = Field(default_factory=dict, description="the inference job's flags, e.g. "
+                                                                      "{engine: vllm, input_len: 1024}")
 
 
 class DiagnoseBody(_Body):
@@ -114,6 +124,21 @@ def _estimate(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
     if fit:
         return fit_json(api.fit(model, gpu=body.gpu, job=job))
     return estimate_json(api.estimate(model, gpu=body.gpu, job=job))
+
+
+def _serving(body: ServingBody) -> dict[str, Any]:
+    """TTFT and TPOT against concurrency: serve-sim's closed loop of C clients, each C of the body's."""
+    from gpuwise.report.perf import serving_json
+
+    if body.model.lower() not in hub_index():
+        raise HTTPException(422, detail=f"model {body.model[:80]!r} is not a preset id (see /api/models)")
+    if any(not 1 <= c <= 512 for c in body.concurrencies):
+        raise HTTPException(422, detail="each concurrency is 1-512 clients")
+    job = api.job("infer", **body.options)
+    assert isinstance(job, api.InferJob)
+    points = [serving_json(api.serve_sim(body.model, gpu=body.gpu, job=job, concurrency=c))["at_concurrency"]
+              for c in sorted(set(body.concurrencies))]
+    return {"model": body.model, "gpu": body.gpu, "engine": job.engine, "points": points}
 
 
 @functools.lru_cache(maxsize=256)
@@ -191,6 +216,10 @@ def _api_routes(app: FastAPI, heavy: HeavyRunner) -> None:
     async def tco(body: TcoBody, request: Request) -> dict[str, Any]:
         options = body.model_dump(exclude={"gpu"})
         return await heavy.run(request, lambda: tco_json(api.tco(body.gpu, **options)))
+
+    @app.post("/api/serving")
+    async def serving(body: ServingBody, request: Request) -> dict[str, Any]:
+        return await heavy.run(request, lambda: _serving(body))
 
     @app.post("/api/diagnose")
     async def diagnose(body: DiagnoseBody, request: Request) -> dict[str, Any]:

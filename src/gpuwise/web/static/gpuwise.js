@@ -198,7 +198,44 @@ const gpuwise = (() => {
     });
   }
 
-  return { fitPage, recommendPage, comparePage, tcoPage, doctorPage };
+  function servingPage() {
+    $("#srv-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const f = form(ev.target);
+      const concurrencies = f.concurrencies.split(",").map((c) => +c.trim()).filter((c) => c > 0);
+      try {
+        const data = await post("/api/serving", { model: f.model, gpu: f.gpu, concurrencies,
+          options: { engine: f.engine, input_len: +f.input_len, output_len: +f.output_len } });
+        const xs = data.points.map((p) => p.concurrency);
+        const traces = [
+          { type: "scatter", mode: "lines+markers", name: "time to first token (mean, ms)", x: xs, y: data.points.map((p) => p.ttft_ms.mean) },
+          { type: "scatter", mode: "lines+markers", name: "time per output token (mean, ms)", x: xs, y: data.points.map((p) => p.tpot_ms.mean), yaxis: "y2" },
+        ];
+        Plotly.newPlot("srv-chart", traces, { title: { text: `${data.model} on ${data.gpu} (${data.engine})` },
+          xaxis: { title: { text: "clients in flight (concurrency)" }, type: "log" },
+          yaxis: { title: { text: "time to first token, ms" } },
+          yaxis2: { title: { text: "time per output token, ms" }, overlaying: "y", side: "right" },
+          legend: { orientation: "h", y: 1.12 } }, { displayModeBar: false });
+        $("#srv-detail").textContent = data.points.map((p) => `${p.concurrency} clients: ${p.requests_per_s.toFixed(2)} req/s, `
+          + `${Math.round(p.output_tokens_per_s)} output tokens/s`).join("; ");
+      } catch (err) { $("#srv-detail").innerHTML = `<span class="error">${esc(err.message)}</span>`; }
+    });
+  }
+
+  function diagnosePage() {
+    $("#dx-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        const data = await post("/api/diagnose", { text: form(ev.target).text });
+        const rows = data.matches.map((m) => `<tr><td><b>${esc(m.title)}</b><br><span class="muted">${esc(m.cause)}</span></td>`
+          + `<td>${Math.round(m.score * 100)}%</td><td><code>${esc(m.evidence.join(" | "))}</code></td>`
+          + `<td><ul>${m.fix.map((x) => `<li>${esc(x)}</li>`).join("")}</ul></td></tr>`);
+        $("#dx-table tbody").innerHTML = rows.join("") || `<tr><td colspan="4">no known signature; checklist: ${esc(data.checklist.join("; "))}</td></tr>`;
+      } catch (err) { $("#dx-table tbody").innerHTML = `<tr><td colspan="4" class="error">${esc(err.message)}</td></tr>`; }
+    });
+  }
+
+  return { fitPage, recommendPage, comparePage, tcoPage, doctorPage, servingPage, diagnosePage };
 })();
 
 // each page names itself on <body data-page>: no inline script, so the Content-Security-Policy allows only files
@@ -206,8 +243,9 @@ const gpuwise = (() => {
 window.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
   const start = { fit: gpuwise.fitPage, recommend: gpuwise.recommendPage, compare: gpuwise.comparePage,
-    tco: gpuwise.tcoPage, doctor: gpuwise.doctorPage }[page];
+    tco: gpuwise.tcoPage, doctor: gpuwise.doctorPage, serving: gpuwise.servingPage, diagnose: gpuwise.diagnosePage }[page];
   if (start) start();
-  const example = { fit: "#fit-form", recommend: "#rec-form", compare: "#cmp-form", tco: "#tco-form" }[page];
+  const example = { fit: "#fit-form", recommend: "#rec-form", compare: "#cmp-form", tco: "#tco-form",
+    serving: "#srv-form", diagnose: "#dx-form" }[page];
   if (example && document.querySelector(example)) document.querySelector(example).requestSubmit();
 });
