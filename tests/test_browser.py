@@ -117,6 +117,7 @@ def test_each_page_opens_with_its_example_computed(server: str, page: object) ->
     tab = page
     for path, chart in (("/fit", "#fit-chart .main-svg"), ("/compare", "#cmp-chart .bars path"),
                         ("/tco", "#tco-chart .scatterlayer .trace"), ("/serving", "#srv-chart .scatterlayer .trace"),
+                        ("/images", "#img-chart .bars path"),
                         ("/diagnose", "#dx-table tbody tr")):
         tab.goto(server + path)  # type: ignore[attr-defined]
         tab.wait_for_selector(chart, timeout=30000)  # type: ignore[attr-defined]  # no click: computed on opening

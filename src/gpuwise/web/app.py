@@ -34,7 +34,7 @@ from gpuwise.web.security import Guard
 from gpuwise.web.settings import ServeSettings
 
 MAX_CONFIG_BYTES = 1_000_000
-PAGES = ("fit", "recommend", "serving", "compare", "tco", "doctor", "diagnose")
+PAGES = ("fit", "recommend", "serving", "images", "compare", "tco", "doctor", "diagnose")
 STATIC = {"gpuwise.js": "application/javascript", "gpuwise.css": "text/css", "docs.js": "application/javascript"}
 DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
                "favicon.png": "image/png"}

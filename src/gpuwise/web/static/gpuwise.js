@@ -222,6 +222,32 @@ const gpuwise = (() => {
     });
   }
 
+  function imagesPage() {
+    $("#img-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const f = form(ev.target);
+      try {
+        const data = await post("/api/estimate", { model: f.model, gpu: f.gpu, task: "infer",
+          options: { engine: f.engine, quant: f.quant, resolution: +f.resolution } });
+        const mem = data.memory, perf = data.perf;
+        $("#img-verdict").innerHTML = `<span class="${mem.fits ? "ok" : "error"}">${mem.fits ? "fits" : "does not fit"}</span>: `
+          + `${mem.per_gpu_gib.toFixed(1)} of ${mem.capacity_gib.toFixed(1)} GiB`
+          + (mem.working_set_gib ? ` (it runs in ${mem.working_set_gib.toFixed(1)}, one component at a time)` : "")
+          + (perf ? `; ${perf.seconds_per_image.toFixed(1)} s per image` : "");
+        const phases = Object.entries(perf ? perf.phases_s : {}).filter(([, v]) => v > 0.0005);
+        const parts = Object.entries(mem.breakdown_gib).filter(([, v]) => v > 0);
+        Plotly.newPlot("img-chart", [
+          { type: "bar", name: "seconds per call, by phase", x: phases.map(([k]) => k), y: phases.map(([, v]) => v),
+            text: phases.map(([, v]) => v.toFixed(2) + " s"), textposition: "outside" },
+          { type: "bar", name: "GiB on the GPU at the peak, by part", x: parts.map(([k]) => k), y: parts.map(([, v]) => v),
+            text: parts.map(([, v]) => v.toFixed(2) + " GiB"), textposition: "outside", xaxis: "x2", yaxis: "y2" },
+        ], { grid: { rows: 1, columns: 2, pattern: "independent" }, title: { text: `${f.model} on ${f.gpu} (${f.engine})` },
+          yaxis: { title: { text: "seconds" } }, yaxis2: { title: { text: "GiB" } }, legend: { orientation: "h", y: 1.12 } },
+        { displayModeBar: false });
+      } catch (err) { $("#img-verdict").innerHTML = `<span class="error">${esc(err.message)}</span>`; }
+    });
+  }
+
   function diagnosePage() {
     $("#dx-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
@@ -235,7 +261,7 @@ const gpuwise = (() => {
     });
   }
 
-  return { fitPage, recommendPage, comparePage, tcoPage, doctorPage, servingPage, diagnosePage };
+  return { fitPage, recommendPage, comparePage, tcoPage, doctorPage, servingPage, diagnosePage, imagesPage };
 })();
 
 // each page names itself on <body data-page>: no inline script, so the Content-Security-Policy allows only files
@@ -243,9 +269,10 @@ const gpuwise = (() => {
 window.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
   const start = { fit: gpuwise.fitPage, recommend: gpuwise.recommendPage, compare: gpuwise.comparePage,
-    tco: gpuwise.tcoPage, doctor: gpuwise.doctorPage, serving: gpuwise.servingPage, diagnose: gpuwise.diagnosePage }[page];
+    tco: gpuwise.tcoPage, doctor: gpuwise.doctorPage, serving: gpuwise.servingPage, diagnose: gpuwise.diagnosePage,
+    images: gpuwise.imagesPage }[page];
   if (start) start();
   const example = { fit: "#fit-form", recommend: "#rec-form", compare: "#cmp-form", tco: "#tco-form",
-    serving: "#srv-form", diagnose: "#dx-form" }[page];
+    serving: "#srv-form", diagnose: "#dx-form", images: "#img-form" }[page];
   if (example && document.querySelector(example)) document.querySelector(example).requestSubmit();
 });
