@@ -56,3 +56,23 @@ def test_emit_needs_the_engine_it_launches() -> None:
     result = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "infer", "--emit",
                                  "sglang"])
     assert result.exit_code == 2 and "--engine sglang" in result.output
+
+
+def test_recommend_emits_each_serving_options_launch() -> None:
+    """Each option's replica as vLLM starts it: its TP and format, the engine's own sequence cap on that card
+    (vLLM: 1,024 on cards of 70 GiB or more, else 256), and the preset's hub id."""
+    import json
+
+    result = runner.invoke(app, ["recommend", "llama-3.1-8b", "--task", "infer", "--qps", "5", "--rent", "--top",
+                                 "3", "--emit", "vllm", "--json"])
+    assert result.exit_code == 0, result.output
+    options = json.loads(result.output)["options"]
+    assert options and all("launch" in o for o in options)
+    for option in options:
+        words = shlex.split(option["launch"][0])
+        assert words[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]
+        flags = _flags(words, 3)
+        assert set(flags) <= LAUNCHES["vllm"].documented
+        assert flags["--max-num-seqs"] in ("256", "1024")
+        tp = str(option["settings"][0]["tp"])
+        assert flags.get("--tensor-parallel-size", "1") == tp

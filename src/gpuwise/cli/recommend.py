@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from gpuwise.api.shell import (
     workload_kind,
 )
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
-from gpuwise.cli.jobs import _job_source
+from gpuwise.cli.jobs import LAUNCH, _job_source
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
 from gpuwise.safe_io import atomic_write_text, check_writable
@@ -110,8 +111,40 @@ def _recommend(given: Given) -> None:
                            catalog_files=tuple(given.shell.get("catalog") or ()))
     if report is not None:
         atomic_write_text(report, view.markdown(result), what="report")
-    print_json(view.recommendation_json(result)) if given.shell.get("as_json") else stdout().print(
-        view.recommendation_view(result))
+    launches = _launches(result, str(given.shell["emit"]), request) if given.shell.get("emit") else {}
+    if given.shell.get("as_json"):
+        document = view.recommendation_json(result)
+        for i, commands in launches.items():
+            document["options"][i]["launch"] = commands
+        print_json(document)
+        return
+    stdout().print(view.recommendation_view(result))
+    for i, commands in launches.items():
+        for command in commands:
+            stdout().print(f"launch #{i + 1}: {command}", soft_wrap=True)
+
+
+def _launches(result: Any, engine: str, request: Request) -> dict[int, list[str]]:
+    """Each shown option's serving workloads as ``engine`` launches them: the option's TP, format and KV cache on
+    its card, through the estimate of that replica (report/launch.py)."""
+    from gpuwise.api.shell import InferJob
+    from gpuwise.report.launch import launch_command
+
+    found: dict[int, list[str]] = {}
+    for i, option in enumerate(result.options[: request.top]):
+        for workload, fit in zip(request.workloads, option.fit.workloads or (option.fit,), strict=False):
+            job = workload.job
+            settings: Mapping[str, object] = fit.settings[0] if fit.settings else {}
+            if not isinstance(job, InferJob) or job.engine != engine:
+                continue
+            update = {k: settings[k] for k in ("tp", "quant", "kv_dtype") if k in settings}
+            tp = int(str(update.get("tp", job.tp)))
+            replica = job.updated(**update, count=tp)
+            planned = api.plan(workload.model, gpu=option.gpu, job=replica)  # the engine's own sequence cap
+            replica = replica.updated(batch=getattr(planned, "max_num_seqs", replica.batch))
+            estimate = api.estimate(workload.model, gpu=option.gpu, job=replica)
+            found.setdefault(i, []).append(launch_command(estimate, workload.model, engine))
+    return found
 
 
 def _tco(given: Given) -> None:
@@ -130,7 +163,7 @@ def register(app: typer.Typer) -> None:
                     Source.of("workload", Workload, "recommend"),
                     Source.of("request", Request, "recommend"), Source.of("usage", Usage, "recommend"),
                     Source.of("constraints", Constraints, "recommend")],
-           shell=[SCENARIO, REPORT, CALIBRATIONS, JSON, CATALOG])
+           shell=[SCENARIO, REPORT, CALIBRATIONS, LAUNCH, JSON, CATALOG])
     define(app, "tco", "Owning N cards against renting them, year by year, with the break-even usage.", _tco,
            args=[Arg("gpu", "Catalog id or loose name of the GPU.")],
            sources=[Source.of("purchase", Purchase, "tco"), Source.of("usage", Usage, "tco")], shell=[JSON, CATALOG])

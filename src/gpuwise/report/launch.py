@@ -22,6 +22,7 @@ def launch_command(result: Estimate, model: str, engine: str) -> str:
     if spec is None:
         raise ConfigError(f"--emit takes vllm, sglang or llamacpp (and hf on fit), not {engine[:40]!r}")
     values = _values(result, job)
+    model = _hub_id(model)
     hub_id = "/" in model and not model.endswith((".gguf", ".json")) and not Path(model).exists()
     program = spec.hub_program if hub_id and spec.hub_program else spec.program
     parts = [program.format(model=shlex.quote(model))]
@@ -30,6 +31,14 @@ def launch_command(result: Estimate, model: str, engine: str) -> str:
         if flag is not None and value not in (None, ""):
             parts.append(f"{flag} {value}")
     return " ".join(parts)
+
+
+def _hub_id(model: str) -> str:
+    """A preset id as the hub id its engine downloads (llama-3.1-8b -> meta-llama/Llama-3.1-8B)."""
+    from gpuwise.workload.model.presets import presets
+
+    preset = presets().get(model)
+    return preset.hub_ids[0] if preset is not None and preset.hub_ids else model
 
 
 def _values(result: Estimate, job: InferJob) -> dict[str, object]:
