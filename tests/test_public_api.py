@@ -16,7 +16,7 @@ def test_all_is_sorted_and_pinned() -> None:
                  "image_estimate", "image_fit", "job", "layer_split", "list_gpus", "list_models", "list_pipelines",
                  "load_catalog", "model", "model_from_config", "monitor", "pipeline", "plan", "recommend", "scale",
                  "serve_sim", "splits_by_layers", "sync_offers", "tco", "trace", "trace_time",
-                 "validate"}
+                 "validate", "weights_bytes"}
     types = {"Architecture", "Calibrated", "Catalog", "Diagnosis", "Estimate", "FitReport", "FleetReport", "GPU",
              "HpcEstimate", "HpcJob", "ImageEstimate", "ImageFit", "ImageJob", "InferJob", "InferPerf", "InferPlan",
              "Job", "LayerSplit", "LoadTest", "MemoryEstimate", "Recommendation", "ScaleRow", "ServingReport",

@@ -115,3 +115,14 @@ def test_the_estimate_uses_them_and_says_so(files: Path) -> None:
     assert any("--weights" in a for a in doc["assumptions"])
     with pytest.raises(ConfigError, match="--task infer"):
         api.estimate("llama-3.2-1b", gpu="rtx-4090", weights=path)
+
+
+def test_recommend_takes_the_checkpoints_bytes_too(files: Path) -> None:
+    path = str(files / "model.safetensors")
+    result = runner.invoke(app, ["recommend", "llama-3.2-1b", "--task", "infer", "--qps", "1", "--rent", "--top", "2",
+                                 "--weights", path, "--json"])
+    assert result.exit_code == 0, result.output
+    with_file = json.loads(result.output)["options"]
+    plain = json.loads(runner.invoke(app, ["recommend", "llama-3.2-1b", "--task", "infer", "--qps", "1", "--rent",
+                                           "--top", "2", "--json"]).output)["options"]
+    assert with_file[0]["per_gpu_gib"] < plain[0]["per_gpu_gib"]  # a 4 KB checkpoint instead of 2.5 GB of weights

@@ -26,7 +26,7 @@ _FROM: dict[str, str] = {
     **dict.fromkeys(("Calibrated", "calibrate"), "gpuwise.api.measured_runs"),
     **dict.fromkeys(("estimate", "exact_params", "fit", "job", "layer_split", "list_models", "model",
                      "model_from_config", "plan", "recommend", "scale", "serve_sim", "splits_by_layers", "tco",
-                     "trace", "trace_time"),
+                     "trace", "trace_time", "weights_bytes"),
                     "gpuwise.api.jobs"),
     # jobs, plans and results
     **dict.fromkeys(("InferJob", "Job", "TrainJob"), "gpuwise.workload.jobs.job"),
@@ -108,6 +108,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.api.jobs import tco as tco
     from gpuwise.api.jobs import trace as trace
     from gpuwise.api.jobs import trace_time as trace_time
+    from gpuwise.api.jobs import weights_bytes as weights_bytes
     from gpuwise.api.measured_runs import Calibrated as Calibrated
     from gpuwise.api.measured_runs import calibrate as calibrate
     from gpuwise.api.validation import Validation as Validation

@@ -190,15 +190,20 @@ def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | 
     return _estimate(model(model_name), typed, card, cat, calibration=measured)
 
 
+def weights_bytes(weights: str) -> float:
+    """A .safetensors or .gguf file's or URL's exact weight bytes, from its header (workload/weights_file.py)."""
+    from gpuwise.workload.weights_file import read_weights
+
+    return float(read_weights(weights).total_bytes)
+
+
 def with_weights_file(job: Job, weights: str | None) -> Job:
     """The job with its checkpoint's exact weight bytes read from ``weights`` (a file or URL's header)."""
     if weights is None:
         return job
     if not isinstance(job, InferJob):
         raise ConfigError("--weights gives an inference checkpoint's exact bytes: use it with --task infer")
-    from gpuwise.workload.weights_file import read_weights
-
-    return job.model_copy(update={"weights_bytes": float(read_weights(weights).total_bytes)})
+    return job.model_copy(update={"weights_bytes": weights_bytes(weights)})
 
 
 def plan(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,

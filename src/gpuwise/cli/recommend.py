@@ -24,7 +24,7 @@ from gpuwise.api.shell import (
     workload_kind,
 )
 from gpuwise.cli.build import CATALOG, JSON, OUTPUT, Arg, Given, Opt, Source, define
-from gpuwise.cli.jobs import LAUNCH, _job_source
+from gpuwise.cli.jobs import LAUNCH, WEIGHTS, _job_source
 from gpuwise.cli.output import print_json, stdout
 from gpuwise.errors import ConfigError
 from gpuwise.safe_io import atomic_write_text, check_writable
@@ -76,6 +76,10 @@ def _request_from_flags(given: Given) -> Request:
         options = dict(given["job"])
         task = str(options.pop("task", "train"))
         make_job(task, command="recommend", fixed={"count": template_count(task, options)}, **options)  # as flags
+    if given.shell.get("weights"):  # the checkpoint's exact bytes, from its header (inference)
+        if task != "infer":
+            raise ConfigError("--weights gives an inference checkpoint's exact bytes: use it with --task infer")
+        options["weights_bytes"] = api.weights_bytes(str(given.shell["weights"]))
     workload: dict[str, Any] = {"model": model, "task": task, "options": options, **given["workload"]}
     usage = {"usage": given["usage"]} if given["usage"] else {}  # none given: the request's default (24 h serving)
     return parse_request({"workloads": [workload], **given["request"], **usage,
@@ -163,7 +167,7 @@ def register(app: typer.Typer) -> None:
                     Source.of("workload", Workload, "recommend"),
                     Source.of("request", Request, "recommend"), Source.of("usage", Usage, "recommend"),
                     Source.of("constraints", Constraints, "recommend")],
-           shell=[SCENARIO, REPORT, CALIBRATIONS, LAUNCH, JSON, CATALOG])
+           shell=[SCENARIO, REPORT, CALIBRATIONS, LAUNCH, WEIGHTS, JSON, CATALOG])
     define(app, "tco", "Owning N cards against renting them, year by year, with the break-even usage.", _tco,
            args=[Arg("gpu", "Catalog id or loose name of the GPU.")],
            sources=[Source.of("purchase", Purchase, "tco"), Source.of("usage", Usage, "tco")], shell=[JSON, CATALOG])
