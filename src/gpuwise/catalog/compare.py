@@ -52,11 +52,11 @@ METRICS: tuple[Metric, ...] = (
     ("fp32_tflops", "FP32 TFLOPS", "TFLOPS", lambda g: g.fp32_tflops, False, True),
     ("tdp_w", "TDP W", "W", lambda g: g.tdp_w, False, False),
     ("price_usd", "price USD", "USD", price_usd, False, False),
-    ("bf16_tflops_per_kusd", "BF16 TFLOPS per k$", "TFLOPS",
+    ("bf16_tflops_per_kusd", "BF16 TFLOPS per k$", "TFLOPS per k$",
      lambda g: _per(g.bf16_dense_tflops, price_usd(g), 1000.0), True, True),
-    ("bf16_tflops_per_kw", "BF16 TFLOPS per kW", "TFLOPS",
+    ("bf16_tflops_per_kw", "BF16 TFLOPS per kW", "TFLOPS per kW",
      lambda g: _per(g.bf16_dense_tflops, g.tdp_w, 1000.0), True, True),
-    ("bandwidth_gb_s_per_kusd", "GB/s per k$", "GB/s",
+    ("bandwidth_gb_s_per_kusd", "GB/s per k$", "GB/s per k$",
      lambda g: _per(g.memory_bandwidth_gb_s, price_usd(g), 1000.0), True, True),
 )
 

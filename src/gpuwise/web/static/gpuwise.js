@@ -152,11 +152,15 @@ const gpuwise = (() => {
       const shown = (row, g) => (row.values && row.values[g] != null
         ? `${figure.format(row.values[g])}${row.unit ? " " + row.unit : ""}` : "");
       const traces = data.gpus.map((g) => ({ type: "bar", name: g, x: rows.map((row) => row.label), y: rows.map((row) => row.ratios[g]),
-        text: rows.map((row) => shown(row, g)), textposition: "outside",
-        hovertemplate: "%{x}: %{text} (%{y:.2f}x)<extra>" + g + "</extra>" }));
-      Plotly.newPlot("cmp-chart", traces, { barmode: "group", uniformtext: { minsize: 10, mode: "show" },
-        title: { text: `each figure (above its bar) and its ratio to ${data.baseline}` },
+        customdata: rows.map((row) => shown(row, g)),
+        hovertemplate: "%{x}: %{customdata} (%{y:.2f}x)<extra>" + g + "</extra>" }));
+      Plotly.newPlot("cmp-chart", traces, { barmode: "group",
+        title: { text: `each figure as a ratio to ${data.baseline}'s (the figures themselves in the table below)` },
         yaxis: { title: { text: `times ${data.baseline}'s figure` } } }, { displayModeBar: false });
+      const ratio = (row, g) => (row.ratios[g] != null ? ` <span class="muted">(${row.ratios[g].toFixed(2)}x)</span>` : "");
+      $("#cmp-table thead").innerHTML = `<tr><th>figure</th>${data.gpus.map((g) => `<th>${esc(g)}</th>`).join("")}</tr>`;
+      $("#cmp-table tbody").innerHTML = rows.map((row) => `<tr><td>${esc(row.label)}</td>`
+        + data.gpus.map((g) => `<td>${esc(shown(row, g)) || "—"}${ratio(row, g)}</td>`).join("") + "</tr>").join("");
     });
   }
 
