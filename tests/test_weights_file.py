@@ -126,3 +126,20 @@ def test_recommend_takes_the_checkpoints_bytes_too(files: Path) -> None:
     plain = json.loads(runner.invoke(app, ["recommend", "llama-3.2-1b", "--task", "infer", "--qps", "1", "--rent",
                                            "--top", "2", "--json"]).output)["options"]
     assert with_file[0]["per_gpu_gib"] < plain[0]["per_gpu_gib"]  # a 4 KB checkpoint instead of 2.5 GB of weights
+
+
+def test_the_decode_step_reads_the_checkpoints_bytes() -> None:
+    """A header that says twice the format's bytes: the card holds twice the weights, and a batch-1 decode, which
+    reads every weight once per token, can go no faster than the datasheet bandwidth over those bytes."""
+    from gpuwise.api.shell import InferJob
+
+    plain = api.estimate("llama-3.2-1b", gpu="h100-sxm-80gb", job=InferJob(batch=1, quant="bf16"))
+    formula_bytes = plain.memory.breakdown_bytes["weights"]
+    doubled = api.estimate("llama-3.2-1b", gpu="h100-sxm-80gb",
+                           job=InferJob(batch=1, quant="bf16", weights_bytes=2 * formula_bytes))
+    assert doubled.memory.breakdown_bytes["weights"] == pytest.approx(2 * formula_bytes)
+    assert plain.perf is not None and doubled.perf is not None
+    rate, rate_doubled = plain.perf.decode_tokens_per_s, doubled.perf.decode_tokens_per_s
+    assert rate is not None and rate_doubled is not None
+    assert rate_doubled < rate
+    assert rate_doubled <= 3350e9 / (2 * formula_bytes)  # H100 SXM datasheet: 3.35 TB/s of HBM3

@@ -18,7 +18,7 @@ from gpuwise import runtimes
 from gpuwise.catalog import GPU
 from gpuwise.errors import ConfigError, NotEstimable
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
-from gpuwise.estimate.memory.weights import Weights, weights
+from gpuwise.estimate.memory.weights import Weights, as_header_says, weights
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
@@ -247,7 +247,8 @@ def _infer_plan(arch: Architecture, job: InferJob, gpu: GPU) -> InferPlan:
     if fraction is not None and job.memory_fraction is not None:
         fraction = job.memory_fraction
     choices = _infer_choices(arch, job, engine, rule, given)
-    return InferPlan(arch, job, gpu, engine, rule, seqs, fraction, weights(arch, job.weights), choices)
+    stored = as_header_says(weights(arch, job.weights), job.weights_bytes)
+    return InferPlan(arch, job, gpu, engine, rule, seqs, fraction, stored, choices)
 
 
 def _infer_choices(arch: Architecture, job: InferJob, engine: EngineProfile, rule: CardRule,

@@ -50,8 +50,6 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     # the dense part sharded over --tp; routed experts over --ep GPUs when set, else TP-sharded with the rest
     experts_per_gpu = stored.expert_bytes / (job.ep if job.ep > 1 else job.tp)
     parts["weights"] = (stored.bytes - stored.expert_bytes) / job.tp + experts_per_gpu - host_expert_bytes(plan)
-    if job.weights_bytes is not None:  # the checkpoint's own header: its bytes, split as the format's would be
-        parts["weights"] *= job.weights_bytes / stored.bytes
     per_sequence = sequence_cache_bytes(arch, job, job.context)
     if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
         parts["weights"] += arch.params.mtp * stored.bytes / arch.total_params / job.tp
@@ -100,7 +98,8 @@ def _assumptions(plan: InferPlan) -> tuple[str, ...]:
         notes.append(offload_note(plan))
     if job.weights_bytes is not None:
         notes.append(f"weights: {job.weights_bytes:,.0f} bytes as the checkpoint's header gives them (--weights), "
-                     f"where {job.weights} would store {plan.stored.bytes:,.0f}")
+                     f"where {job.weights} would store {plan.stored.bytes / plan.stored.scale:,.0f}; held, and read "
+                     "by each decode step, as the file has them")
     return tuple(notes)
 
 

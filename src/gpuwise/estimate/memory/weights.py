@@ -11,7 +11,7 @@ the matmuls run at the 16-bit rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.catalog import GPU
 from gpuwise.catalog.schema import Dtype
@@ -31,10 +31,12 @@ class Weights:
     experts_only: bool  # the format covers the routed experts and nothing else
     total: int
     expert_params: int = 0  # routed-expert weights (what expert parallelism spreads over its GPUs)
+    scale: float = 1.0  # the checkpoint header's bytes over the format's figure (as_header_says); 1 without one
 
     @property
     def bytes(self) -> float:
-        return self.quantized * self.bits / 8 + (self.total - self.quantized) * unquantized_bytes(self.quant)
+        formula = self.quantized * self.bits / 8 + (self.total - self.quantized) * unquantized_bytes(self.quant)
+        return formula * self.scale
 
     @property
     def expert_bytes(self) -> float:
@@ -43,11 +45,11 @@ class Weights:
     @property
     def dense_bytes_per_weight(self) -> float:
         """Bytes of a non-expert linear weight (attention, dense and shared MLPs)."""
-        return unquantized_bytes(self.quant) if self.experts_only else self.bits / 8
+        return (unquantized_bytes(self.quant) if self.experts_only else self.bits / 8) * self.scale
 
     @property
     def expert_bytes_per_weight(self) -> float:
-        return self.bits / 8
+        return self.bits / 8 * self.scale
 
 
 def _expert_params(arch: Architecture) -> int:
@@ -65,6 +67,15 @@ def weights(arch: Architecture, quant: str) -> Weights:
     else:
         quantized = _expert_params(arch) if experts_only else arch.params.linear
     return Weights(quant, bits, quantized, experts_only, arch.total_params, _expert_params(arch))
+
+
+def as_header_says(stored: Weights, header_bytes: float | None) -> Weights:
+    """``stored`` with the checkpoint header's exact byte sum (--weights), each class of weight scaled alike (the
+    header gives the sum, not which tensors a format left 16-bit): the card holds, and each decode step reads, what
+    the file holds."""
+    if header_bytes is None or stored.bytes <= 0:
+        return stored
+    return replace(stored, scale=header_bytes / stored.bytes)
 
 
 def matmul_dtype(quant: str, gpu: GPU) -> Dtype:

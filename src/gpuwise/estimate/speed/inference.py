@@ -69,7 +69,7 @@ def _dequantize(plan: InferPlan, job: InferJob) -> list[Op]:
         return []
     w, arch = plan.stored, plan.arch
     quantized = w.quantized / job.tp
-    return [Op("dequantize", "memory", 0.0, quantized * (w.bits / 8 + 2 + 2), 7 * arch.layers)]
+    return [Op("dequantize", "memory", 0.0, quantized * (w.bits / 8 * w.scale + 2 + 2), 7 * arch.layers)]
 
 
 def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
