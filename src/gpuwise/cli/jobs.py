@@ -50,8 +50,10 @@ WEIGHTS = Opt("weights", "--weights", "A .safetensors or .gguf checkpoint (file 
                                      "weight bytes replace the format's bits-per-weight guess (inference; reads "
                                      "only the header).", str, OUTPUT, "FILE|URL")
 EMIT = Opt("emit", "--emit", "'hf': print matching transformers/PEFT/bitsandbytes settings.", str, metavar="hf")
-LAUNCH = Opt("emit", "--emit", "vllm, sglang or llamacpp: print the engine's launch command with exactly the settings "
-                               "the estimate assumed (--task infer, the same --engine).", str, metavar="ENGINE")
+LAUNCH = Opt("emit", "--emit", "Print what starts the job with exactly the settings gpuwise assumed: vllm, sglang or "
+                               "llamacpp (the serving command; --task infer, the same --engine), axolotl (a config) or "
+                               "torchtune (a tune run command) for --task train, or skypilot (a task file for the "
+                               "rented machines).", str, metavar="TOOL")
 FIXED_TASK = {"scale": "train", "serve-sim": "infer"}
 
 
@@ -185,9 +187,9 @@ def _estimate(given: Given) -> None:
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
                           weights=given.shell.get("weights"), catalog_files=_files(given))
     if given.shell.get("emit"):
-        from gpuwise.report.launch import launch_command
+        from gpuwise.report.emit import emit_estimate
 
-        typer.echo(launch_command(result, model, str(given.shell["emit"])))
+        typer.echo(emit_estimate(result, model, str(given.shell["emit"])).rstrip("\n"))
         return
     exact = api.exact_params(model) if given.shell.get("exact") else None
     traced = api.trace(model, result.job) if given.shell.get("trace") else None

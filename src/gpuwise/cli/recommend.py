@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +114,7 @@ def _recommend(given: Given) -> None:
                            catalog_files=tuple(given.shell.get("catalog") or ()))
     if report is not None:
         atomic_write_text(report, view.markdown(result), what="report")
-    launches = _launches(result, str(given.shell["emit"]), request) if given.shell.get("emit") else {}
+    launches = _launches(result, given.shell.get("emit"))
     if given.shell.get("as_json"):
         document = view.recommendation_json(result)
         for i, commands in launches.items():
@@ -125,30 +124,18 @@ def _recommend(given: Given) -> None:
     stdout().print(view.recommendation_view(result))
     for i, commands in launches.items():
         for command in commands:
-            stdout().print(f"launch #{i + 1}: {command}", soft_wrap=True)
+            if "\n" in command.rstrip("\n"):
+                stdout().print(f"\nlaunch #{i + 1}:\n{command.rstrip()}", soft_wrap=True, markup=False, highlight=False)
+            else:
+                stdout().print(f"launch #{i + 1}: {command}", soft_wrap=True, markup=False, highlight=False)
 
 
-def _launches(result: Any, engine: str, request: Request) -> dict[int, list[str]]:
-    """Each shown option's serving workloads as ``engine`` launches them: the option's TP, format and KV cache on
-    its card, through the estimate of that replica (report/launch.py)."""
-    from gpuwise.api.shell import InferJob
-    from gpuwise.report.launch import launch_command
+def _launches(result: Any, tool: object) -> dict[int, list[str]]:
+    if not tool:
+        return {}
+    from gpuwise.report.emit import emit_options
 
-    found: dict[int, list[str]] = {}
-    for i, option in enumerate(result.options[: request.top]):
-        for workload, fit in zip(request.workloads, option.fit.workloads or (option.fit,), strict=False):
-            job = workload.job
-            settings: Mapping[str, object] = fit.settings[0] if fit.settings else {}
-            if not isinstance(job, InferJob) or job.engine != engine:
-                continue
-            update = {k: settings[k] for k in ("tp", "quant", "kv_dtype") if k in settings}
-            tp = int(str(update.get("tp", job.tp)))
-            replica = job.updated(**update, count=tp)
-            planned = api.plan(workload.model, gpu=option.gpu, job=replica)  # the engine's own sequence cap
-            replica = replica.updated(batch=getattr(planned, "max_num_seqs", replica.batch))
-            estimate = api.estimate(workload.model, gpu=option.gpu, job=replica)
-            found.setdefault(i, []).append(launch_command(estimate, workload.model, engine))
-    return found
+    return emit_options(result, str(tool))
 
 
 def _tco(given: Given) -> None:

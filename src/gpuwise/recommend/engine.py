@@ -64,6 +64,7 @@ class Option:
     warnings: tuple[str, ...] = ()
     placement: Placement | None = None
     memory_share: float = 0.0  # the fullest card's use over what it can give (usable memory)
+    offer: CloudOffer | None = None  # rented: the offer billed (its provider, region, tier, instance)
 
     @property
     def throughput(self) -> float:
@@ -213,7 +214,7 @@ def _option(gpu: GPU, count: int, label: str, price: float | None, offer: CloudO
     job_cost = per_hour * fit.job_hours if fit.job_hours is not None else None
     return Option(gpu.id, count, label, fit, per_hour, total, job_cost, capex, kw,
                   warnings=_warnings(gpu, count, label) + place.notes + fit.notes,
-                  placement=place, memory_share=fit.per_gpu_bytes / gpu.usable_memory_bytes)
+                  placement=place, memory_share=fit.per_gpu_bytes / gpu.usable_memory_bytes, offer=offer)
 
 
 def _warnings(gpu: GPU, count: int, label: str) -> tuple[str, ...]:

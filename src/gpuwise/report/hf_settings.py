@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from gpuwise.estimate.memory.fit import FitReport
+from gpuwise.runtimes.finetune_launch import TRANSFORMERS_OPTIMIZERS
 from gpuwise.workload.jobs.job import TrainJob
 
-_OPTIM = {"adamw": "adamw_torch", "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit",
-          "paged-adamw": "paged_adamw_32bit",
-          "sgd": "sgd", "adafactor": "adafactor"}
 _ATTN_TARGETS = '["q_proj", "k_proj", "v_proj", "o_proj"]'
 
 
@@ -49,7 +47,7 @@ def hf_settings(report: FitReport) -> str:
         f"    gradient_checkpointing={job.ckpt == 'full'},",
         f"    bf16={job.precision in ('bf16', 'pure-bf16')},",
         f"    fp16={job.precision == 'fp16'},",
-        f'    optim="{_OPTIM[job.optimizer]}",',
+        f'    optim="{TRANSFORMERS_OPTIMIZERS[job.optimizer]}",',
         ")",
     ]
     if job.flash_attn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 from gpuwise.errors import ConfigError
@@ -11,8 +12,9 @@ from gpuwise.runtimes.launch import LAUNCHES
 from gpuwise.workload.jobs.job import InferJob
 
 
-def launch_command(result: Estimate, model: str, engine: str) -> str:
-    """``vllm serve MODEL --tensor-parallel-size 2 ...``: the estimate's replica as that engine starts it."""
+def launch_command(result: Estimate, model: str, engine: str, served: Mapping[str, object] | None = None) -> str:
+    """``vllm serve MODEL --tensor-parallel-size 2 ...``: the estimate's replica as that engine starts it;
+    ``served`` adds where it listens and its data-parallel copies ({"host": ..., "port": ..., "dp": ...})."""
     job = result.job
     if not isinstance(job, InferJob):
         raise ConfigError("--emit vllm|sglang|llamacpp prints a serving command: use --task infer")
@@ -20,11 +22,11 @@ def launch_command(result: Estimate, model: str, engine: str) -> str:
         raise ConfigError(f"--emit {engine} launches {engine}: estimate it with --engine {engine}")
     spec = LAUNCHES.get(engine)
     if spec is None:
-        raise ConfigError(f"--emit takes vllm, sglang or llamacpp (and hf on fit), not {engine[:40]!r}")
-    values = _values(result, job)
-    model = _hub_id(model)
-    hub_id = "/" in model and not model.endswith((".gguf", ".json")) and not Path(model).exists()
-    program = spec.hub_program if hub_id and spec.hub_program else spec.program
+        raise ConfigError(f"--emit {engine[:40]} launches a serving engine: use vllm, sglang or llamacpp")
+    values = {**_values(result, job), **(served or {})}
+    model = hub_id(model)
+    from_hub = "/" in model and not model.endswith((".gguf", ".json")) and not Path(model).exists()
+    program = spec.hub_program if from_hub and spec.hub_program else spec.program
     parts = [program.format(model=shlex.quote(model))]
     for setting, value in values.items():
         flag = spec.flags.get(setting)
@@ -33,7 +35,7 @@ def launch_command(result: Estimate, model: str, engine: str) -> str:
     return " ".join(parts)
 
 
-def _hub_id(model: str) -> str:
+def hub_id(model: str) -> str:
     """A preset id as the hub id its engine downloads (llama-3.1-8b -> meta-llama/Llama-3.1-8B)."""
     from gpuwise.workload.model.presets import presets
 

@@ -21,6 +21,8 @@ class Launch:
     context_is_total: bool = False  # the context flag sizes every slot's context together (llama-server -c)
     hub_program: str | None = None  # when the model is a hub repo id rather than a local file (llama-server -hf)
     gpu_layers: int | None = None  # layers to place on the GPU: all of them (llama.cpp -ngl)
+    install: str = ""  # the setup line of a SkyPilot task ("" where gpuwise writes no task for it)
+    port: int = 8000  # the port it serves on, given with flags["port"] in a task
 
 
 SGLANG_ARGS = "sgl-project/sglang@a82da8da python/sglang/srt/server_args.py ServerArgs.add_cli_args"
@@ -31,21 +33,27 @@ LAUNCHES: dict[str, Launch] = {
         flags={"tp": "--tensor-parallel-size", "max_num_seqs": "--max-num-seqs",
                "memory_fraction": "--gpu-memory-utilization", "kv": "--kv-cache-dtype",
                "context": "--max-model-len", "max_batched_tokens": "--max-num-batched-tokens",
-               "quant": "--quantization"},
+               "quant": "--quantization", "dp": "--data-parallel-size", "host": "--host", "port": "--port"},
         quant={"fp8": "fp8", "awq-int4": "awq", "gptq-int4": "gptq"},
         kv={"fp16": "auto", "bf16": "auto", "fp8": "fp8"},
         documented=frozenset({"--tensor-parallel-size", "--max-num-seqs", "--gpu-memory-utilization",
-                              "--kv-cache-dtype", "--max-model-len", "--max-num-batched-tokens", "--quantization"}),
-        source=VLLM_ARGS.replace("_set_default_args", "add_cli_args")),
+                              "--kv-cache-dtype", "--max-model-len", "--max-num-batched-tokens", "--quantization",
+                              "--data-parallel-size", "--host", "--port"}),
+        install="pip install vllm",
+        source=VLLM_ARGS.replace("_set_default_args", "add_cli_args") + " (--data-parallel-size); "
+               "vllm/entrypoints/openai/cli_args.py (--host, --port)"),
     "sglang": Launch(
         program="python -m sglang.launch_server --model-path {model}",
         flags={"tp": "--tp-size", "max_num_seqs": "--max-running-requests",
                "memory_fraction": "--mem-fraction-static", "kv": "--kv-cache-dtype", "context": "--context-length",
-               "max_batched_tokens": "--chunked-prefill-size", "quant": "--quantization"},
+               "max_batched_tokens": "--chunked-prefill-size", "quant": "--quantization", "dp": "--dp-size",
+               "host": "--host", "port": "--port"},
         quant={"fp8": "fp8", "awq-int4": "awq", "gptq-int4": "gptq"},
         kv={"fp16": "auto", "bf16": "auto", "fp8": "fp8_e4m3"},
         documented=frozenset({"--tp-size", "--max-running-requests", "--mem-fraction-static", "--kv-cache-dtype",
-                              "--context-length", "--chunked-prefill-size", "--quantization"}),
+                              "--context-length", "--chunked-prefill-size", "--quantization", "--dp-size", "--host",
+                              "--port"}),
+        install='pip install "sglang[all]"', port=30000,
         source=SGLANG_ARGS),
     "llamacpp": Launch(
         program="llama-server -m {model}", hub_program="llama-server -hf {model}",

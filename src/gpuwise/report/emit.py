@@ -1,0 +1,155 @@
+"""--emit: what starts an estimated job or a ranked option -- a serving engine's command, a fine-tuning tool's config
+or command, or a SkyPilot task that runs either on the rented machines -- with exactly the settings gpuwise assumed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuwise import api
+from gpuwise.api.shell import InferJob, TrainJob
+from gpuwise.errors import ConfigError
+from gpuwise.estimate.estimate import Estimate
+from gpuwise.report.finetune_launch import (
+    AXOLOTL_FILE,
+    axolotl_text,
+    torchrun_flags,
+    torchtune_command,
+    torchtune_download,
+    torchtune_text,
+)
+from gpuwise.report.launch import hub_id, launch_command
+from gpuwise.report.skypilot import MASTER_ADDR, Deployment, skypilot_task
+from gpuwise.runtimes.finetune_launch import AXOLOTL_INSTALL, TORCHTUNE_INSTALL, TRAINING_LAUNCHERS
+from gpuwise.runtimes.launch import LAUNCHES
+
+SERVING_TOOLS = ("vllm", "sglang", "llamacpp")
+TRAINING_TOOLS = ("axolotl", "torchtune")
+TOOLS = (*SERVING_TOOLS, *TRAINING_TOOLS, "skypilot")
+
+
+def check_tool(tool: str) -> str:
+    if tool not in TOOLS:
+        raise ConfigError(f"--emit {tool[:40]!r} is not a tool gpuwise writes for; use one of {', '.join(TOOLS)}")
+    return tool
+
+
+def emit_estimate(result: Estimate, model: str, tool: str) -> str:
+    """The estimate's job as ``tool`` starts it."""
+    job = check_and_job(result, tool)
+    if tool in SERVING_TOOLS:
+        return launch_command(result, model, tool)
+    if isinstance(job, TrainJob):
+        return _training_text(job, result.model.name, model, tool) if tool != "skypilot" else skypilot_task(
+            _training_deployment(job, result, model, None))
+    return skypilot_task(_serving_deployment(result, model, None, job.count // job.nodes, job.nodes))
+
+
+def check_and_job(result: Estimate, tool: str) -> InferJob | TrainJob:
+    job = result.job
+    check_tool(tool)
+    if tool in TRAINING_TOOLS and not isinstance(job, TrainJob):
+        raise ConfigError(f"--emit {tool} writes a training config: use --task train")
+    if not isinstance(job, InferJob | TrainJob):
+        raise ConfigError(f"--emit {tool} covers language-model training and serving")
+    return job
+
+
+def emit_options(result: Any, tool: str) -> dict[int, list[str]]:
+    """Each shown option's workloads as ``tool`` starts them; an option it cannot start says why, in a comment."""
+    check_tool(tool)
+    request = result.request
+    found: dict[int, list[str]] = {}
+    for i, option in enumerate(result.options[: request.top]):
+        for workload, fit in zip(request.workloads, option.fit.workloads or (option.fit,), strict=False):
+            settings: Mapping[str, object] = fit.settings[0] if fit.settings else {}
+            try:
+                text = _option_text(option, workload, settings, tool)
+            except ConfigError as exc:
+                text = f"# {workload.model}: not emitted: {exc}"
+            if text:
+                found.setdefault(i, []).append(text)
+    return found
+
+
+def _option_text(option: Any, workload: Any, settings: Mapping[str, object], tool: str) -> str:
+    job = workload.job
+    if tool == "skypilot" and option.offer is None:
+        raise ConfigError(f"{option.acquisition} is bought, not rented: SkyPilot launches rented machines")
+    if isinstance(job, TrainJob):
+        if tool in SERVING_TOOLS:
+            return ""
+        place = option.placement
+        fields = {k: v for k, v in settings.items() if k in TrainJob.model_fields}
+        trained = job.updated(**fields, count=option.count, nodes=place.machines if place else 1,
+                              network=place.network if place else None)
+        if tool == "skypilot":
+            estimate = api.estimate(workload.model, gpu=option.gpu, job=trained)
+            return skypilot_task(_training_deployment(trained, estimate, workload.model, option.offer))
+        return _training_text(trained, api.estimate(workload.model, gpu=option.gpu, job=trained).model.name,
+                              workload.model, tool)
+    if not isinstance(job, InferJob) or tool in TRAINING_TOOLS or (tool != "skypilot" and job.engine != tool):
+        return ""
+    replica = _replica(option, workload, job, settings)
+    if tool != "skypilot":
+        return launch_command(replica, workload.model, tool)
+    per_node = option.placement.gpus_per_machine if option.placement else option.count
+    return skypilot_task(_serving_deployment(replica, workload.model, option.offer, per_node,
+                                             option.count // per_node))
+
+
+def _replica(option: Any, workload: Any, job: InferJob, settings: Mapping[str, object]) -> Estimate:
+    """One replica of the option: its TP, format and KV cache on its card, at the engine's own sequence cap."""
+    update = {k: settings[k] for k in ("tp", "quant", "kv_dtype") if k in settings}
+    tp = int(str(update.get("tp", job.tp)))
+    replica = job.updated(**update, count=tp)
+    planned = api.plan(workload.model, gpu=option.gpu, job=replica)
+    replica = replica.updated(batch=getattr(planned, "max_num_seqs", replica.batch))
+    return api.estimate(workload.model, gpu=option.gpu, job=replica)
+
+
+def _training_text(job: TrainJob, preset: str, model: str, tool: str) -> str:
+    return axolotl_text(job, hub_id(model)) if tool == "axolotl" else torchtune_text(job, preset, hub_id(model))
+
+
+def _serving_deployment(replica: Estimate, model: str, offer: Any, per_node: int, nodes: int) -> Deployment:
+    """Each machine runs one server: the replica's TP, and as many data-parallel copies as its GPUs hold."""
+    job = replica.job
+    assert isinstance(job, InferJob)
+    spec = LAUNCHES.get(job.engine)
+    if spec is None or not spec.install:
+        raise ConfigError(f"gpuwise writes SkyPilot tasks for vllm and sglang serving, not {job.engine}")
+    if replica.gpu.vendor != "nvidia":
+        raise ConfigError(f"`{spec.install}` installs the CUDA build; {replica.gpu.id} needs its vendor's build "
+                          "(no task written)")
+    if job.tp > per_node or per_node % job.tp:
+        raise ConfigError(f"a replica of TP {job.tp} does not sit in machines of {per_node} GPUs (a replica across "
+                          "machines needs Ray: SkyPilot's llm/vllm/vllm-multinode.sky.yaml)")
+    copies = per_node // job.tp
+    served = {"host": "0.0.0.0", "port": spec.port, "dp": copies if copies > 1 else None}
+    run = launch_command(replica, model, job.engine, served)
+    return Deployment(f"gpuwise-{replica.model.name}", replica.gpu.id, per_node, 1, spec.install, run,
+                      _checkpoint_gb(replica), offer, spec.port, nodes)
+
+
+def _training_deployment(job: TrainJob, estimate: Estimate, model: str, offer: Any) -> Deployment:
+    preset = estimate.model.name
+    launcher = TRAINING_LAUNCHERS.get(job.framework or "hf")
+    if launcher is None:
+        raise ConfigError(f"gpuwise writes no launch for --framework {job.framework}; use torchtune or axolotl")
+    flags = " ".join(torchrun_flags(job, skypilot=True))
+    master = MASTER_ADDR + "\n" if job.nodes > 1 else ""
+    if launcher == "torchtune":
+        setup = f"{TORCHTUNE_INSTALL}\n{torchtune_download(hub_id(model))}\n"
+        run = master + torchtune_command(job, preset, skypilot=True)
+    else:
+        config = axolotl_text(job, hub_id(model))
+        setup = f"{AXOLOTL_INSTALL}\ncat > {AXOLOTL_FILE} <<'EOF'\n{config}EOF\n"
+        run = master + f"axolotl train {AXOLOTL_FILE}" + (f" --launcher torchrun -- {flags}" if job.count > 1 else "")
+    return Deployment(f"gpuwise-{preset}", estimate.gpu.id, job.count // job.nodes, job.nodes, setup, run + "\n",
+                      _checkpoint_gb(estimate), offer)
+
+
+def _checkpoint_gb(estimate: Estimate) -> float:
+    """The 16-bit checkpoint a task downloads, in GB."""
+    return estimate.model.total_params * 2 / 1e9
