@@ -168,3 +168,9 @@ def test_an_option_a_tool_cannot_start_says_why(tool: str) -> None:
     assert result.exit_code == 0, result.output
     launch = json.loads(result.output)["options"][0]["launch"][0]
     assert launch.startswith("# llama-3.1-8b: not emitted:")
+
+
+@pytest.mark.parametrize("args", [("--task", "hpc", "--app", "gromacs"), ("sdxl", "--task", "infer")])
+def test_emit_on_a_job_it_cannot_start_is_refused_not_ignored(args: tuple[str, ...]) -> None:
+    result = runner.invoke(app, ["estimate", *args, "--gpu", "h100-sxm-80gb", "--emit", "vllm"])
+    assert result.exit_code == 2 and "--emit" in result.output

@@ -124,8 +124,9 @@ def _image(given: Given, command: str) -> None:
     from gpuwise.report import image as view
 
     model, job = given.args["model"], image_job(given)
-    if any(given.shell.get(k) for k in ("exact", "calibration", "emit", "trace")):
-        raise ConfigError("--exact, --calibration, --emit and --trace apply to language models, not image pipelines")
+    if any(given.shell.get(k) for k in ("exact", "calibration", "emit", "trace", "weights")):
+        raise ConfigError("--exact, --calibration, --emit, --trace and --weights apply to language models, not image "
+                          "pipelines")
     if command == "fit":
         fitted = api.image_fit(model, gpu=_gpu(given), job=job, catalog_files=_files(given))
         print_json(view.image_fit_json(fitted)) if given.shell.get("as_json") else stdout().print(
@@ -161,8 +162,9 @@ def _hpc(given: Given) -> None:
 
     if given.args.get("model"):
         raise ConfigError("--task hpc estimates an application (--app NAME), not a MODEL: leave MODEL out")
-    if any(given.shell.get(k) for k in ("exact", "calibration", "trace")):
-        raise ConfigError("--exact, --calibration and --trace apply to language models, not --task hpc")
+    if any(given.shell.get(k) for k in ("exact", "calibration", "trace", "emit", "weights")):
+        raise ConfigError("--exact, --calibration, --trace, --emit and --weights apply to language models, not "
+                          "--task hpc")
     result = api.hpc_estimate(gpu=_gpu(given), job=hpc_job(given), catalog_files=_files(given))
     print_json(hpc_json(result)) if given.shell.get("as_json") else stdout().print(hpc_view(result))
 
