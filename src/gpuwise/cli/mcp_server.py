@@ -60,6 +60,24 @@ def _serve_sim(arguments: Mapping[str, Any]) -> Any:
     return serving_json(api.serve_sim(model, gpu=gpu, **options))
 
 
+def _launch(arguments: Mapping[str, Any]) -> Any:
+    from gpuwise.report.emit import emit_estimate
+
+    model, gpu, options = _job_options(arguments)
+    tool = str(options.pop("tool", ""))
+    return {"tool": tool, "text": emit_estimate(api.estimate(model, gpu=gpu, **options), model, tool)}
+
+
+def _launch_schema() -> dict[str, Any]:
+    from gpuwise.report.emit import TOOLS as EMITTED
+
+    schema = _job_schema()
+    return schema | {"required": ["model", "gpu", "tool"], "properties": {
+        **schema["properties"], "tool": {"type": "string", "enum": list(EMITTED),
+                                         "description": "what to write: a serving command, a training config or "
+                                                        "command, or a SkyPilot task (`--emit`)"}}}
+
+
 def _recommend(arguments: Mapping[str, Any]) -> Any:
     from gpuwise.report.recommend import recommendation_json
 
@@ -94,6 +112,8 @@ TOOLS: dict[str, tuple[str, Callable[[], dict[str, Any]], Callable[[Mapping[str,
     "estimate": ("Per-GPU memory, speed and cost of a training or inference job (the estimate contract).",
                  _job_schema, _estimate),
     "fit": ("Will it fit: memory breakdown, the largest batch, and the changes that make it fit.", _job_schema, _fit),
+    "launch": ("What starts the job with exactly the settings estimated: vllm/sglang/llamacpp command, axolotl "
+               "config, torchtune command or SkyPilot task (`--emit`), as text.", _launch_schema, _launch),
     "serve_sim": ("Serving under load: latency percentiles at a rate (qps) or TTFT/TPOT at a concurrency.",
                   lambda: _job_schema(infer_only=True) | {"properties": {
                       **_job_schema(infer_only=True)["properties"], "qps": {"type": "number"},
