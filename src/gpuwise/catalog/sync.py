@@ -132,9 +132,8 @@ def _skypilot_rows(rows: Iterable[Mapping[str, str]], provider: str, catalog: Ca
         if not name or not count:
             out.skipped_rows += 1
             continue
-        gpu = match(name, _gpu_memory_gib(row.get("GpuInfo")))
+        gpu = _placed(match, provider, name, _gpu_memory_gib(row.get("GpuInfo")), out)
         if gpu is None:
-            out.unmapped[f"{provider}: {name}"] += 1
             continue
         gpus, instance = int(count), row.get("InstanceType") or ""
         if not instance:  # a GPU priced alone (GCP's attachable GPUs): its VM is the user's choice, not priced here
@@ -146,6 +145,15 @@ def _skypilot_rows(rows: Iterable[Mapping[str, str]], provider: str, catalog: Ca
                 out.skipped_rows += price is None and tier == "on-demand"
                 continue
             out.offers.append(_offer(provider, instance, gpu, gpus, price, tier, region, as_of, source))
+
+
+def _placed(match: Callable[[str, float | None], GPU | None], provider: str, name: str, memory_gib: float | None,
+            out: Synced) -> GPU | None:
+    """The catalog GPU of a row's accelerator, or None with the name counted among those it could not place."""
+    gpu = match(name, memory_gib)
+    if gpu is None:
+        out.unmapped[f"{provider}: {name}"] += 1
+    return gpu
 
 
 def _gpu_memory_gib(info: str | None) -> float | None:
@@ -162,9 +170,8 @@ def _gpuhunt_rows(rows: Iterable[Mapping[str, str]], provider: str, catalog: Cat
         if not name or not count or price is None:
             out.skipped_rows += 1
             continue
-        gpu = match(name, _number(row.get("gpu_memory")))
+        gpu = _placed(match, provider, name, _number(row.get("gpu_memory")), out)
         if gpu is None:
-            out.unmapped[f"{provider}: {name}"] += 1
             continue
         if not 1 <= int(count) <= 16:
             out.skipped_rows += 1

@@ -83,11 +83,10 @@ def _option_text(option: Any, workload: Any, settings: Mapping[str, object], too
         fields = {k: v for k, v in settings.items() if k in TrainJob.model_fields}
         trained = job.updated(**fields, count=option.count, nodes=place.machines if place else 1,
                               network=place.network if place else None)
+        estimate = api.estimate(workload.model, gpu=option.gpu, job=trained)
         if tool == "skypilot":
-            estimate = api.estimate(workload.model, gpu=option.gpu, job=trained)
             return skypilot_task(_training_deployment(trained, estimate, workload.model, option.offer))
-        return _training_text(trained, api.estimate(workload.model, gpu=option.gpu, job=trained).model.name,
-                              workload.model, tool)
+        return _training_text(trained, estimate.model.name, workload.model, tool)
     if not isinstance(job, InferJob) or tool in TRAINING_TOOLS or (tool != "skypilot" and job.engine != tool):
         return ""
     replica = _replica(option, workload, job, settings)

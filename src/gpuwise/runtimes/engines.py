@@ -5,6 +5,8 @@ Adding an engine is adding a record here and a test in tests/test_runtimes.py th
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuwise.runtimes.schema import (
     CardRule,
     EngineProfile,
@@ -229,6 +231,12 @@ EXLLAMAV2 = EngineProfile(
 
 IMAGE_FORMATS_INSTEAD = ("an image pipeline's denoiser runs bf16, fp16, fp8, gguf-q8_0 or gguf-q4_k_m (and nf4 on "
                          "diffusers)")
+IMAGE_PIPELINE: dict[str, Any] = {
+    "formats_instead": IMAGE_FORMATS_INSTEAD,
+    "kv_formats": Sourced(frozenset(), "an image pipeline keeps no KV cache"),
+    "kv_pool": Sourced("grows", "an image pipeline keeps no cache: nothing to pool"),
+    "activations": Sourced("whole_prefill", "the denoiser's forward over the whole batch")}
+"""What every image runtime shares: no KV cache, and the denoiser's forward over the whole batch."""
 EAGER_DISPATCH = Sourced(10e-6, "Horace He, 'Making Deep Learning Go Brrrr From First Principles' (overhead section): "
                                 "eager PyTorch dispatch on the order of 10 us per operator. Checked, not fitted: one "
                                 "SDXL UNet step on an H200 (../shared/data/h200-runs.yaml diffusion-sdxl-1024) took "
@@ -238,10 +246,7 @@ DIFFUSERS = EngineProfile(
     weight_formats=Sourced(frozenset({"bf16", "fp16", "fp8", "nf4", "gguf-q8_0", "gguf-q4_k_m"}),
                            "diffusers docs: layerwise casting (fp8), bitsandbytes (nf4), GGUF checkpoints through "
                            "GGUFQuantizationConfig (dequantized per layer as it runs)"),
-    formats_instead=IMAGE_FORMATS_INSTEAD,
-    kv_formats=Sourced(frozenset(), "an image pipeline keeps no KV cache"),
-    kv_pool=Sourced("grows", "an image pipeline keeps no cache: nothing to pool"),
-    activations=Sourced("whole_prefill", "the denoiser's forward over the whole batch"),
+    **IMAGE_PIPELINE,
     card_rules=Sourced((CardRule(max_num_seqs=1),), "diffusers pipelines serve one call at a time"),
     eager=Sourced(True, "diffusers runs eager PyTorch modules unless the user compiles them (diffusers docs, "
                         "'Accelerate inference': torch.compile is opt-in)"),
@@ -268,10 +273,7 @@ COMFYUI = EngineProfile(
                            COMFY_MM + " unet_dtype (weight_dtype fp8_e4m3fn/e5m2, upcast per layer by comfy/ops.py "
                            "manual_cast); GGUF through the ComfyUI-GGUF custom node (city96/ComfyUI-GGUF, dequantized "
                            "per layer)"),
-    formats_instead=IMAGE_FORMATS_INSTEAD,
-    kv_formats=Sourced(frozenset(), "an image pipeline keeps no KV cache"),
-    kv_pool=Sourced("grows", "an image pipeline keeps no cache: nothing to pool"),
-    activations=Sourced("whole_prefill", "the denoiser's forward over the whole batch"),
+    **IMAGE_PIPELINE,
     card_rules=Sourced((CardRule(max_num_seqs=1),), "ComfyUI runs one queued prompt at a time"),
     eager=Sourced(True, "ComfyUI runs its own eager PyTorch modules (torch.compile only through an opt-in node)"),
     launch_cost_s=EAGER_DISPATCH,

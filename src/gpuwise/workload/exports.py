@@ -17,6 +17,7 @@ Formats, each read from the tool's documented output and source:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -169,10 +170,8 @@ def _unknown(path: Path) -> ConfigError:
 
 def _objects(text: str, path: Path) -> list[Any]:
     """The file's JSON documents: one (a JSON file) or one per line (JSON Lines)."""
-    try:
+    with contextlib.suppress(json.JSONDecodeError):  # not one document: JSON Lines, below
         return [json.loads(text)]
-    except json.JSONDecodeError:
-        pass
     found = []
     for number, line in enumerate(text.splitlines()[:MAX_RUNS], 1):
         if line.strip():
