@@ -43,10 +43,11 @@ def _doctor_facts(report: object) -> dict[str, str]:
 def _memory_advice(context: RunContext, catalog_files: CatalogFiles) -> str | None:
     from gpuwise.api.jobs import fit
 
-    if context.model is None or context.capacity_gib is None:
+    if context.model is None or (context.capacity_gib is None and context.gpu is None):
         return None
     cat = load_catalog(catalog_files=catalog_files)
-    card = min(cat.gpus.values(), key=lambda g: abs(g.memory_bytes / 2**30 - (context.capacity_gib or 0.0)))
+    card = cat.gpus[context.gpu] if context.gpu else min(  # the card the log names, else one of its capacity
+        cat.gpus.values(), key=lambda g: abs(g.memory_bytes / 2**30 - (context.capacity_gib or 0.0)))
     options: dict[str, Any] = {"method": context.method}
     if context.batch:
         options["batch"] = context.batch
@@ -57,9 +58,10 @@ def _memory_advice(context: RunContext, catalog_files: CatalogFiles) -> str | No
     except GpuwiseError:
         return None
     memory = report.estimate.memory
+    capacity = context.capacity_gib or card.usable_memory_bytes / 2**30
+    named = f"the log's {context.gpu_name}, {card.id}" if context.gpu else f"sized like a {card.id}"
     line = (f"{context.model} ({context.method}, batch {context.batch or 1}, seq {context.seq or 2048}) needs about "
-            f"{memory.per_gpu_bytes / 2**30:,.1f} GiB per GPU; the card has {context.capacity_gib:,.1f} GiB "
-            f"(sized like a {card.id})")
+            f"{memory.per_gpu_bytes / 2**30:,.1f} GiB per GPU; the card has {capacity:,.1f} GiB ({named})")
     if report.plan:
         line += f"; the smallest change that fits: {' '.join(report.plan)}"
     return line
@@ -76,7 +78,7 @@ def diagnose(text: str, *, doctor_report: Mapping[str, object] | None = None,
                           "the part around the first error)")
     facts = _doctor_facts(dict(doctor_report)) if doctor_report is not None else None
     matches = diagnose_text(text, facts=facts)
-    context = read_context(text, dict(hub_index()))
+    context = read_context(text, dict(hub_index()), load_catalog(catalog_files=catalog_files))
     advice = None
     if any("oom" in m.entry.id or "out-of-memory" in m.entry.id for m in matches):
         advice = _memory_advice(context, catalog_files)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Group
@@ -21,8 +22,19 @@ def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
         ],
         "checklist": list(d.checklist),
         "memory_advice": d.memory_advice,
-        "context": d.context.__dict__,
+        "context": asdict(d.context),
     }
+
+
+def _context_line(d: Diagnosis) -> str | None:
+    """What the log says of the run, and its out-of-memory message's arithmetic, as one line."""
+    c = d.context
+    if c.oom is None and c.gpu is None:
+        return None
+    said = [f"card {c.gpu_name} ({c.gpu})" if c.gpu else "", f"method {c.method}" if c.oom else ""]
+    if c.oom is not None:
+        said.append(c.oom.arithmetic())
+    return "[bold]the log says:[/bold] " + "; ".join(s for s in said if s)
 
 
 def diagnosis_view(d: Diagnosis, *, top: int = 5) -> Group:
@@ -42,6 +54,8 @@ def diagnosis_view(d: Diagnosis, *, top: int = 5) -> Group:
         body.append("[dim]sources: " + "; ".join(f"{s.title} <{s.url}>" for s in e.sources) + "[/dim]")
         parts.append(Panel("\n".join(body), title=f"#{rank} {e.title} [dim]({e.id}, score {m.score:.2f}, "
                                                   f"{m.lines} line(s))[/dim]", title_align="left"))
+    if (line := _context_line(d)) is not None:
+        parts.append(line)
     if d.memory_advice:
         parts.append(f"[bold]memory:[/bold] {d.memory_advice}")
     if len(d.matches) > top:

@@ -3,8 +3,9 @@
 Each pattern first needs one of its literal anchors (text every match must contain) to occur anywhere in the
 lower-cased log, a C-speed substring test; only then does the regex run, once over the whole log. A 100,000-line
 log is scanned in well under a second. Score = weight x (1 + ln(matching lines)),
-x 1.5 when a doctor fact confirms the entry, x 0.3 when one rules it out. A log that matches nothing gets the
-generic evidence checklist.
+x 1.5 when a doctor fact confirms the entry, x 0.3 when one rules it out, and the same for the out-of-memory entries
+when the message's own figures decide between fragmentation and a job too large (oom.py). A log that matches nothing
+gets the generic evidence checklist.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from gpuwise import budget
 from gpuwise.troubleshoot.kb import Entry, entries
+from gpuwise.troubleshoot.oom import read_oom, weigh
 
 MAX_EVIDENCE = 5
 GENERIC_CHECKLIST = (
@@ -198,8 +200,11 @@ def diagnose_text(text: str, *, facts: Mapping[str, str] | None = None,
                   kb: Sequence[Entry] | None = None) -> list[Match]:
     """Every matching entry, best first; ``facts`` maps doctor check ids to their worst status."""
     matches = []
-    for entry, evidence, count in scan(text, kb).values():
+    found = scan(text, kb)
+    figures = read_oom(text) if any("oom" in entry_id for entry_id in found) else None
+    for entry, evidence, count in found.values():
         factor, notes = _fact_factor(entry, facts or {})
-        score = entry.weight * (1 + math.log(count)) * factor
-        matches.append(Match(entry, score, tuple(evidence), count, notes))
+        by_figures, arithmetic = weigh(entry.id, figures)
+        score = entry.weight * (1 + math.log(count)) * factor * by_figures
+        matches.append(Match(entry, score, tuple(evidence), count, arithmetic + notes))
     return sorted(matches, key=lambda m: (-m.score, m.entry.id))
