@@ -278,3 +278,60 @@ def test_flags_a_command_uses_are_accepted() -> None:
     assert code == 0, err
     code, _, err = run("scale", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--method", "lora", "--json")
     assert code == 0, err
+
+
+def test_a_job_that_does_not_fit_gives_its_speed_only_as_if_it_fit() -> None:
+    """issue 36: "189 tok/s" beside "does not fit". An 8B LoRA at seq 2048 holds its 16-bit base alone
+    (8.03e9 x 2 bytes = 14.96 GiB) plus activations and logits past a 24 GiB card; on an 80 GiB card it fits."""
+    code, out, _ = run("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--method", "lora", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["memory"]["fits"] is False and doc["perf"]["if_it_fit"] is True
+    text = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--method", "lora"],
+                         env={"COLUMNS": "200"}).stdout
+    speed = [line for line in text.splitlines() if "tokens/s" in line and "step" in line]
+    assert speed and all(line.startswith("speed if it fit (it does not") for line in speed)
+    fits = json.loads(run("estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--method", "lora", "--json")[1])
+    assert fits["memory"]["fits"] is True and "if_it_fit" not in fits["perf"]
+
+
+def test_an_apple_estimate_has_no_cuda_context() -> None:
+    """Metal makes no CUDA context: the same llama.cpp job holds exactly 357 MiB (HF 'Model training anatomy')
+    + 32 MiB (PyTorch's cuBLAS workspace) less than on an RTX 4090, and neither the table nor the notes name CUDA;
+    DGX Spark shares its memory too but runs CUDA, and keeps the row."""
+    job = ("--task", "infer", "--engine", "llamacpp", "--json")
+    mac = json.loads(run("estimate", "llama-3.1-8b", "--gpu", "apple-m4-max-128gb", *job)[1])["memory"]
+    nvidia = json.loads(run("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", *job)[1])["memory"]
+    spark = json.loads(run("estimate", "llama-3.1-8b", "--gpu", "dgx-spark-128gb", *job)[1])["memory"]
+    assert nvidia["per_gpu_gib"] - mac["per_gpu_gib"] == pytest.approx((357 + 32) / 1024, abs=1e-3)
+    assert mac["breakdown_gib"]["framework_overhead"] == 0 and "cuda_context_gb" not in mac
+    assert spark["breakdown_gib"]["framework_overhead"] == pytest.approx((357 + 32) / 1024, abs=1e-3)
+    for args in (("--task", "train", "--method", "lora"), ("--task", "infer")):
+        text = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "apple-m4-max-128gb", *args]).stdout
+        said = [line for line in text.splitlines() if "CUDA context" in line]
+        assert said and all("no CUDA context" in line for line in said)  # the note saying so, no row, no MiB
+    image = runner.invoke(app, ["estimate", "sdxl", "--gpu", "apple-m4-max-128gb"]).stdout
+    assert "CUDA context, workspaces" not in image
+
+
+def test_the_defaults_a_cost_rests_on_are_said_first() -> None:
+    """What the user left free and the figures rest on opens the answer: lengths and batch, the missing --tokens,
+    and the price's basis (an owned Mac: the TCO's 8 h/day over 3 years)."""
+    infer = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "infer", "--input-len",
+                                "2000"], env={"COLUMNS": "200"}).stdout
+    first = infer.splitlines()[0]
+    assert first.startswith("defaults you left:") and "--output-len 256" in first and "--batch 1" in first
+    assert "--input-len" not in first and "cheapest rented offer" in first
+    train = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "apple-m4-max-128gb", "--method", "lora"],
+                          env={"COLUMNS": "200"}).stdout.splitlines()[0]
+    assert "--seq 2048" in train and "no --tokens" in train and "8 h/day" in train
+    doc = json.loads(run("estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--tokens", "1e9", "--seq", "4096",
+                         "--json")[1])
+    assert doc["defaults"] == {"batch": 1}
+
+
+@pytest.mark.parametrize("args", [("llama-3.1-8b", "--gpu", "rtx-4090", "--method", "lora"),
+                                  ("llama-3.1-70b", "--gpu", "h100-sxm-80gb", "--count", "4", "--tp", "4",
+                                   "--task", "infer", "--quant", "fp8")])
+def test_an_estimate_fits_80_columns_without_cutting_a_figure(args: tuple[str, ...]) -> None:
+    text = runner.invoke(app, ["estimate", *args], env={"COLUMNS": "80"}).stdout
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80

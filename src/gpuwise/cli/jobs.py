@@ -171,7 +171,6 @@ def _hpc(given: Given) -> None:
 
 def _estimate(given: Given) -> None:
     from gpuwise.report import estimate as view
-    from gpuwise.report.perf import perf_lines
 
     if wants_hpc(given):
         _hpc(given)
@@ -207,8 +206,7 @@ def _estimate(given: Given) -> None:
     if exact is not None:
         agree = "agrees" if exact == result.model.total_params else "DIFFERS"
         console.print(f"meta-device count {exact:,} ({agree} with the formula's {result.model.total_params:,})")
-    for part in (view.breakdown_table(result), view.verdict(result), perf_lines(result), view.notes(result)):
-        console.print(part)
+    console.print(view.estimate_view(result))
     if traced is not None:
         console.print(trace_line(traced, result.memory, api.trace_time(traced, result), result))
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.cost.price import CostFigures, costs
-from gpuwise.estimate.memory.breakdown import MemoryEstimate
+from gpuwise.estimate.memory.breakdown import MemoryEstimate, for_card
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.training import training_memory
 from gpuwise.estimate.plan import InferPlan, TrainPlan, resolve
@@ -56,7 +56,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
     plan = with_host_op_cost(resolve(arch, job, gpu), calibration)
     job = plan.job
-    memory = training_memory(plan) if isinstance(plan, TrainPlan) else inference_memory(plan)
+    memory = for_card(training_memory(plan) if isinstance(plan, TrainPlan) else inference_memory(plan), gpu)
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
     if catalog is not None:

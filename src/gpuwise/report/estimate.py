@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from gpuwise.estimate.cost.price import CostFigures
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.memory.fit import FitReport
 from gpuwise.estimate.speed.bands import band
@@ -23,6 +24,11 @@ _LABELS = {
     "optimizer": "optimizer states", "activations": "activations", "kv_cache": "KV cache", "logits": "logits + loss",
     "framework_overhead": "CUDA context, workspaces", "allocator_reserve": "allocator reserve",
 }
+_RUNTIME = {"cuda": "CUDA context, workspaces", "rocm": "HIP context, workspaces"}  # the stack's own words
+# what a job's figures rest on when the user leaves them out: (field, how the flag reads)
+_FREE = {"train": (("batch", "--batch {} (micro-batch per GPU)"), ("seq", "--seq {}")),
+         "infer": (("batch", "--batch {} (concurrent sequences)"), ("input_len", "--input-len {}"),
+                   ("output_len", "--output-len {}"))}
 
 
 def _gb(value: float) -> float:
@@ -67,7 +73,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "per_gpu_gb": _gb(mem.per_gpu_bytes), "capacity_gb": _gb(mem.capacity_bytes), "fits": mem.fits,
         "headroom_gb": _gb(mem.headroom_bytes),
         "breakdown_gb": {k: _gb(v) for k, v in mem.breakdown_bytes.items()},
-        "cuda_context_gb": _gb(mem.cuda_context_bytes),
+        **({"cuda_context_gb": _gb(mem.cuda_context_bytes)} if mem.cuda_context_bytes else {}),
         "per_gpu_gib": _gib(mem.per_gpu_bytes), "capacity_gib": _gib(mem.capacity_bytes),
         "headroom_gib": _gib(mem.headroom_bytes),
         "breakdown_gib": {k: _gib(v) for k, v in mem.breakdown_bytes.items()},
@@ -95,21 +101,81 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "gpu": est.gpu.id, "count": job.count, "nodes": job.nodes,
         "interconnect": est.gpu.scale_up_link or est.gpu.native_link, "network": job.network,
     }
-    document: dict[str, Any] = {"workload": workload, "hardware": hardware, "memory": memory}
+    document: dict[str, Any] = {"workload": workload, "hardware": hardware, "memory": memory,
+                                "defaults": left_free(est)}
     assumptions = list(mem.assumptions)
     if est.perf is not None:
-        document["perf"] = perf_json(est)
+        document["perf"] = {**perf_json(est), **({} if mem.fits else {"if_it_fit": True})}
         assumptions += list(est.perf.assumptions)
     if est.cost is not None:
-        cost: dict[str, Any] = {"usd_per_hour": round(est.cost.usd_per_hour, 4), "basis": est.cost.basis}
-        if est.cost.usd_per_job is not None:
-            cost["usd_per_job"] = round(est.cost.usd_per_job, 2)
-        if est.cost.usd_per_million_tokens is not None:
-            cost["usd_per_million_tokens"] = round(est.cost.usd_per_million_tokens, 4)
-        document["cost"] = cost
+        document["cost"] = _cost_json(est)
     document["assumptions"] = assumptions
     document["warnings"] = list(est.warnings)
     return document
+
+
+def _cost_json(est: Estimate) -> dict[str, Any]:
+    """The price by the hour, and what the speed makes of it per job or per million tokens (marked ``if_it_fit``
+    when the job does not fit: those figures are the speed's)."""
+    assert est.cost is not None
+    cost: dict[str, Any] = {"usd_per_hour": round(est.cost.usd_per_hour, 4), "basis": est.cost.basis}
+    if est.cost.usd_per_job is not None:
+        cost["usd_per_job"] = round(est.cost.usd_per_job, 2)
+    if est.cost.usd_per_million_tokens is not None:
+        cost["usd_per_million_tokens"] = round(est.cost.usd_per_million_tokens, 4)
+    if not est.memory.fits and len(cost) > 2:
+        cost["if_it_fit"] = True
+    return cost
+
+
+def left_free(est: Estimate) -> dict[str, Any]:
+    """The job fields that drive its speed and cost which the user left at their defaults (a framework's filling
+    counts as left), with the values used; ``tokens`` for training, None when no job length was given."""
+    job = est.job
+    typed = job.model_fields_set - set(getattr(job, "framework_filled", ()))
+    free = {name: getattr(job, name) for name, _ in _FREE[est.task] if name not in typed}
+    if isinstance(job, TrainJob) and "tokens" not in typed:
+        free["tokens"] = job.tokens
+    return free
+
+
+def defaults_line(est: Estimate) -> str | None:
+    """The defaults a figure below rests on, said first: the lengths and batch left out, the missing --tokens,
+    and the price's basis (an owned card is priced over the TCO's default hours a day and years)."""
+    free = left_free(est)
+    said = [spelled.format(free[name]) for name, spelled in _FREE[est.task] if name in free]
+    if "tokens" in free and free["tokens"] is None:
+        said.append("no --tokens (so no time or cost per job)")
+    if est.cost is not None:
+        said.append(_price_words(est.cost))
+    return "[bold]defaults you left:[/bold] " + "; ".join(said) if said else None
+
+
+def _price_words(cost: CostFigures) -> str:
+    if cost.basis.startswith("owned"):  # estimate/cost/price.py: no offer rents this many of the card
+        return f"priced as {cost.basis}, the TCO's defaults (`gpuwise tco` takes --hours-per-day and --years)"
+    return f"priced at the cheapest rented offer, not spot ({cost.usd_per_hour:,.2f} USD/h)"
+
+
+def cost_line(est: Estimate) -> str | None:
+    cost = est.cost
+    if cost is None:
+        return None
+    per = [f"{cost.usd_per_hour:,.2f} USD/h ({cost.basis})"]
+    if cost.usd_per_job is not None:
+        per.append(f"{cost.usd_per_job:,.2f} USD for the --tokens of one job")
+    if cost.usd_per_million_tokens is not None:
+        per.append(f"{cost.usd_per_million_tokens:,.2f} USD per million output tokens at this batch")
+    head = "cost if it fit" if not est.memory.fits and len(per) > 1 else "cost"
+    return f"[bold]{head}:[/bold] " + "; ".join(per)
+
+
+def estimate_view(est: Estimate) -> Group:
+    """The estimate as the terminal shows it: the defaults it rests on, memory, verdict, speed, cost, notes."""
+    from gpuwise.report.perf import perf_lines
+
+    parts = (defaults_line(est), breakdown_table(est), verdict(est), perf_lines(est), cost_line(est), notes(est))
+    return Group(*(p for p in parts if p))
 
 
 def perf_json(est: Estimate) -> dict[str, Any]:
@@ -162,9 +228,10 @@ def breakdown_table(est: Estimate) -> Table:
     table.add_column("GiB per GPU", justify="right")
     table.add_column("share", justify="right")
     total = mem.per_gpu_bytes or 1.0
+    labels = {**_LABELS, "framework_overhead": _RUNTIME.get(est.gpu.software.stack, "runtime context, workspaces")}
     for key, value in mem.breakdown_bytes.items():
         if value > 0:
-            table.add_row(_LABELS.get(key, key), f"{value / GIB:,.2f}", f"{value / total:.0%}")
+            table.add_row(labels.get(key, key), f"{value / GIB:,.2f}", f"{value / total:.0%}")
     table.add_row("[bold]total[/bold]", f"[bold]{total / GIB:,.2f}[/bold]", "100%")
     return table
 

@@ -129,4 +129,5 @@ def perf_lines(est: Estimate) -> str:
     else:
         return ""
     top = ", ".join(f"{name} {share:.0%}" for name, share in perf.top_ops[:5])
-    return f"[bold]speed:[/bold] {text}\n[dim]time by operator: {top}[/dim]"
+    head = "speed" if est.memory.fits else "speed if it fit (it does not: memory above)"
+    return f"[bold]{head}:[/bold] {text}\n[dim]time by operator: {top}[/dim]"

@@ -36,7 +36,7 @@ from gpuwise.estimate.image.streaming import (
     tiled_area_ratio,
     with_overheads,
 )
-from gpuwise.estimate.memory.breakdown import MemoryEstimate
+from gpuwise.estimate.memory.breakdown import MemoryEstimate, for_card
 from gpuwise.estimate.speed.eager import encoder_layer_ops
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
@@ -180,7 +180,7 @@ def image_memory(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> tuple[MemoryEst
          if held and held.tiled_decode else ())
     memory = MemoryEstimate(breakdown_bytes=parts, capacity_bytes=gpu.usable_memory_bytes,
                             cuda_context_bytes=C.CUDA_CONTEXT.value, assumptions=assumptions)
-    return memory, weights
+    return for_card(memory, gpu), weights
 
 
 def _forward_ops(name: str, tally: Tally, images: int, weight_bytes: float, act_bytes: int) -> list[Op]:
