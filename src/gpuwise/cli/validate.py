@@ -16,10 +16,25 @@ SAVE = Opt("save", "--save", "Write the run as a record that `estimate --calibra
            OUTPUT, "FILE")
 
 
+# The job flags one run on one device honours (workload/trace/run.py and setup.py): the step's shape, precision,
+# optimizer, adapters, checkpointing and loss, a framework's defaults for them; the prompt, output and 16-bit weights
+# of transformers' generate. Counts, nodes, links, parallel degrees, sharding, offload, serving engines and their
+# knobs size runs it never makes, so --help does not list them and typing one is refused.
+RUN_FIELDS = frozenset({"task", "batch", "seq", "method", "precision", "optimizer", "optimizer_in_backward", "loss",
+                        "lora_rank", "lora_targets", "ckpt", "grad_ckpt", "framework", "image_size", "input_len",
+                        "output_len", "quant"})
+
+
+def _run_source() -> Source:
+    return Source("job", {name: spec for name, spec in _job_source("estimate").fields.items() if name in RUN_FIELDS})
+
+
 def _validate(given: Given) -> None:
     from gpuwise.report.validate import validate_json, validate_view
 
     model = given.args["model"]
+    if given["job"].get("task") == "infer":
+        given["job"]["engine"] = "hf"  # the run is transformers' generate, which the estimate then models
     job = image_job(given) if workload_kind(None, model) == "image" else typed_job(given, "estimate")
     files = tuple(given.shell.get("catalog") or ())
     done = api.validate(model, job=job, run=given["run"], save=given.shell.get("save"),
@@ -38,7 +53,7 @@ def _image_source() -> Source:
 def register(app: typer.Typer) -> None:
     define(app, "validate", "Run the job for real on this device (random weights from its config.json) and show "
                             "measured memory and time beside the estimate.", _validate,
-           args=[MODEL], sources=[_job_source("estimate"), _image_source(),
+           args=[MODEL], sources=[_run_source(), _image_source(),
                                   Source.of("run", ValidateSettings, "validate")],
            shell=[SAVE, CALIBRATION, JSON, CATALOG],
            doc="Needs torch and transformers (the hf extra); PEFT for LoRA; bitsandbytes and CUDA for QLoRA; diffusers "
