@@ -61,6 +61,42 @@ def test_llama_bench_tests_and_their_format() -> None:
     assert pp.tokens_per_s == pytest.approx(3024.404345) and tg.tokens_per_s == pytest.approx(85.498819)
     assert pp.gpu_name == "NVIDIA GeForce RTX 4090"
     assert pp.weight_bytes == 7_982_305_280  # model_size: the GGUF's bytes, 4.26 bits per weight
+    assert (pp.params, pp.architecture, pp.context_depth) == (14_974_182_400, "llama", 0)  # model_n_params, model_type
+
+
+def test_sglang_says_whether_its_prefix_cache_was_on() -> None:
+    new = read_export(EXPORTS / "sglang" / "massedcompute-h100-r1-distill-llama8b-c32.jsonl")[0]
+    assert (new.prefix_cache, new.tp) == (True, 1)  # server_info: disable_radix_cache false, tp_size 1
+    old = read_export(EXPORTS / "sglang" / "datacrunch-h200x4-llama3.3-70b-online.jsonl")[0]
+    assert (old.prefix_cache, old.tp) == (None, None)  # the Dec-2024 format does not say
+
+
+def test_vllm_per_request_lists_give_the_latest_first_token() -> None:
+    path = EXPORTS / "vllm" / "surajssd-8xa100-40g-llama3.3-70b-tp8-sharegpt-qps-inf.json"
+    run = read_export(path)[0]
+    assert run.last_first_token_ms == pytest.approx(1e3 * max(json.loads(path.read_text())["ttfts"]))
+    assert run.input_tokens_total == 42659
+
+
+SETTINGS = {  # what each file does not say (SOURCES.md): the card, the TP, a preset of the served model
+    "aiperf": ["--gpu", "a100-sxm-80gb", "--model", "gpt-oss-20b"],
+    "llama-bench": ["--gpu", "rtx-4090"],
+    "datacrunch": ["--gpu", "h200-sxm-141gb", "--tp", "4", "--model", "llama-3.3-70b"],
+    "massedcompute": ["--gpu", "h100-pcie-80gb", "--model", "llama-3.1-8b"],
+    "surajssd": ["--gpu", "a100-sxm-40gb", "--tp", "8", "--model", "llama-3.3-70b"],
+}
+
+
+@pytest.mark.parametrize("path", sorted(EXPORTS.rglob("*.json*")) if EXPORTS.is_dir() else [],
+                         ids=lambda p: p.name)
+def test_every_export_is_read_and_calibrated_or_refused_in_one_line(path: Path) -> None:
+    assert read_export(path)
+    given = next(v for k, v in SETTINGS.items() if k in str(path))
+    for args in ([], given):
+        result = runner.invoke(app, ["calibrate", "--from", str(path), *args, "--json"])
+        assert result.exit_code in (0, 2), result.output[-300:]
+        first = json.loads(result.output.splitlines()[0] if result.exit_code == 2 else result.output)
+        assert ("error" in first and "\n" not in first["error"]) if result.exit_code == 2 else first["runs"]
 
 
 def test_a_file_of_another_shape_is_one_line_naming_the_formats(tmp_path: Path) -> None:

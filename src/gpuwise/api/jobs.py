@@ -145,15 +145,16 @@ def _same_card(path: Path | str, measured_on: str, card: GPU, catalog: Catalog) 
                           f"not {card.id}")
 
 
-def _plausible(path: Path | str, card: GPU, gemm_tflops: Mapping[Any, float], memory_gb_s: float | None) -> None:
+def _plausible(path: Path | str, card: GPU, gemm_tflops: Mapping[Any, float], memory_gb_s: float | None,
+               above: float = CALIBRATION_ABOVE_PEAK) -> None:
     for dtype, tflops in gemm_tflops.items():
         peak = card.peak_flops(dtype)
-        if peak and not CALIBRATION_BELOW_PEAK * peak <= tflops * 1e12 <= CALIBRATION_ABOVE_PEAK * peak:
-            raise ConfigError(f"calibration {str(path)!r}: {dtype} {tflops:,.3g} TFLOPS is not within 1%-125% of "
-                              f"{card.id}'s {peak / 1e12:,.1f} dense peak: not a measurement of this card")
+        if peak and not CALIBRATION_BELOW_PEAK * peak <= tflops * 1e12 <= above * peak:
+            raise ConfigError(f"calibration {str(path)!r}: {dtype} {tflops:,.3g} TFLOPS is not within 1%-{above:.0%} "
+                              f"of {card.id}'s {peak / 1e12:,.1f} dense peak: not a measurement of this card")
     datasheet = card.memory_bandwidth_gb_s
-    if memory_gb_s and not CALIBRATION_BELOW_PEAK * datasheet <= memory_gb_s <= CALIBRATION_ABOVE_PEAK * datasheet:
-        raise ConfigError(f"calibration {str(path)!r}: {memory_gb_s:,.3g} GB/s is not within 1%-125% of "
+    if memory_gb_s and not CALIBRATION_BELOW_PEAK * datasheet <= memory_gb_s <= above * datasheet:
+        raise ConfigError(f"calibration {str(path)!r}: {memory_gb_s:,.3g} GB/s is not within 1%-{above:.0%} of "
                           f"{card.id}'s {datasheet:,.0f} GB/s datasheet bandwidth")
 
 
@@ -164,8 +165,10 @@ def _validated(path: Path | str, record: Mapping[str, Any], card: GPU, catalog: 
     mechanism = record["calibration"]
     gemm = {str(k): float(v) for k, v in (mechanism.get("gemm_tflops") or {}).items()}
     memory = mechanism.get("memory_gb_s")
-    if card.id != "host-cpu":
-        _plausible(path, card, gemm, memory)
+    if mechanism.get("not_applied"):  # calibrate found the run beyond the card's datasheet (workload/run_limits.py)
+        raise ConfigError(f"calibration {str(path)!r} is not applied: {mechanism['not_applied']}")
+    if card.id != "host-cpu":  # a rate derived from served runs (calibrate) is held to the datasheet peak itself
+        _plausible(path, card, gemm, memory, 1.0 if record["kind"] == "gpuwise-calibration" else CALIBRATION_ABOVE_PEAK)
     return Calibration(gemm_flops={k: v * 1e12 for k, v in gemm.items()},
                        memory_bytes_per_s=float(memory) * 1e9 if memory else None,
                        host_op_s=mechanism.get("host_op_s"),

@@ -345,6 +345,7 @@ class _Mechanism(BaseModel):
         float, Field(gt=0, le=1e5)]] | None = None
     memory_gb_s: float | None = Field(default=None, gt=0, le=1e5)
     host_op_s: float | None = Field(default=None, gt=0, le=1.0)
+    not_applied: str | None = Field(default=None, max_length=2000)  # calibrate: why the rates apply to nothing
 
 
 class _Record(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 
 from gpuwise.api.validation import Validation
@@ -63,23 +64,37 @@ def calibrate_json(done: Any) -> dict[str, Any]:
 
 
 def calibrate_view(done: Any) -> Group:
-    """One row per run: each measured figure beside gpuwise's, then what the record recalibrates."""
-    table = Table(title=f"{done.source}: {len(done.runs)} run(s) of {done.model} on {done.gpu} ({done.engine}), "
-                        "measured / predicted", title_justify="left")
+    """One row per run: each measured figure beside gpuwise's, a mark on a run beyond what its cards can do, then
+    how the file's names were read and what the record recalibrates (or why it applies nothing). Text read from the
+    file (its name, model and GPU names) is escaped: it is never rich markup."""
+    table = Table(title=f"{escape(done.source)}: {len(done.runs)} run(s) of {escape(done.model)} on {done.gpu} "
+                        f"({done.engine}), measured / predicted", title_justify="left")
     keys = list(dict.fromkeys(k for c in done.runs for k in c.measured))
+    beyond = {b.run for b in done.breaches if b.figure in ("prefill", "decode")}
     table.add_column("run")
     for key in keys:
         table.add_column(key.replace("_", " "), justify="right")
+    if beyond:
+        table.add_column("check")
     for c in done.runs:
         cells = [f"{_short(c.measured.get(k))} / {_short(c.predicted.get(k))}" for k in keys]
-        table.add_row(c.run.label[:34], *cells)
-    mechanism = done.calibration
+        mark = ["[bold red]beyond the cards[/bold red]" if c.run.label in beyond else ""] if beyond else []
+        table.add_row(escape(c.run.label[:34]), *cells, *mark)
+    lines = [escape(note) for note in done.notes]
+    lines.append(_calibration_line(done.calibration))
+    return Group(table, "\n".join(lines))
+
+
+def _calibration_line(mechanism: Any) -> str:
     parts = [f"prefill matmuls at {v:,.0f} TFLOP/s" for v in (mechanism.get("gemm_tflops") or {}).values()]
     if mechanism.get("memory_gb_s"):
         parts.append(f"decode memory at {mechanism['memory_gb_s']:,.0f} GB/s")
-    text = (f"from {mechanism.get('basis')}: " + ", ".join(parts) if parts else "nothing to recalibrate")
-    return Group(table, f"the record (--save) sets {text}; `estimate --calibration FILE` and `serve-sim --calibration "
-                        "FILE` use it on this card")
+    if mechanism.get("not_applied"):
+        return (f"[bold red]not applied:[/bold red] {escape(mechanism['not_applied'])}. The record (--save) says so, "
+                "and `estimate --calibration FILE` refuses it")
+    text = (f"from {escape(str(mechanism.get('basis')))}: " + ", ".join(parts) if parts else "nothing to recalibrate")
+    return (f"the record (--save) sets {text}; `estimate --calibration FILE` and `serve-sim --calibration FILE` use it "
+            "on this card")
 
 
 def _short(value: float | None) -> str:

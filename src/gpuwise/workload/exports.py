@@ -17,9 +17,8 @@ Formats, each read from the tool's documented output and source:
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +26,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuwise.errors import ConfigError
+from gpuwise.errors import ConfigError, InputTooLarge
 from gpuwise.flags import Flag
-from gpuwise.safe_io import read_text
+from gpuwise.safe_io import excerpt, parse_json, read_text
 
 MAX_EXPORT_BYTES = 50 * 2**20
 MAX_RUNS = 10_000
+MAX_FIGURE = 1e12  # no count, latency (ms), token count or rate in a benchmark export comes near it
+MAX_TEXT = 200  # characters kept of a name read from a file
+MAX_REQUESTS = 1_000_000  # entries read of a per-request list (vLLM's ttfts)
 FORMATS = ("AIPerf or GenAI-Perf profile export JSON", "`vllm bench serve --save-result` JSON",
            "SGLang bench_serving JSONL", "`llama-bench -o json`")
+UNBOUNDED = ("inf", "infinity")  # vLLM writes request_rate "inf"; SGLang the bare token Infinity
 
 
 @dataclass(frozen=True)
@@ -60,54 +63,106 @@ class MeasuredRun:
     generated_tokens: int | None = None
     tokens_per_s: float | None = None  # llama-bench avg_ts
     weight_bytes: float | None = None  # llama-bench model_size: the GGUF's bytes
+    params: float | None = None  # llama-bench model_n_params: the GGUF's parameter count
+    architecture: str | None = None  # llama-bench model_type's first word: the GGUF's general.architecture
+    context_depth: int | None = None  # llama-bench n_depth: tokens already in the context
+    input_tokens_total: float | None = None  # every prompt token the run sent
+    last_first_token_ms: float | None = None  # all prompts sent at once: the latest first token (vLLM's ttfts)
+    prefix_cache: bool | None = None  # whether the engine cached prompt prefixes, where the file says
+    tp: int | None = None  # the server's tensor-parallel size, where the file says (SGLang's server_info)
     statistic: str = "mean"
 
 
-def _number(value: Any) -> float | None:
-    """A finite number, or None (the strings "inf", JSON's Infinity and NaN, nulls)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def text(value: Any, limit: int = MAX_TEXT) -> str | None:
+    """A name read from a file, safe to show: control and format characters (ESC, OSC, bidi overrides) removed,
+    runs of spaces collapsed, at most ``limit`` characters; None for anything but a non-empty string."""
+    if not isinstance(value, str):
         return None
-    return float(value) if math.isfinite(value) else None
+    kept = "".join(c if unicodedata.category(c)[0] not in "CZ" or c == " " else " " for c in value[: limit * 4])
+    cleaned = " ".join(kept.split())[:limit]
+    return cleaned or None
 
 
-def _first(data: Mapping[str, Any], *keys: str) -> tuple[float | None, str]:
+def _refuse(where: str, key: str, value: Any, why: str) -> ConfigError:
+    return ConfigError(f"{where}: {key} is {excerpt(value, 40)}, {why}")
+
+
+def figure(data: Mapping[str, Any], key: str, where: str, *, unbounded: bool = False) -> float | None:
+    """A measured figure: a finite number from 0 to MAX_FIGURE, None when absent or null; ``unbounded`` also reads
+    the "inf"/Infinity a request rate uses for as-fast-as-possible as None. Anything else is a one-line refusal
+    that names the file and the field."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if unbounded and (value == math.inf or (isinstance(value, str) and value.strip().lower() in UNBOUNDED)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _refuse(where, key, value, "not a number")
+    if not math.isfinite(value) or not 0 <= value <= MAX_FIGURE:
+        raise _refuse(where, key, value, f"outside 0 to {MAX_FIGURE:g}")
+    return float(value)
+
+
+def _count(data: Mapping[str, Any], key: str, where: str) -> int | None:
+    found = figure(data, key, where)
+    if found is not None and not found.is_integer():
+        raise _refuse(where, key, found, "not a whole number")
+    return int(found) if found is not None else None
+
+
+def _first(data: Mapping[str, Any], where: str, *keys: str) -> tuple[float | None, str]:
     for key in keys:
-        found = _number(data.get(key))
+        found = figure(data, key, where)
         if found is not None:
             return found, key.split("_")[0]
     return None, ""
 
 
-def _per_request(total: Any, count: Any) -> float | None:
-    t, n = _number(total), _number(count)
-    return t / n if t is not None and n else None
+def _per_request(total: float | None, count: float | None) -> float | None:
+    return total / count if total is not None and count else None
 
 
-def _serving(data: Mapping[str, Any], tool: str, label: str) -> MeasuredRun:
+def _latest_first_token_ms(data: Mapping[str, Any], where: str, completed: float | None) -> float | None:
+    """Every prompt sent at once (no rate, no concurrency cap) and vLLM's per-request ``ttfts`` (seconds) saved: the
+    latest first token, by when every prompt had been prefilled."""
+    ttfts = data.get("ttfts")
+    if not isinstance(ttfts, list) or not ttfts or len(ttfts) != completed or len(ttfts) > MAX_REQUESTS:
+        return None
+    seconds = [figure({"ttfts": t}, "ttfts", where) for t in ttfts]
+    return 1e3 * max(s for s in seconds if s is not None) if all(s is not None for s in seconds) else None
+
+
+def _serving(data: Mapping[str, Any], tool: str, label: str, where: str) -> MeasuredRun:
     """A vLLM or SGLang serving result: the two tools share their key names."""
-    completed = _number(data.get("completed"))
-    ttft, stat = _first(data, "mean_ttft_ms", "median_ttft_ms")
-    tpot, _ = _first(data, "mean_tpot_ms", "median_tpot_ms", "mean_itl_ms", "median_itl_ms")
-    e2e, _ = _first(data, "mean_e2e_latency_ms", "mean_e2el_ms", "median_e2e_latency_ms", "median_e2el_ms")
-    rate = _number(data.get("request_rate"))
-    duration = _number(data.get("duration"))
-    per_s = _number(data.get("request_throughput")) or (completed / duration if completed and duration else None)
-    concurrency = _number(data.get("max_concurrency"))
-    if concurrency is None and rate is None:  # every prompt at once: as many in flight as prompts
-        concurrency = _number(data.get("num_prompts")) or completed
+    completed = figure(data, "completed", where)
+    if completed == 0:
+        raise ConfigError(f"{where}: no request completed in this run; nothing was measured")
+    ttft, stat = _first(data, where, "mean_ttft_ms", "median_ttft_ms")
+    tpot, _ = _first(data, where, "mean_tpot_ms", "median_tpot_ms", "mean_itl_ms", "median_itl_ms")
+    e2e, _ = _first(data, where, "mean_e2e_latency_ms", "mean_e2el_ms", "median_e2e_latency_ms", "median_e2el_ms")
+    rate, duration = figure(data, "request_rate", where, unbounded=True), figure(data, "duration", where)
+    per_s = figure(data, "request_throughput", where) or (completed / duration if completed and duration else None)
+    concurrency = figure(data, "max_concurrency", where)
+    all_at_once = concurrency is None and rate is None
+    if all_at_once:  # every prompt at once: as many in flight as prompts
+        concurrency = figure(data, "num_prompts", where) or completed
     server: Mapping[str, Any] = data["server_info"] if isinstance(data.get("server_info"), Mapping) else {}
-    model = data.get("model_id") or server.get("model_path")
+    inputs = figure(data, "total_input_tokens", where)
+    radix_off, tp_size = server.get("disable_radix_cache"), _setting(server.get("tp_size"))
     return MeasuredRun(
-        tool=tool, label=label, model=model if isinstance(model, str) else None,
+        tool=tool, label=label, model=text(data.get("model_id")) or text(server.get("model_path")),
         concurrency=concurrency, request_rate=rate, requests=int(completed) if completed else None,
-        input_len=_per_request(data.get("total_input_tokens"), completed),
-        output_len=_per_request(data.get("total_output_tokens"), completed), ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e,
-        request_per_s=per_s, output_tokens_per_s=_number(data.get("output_throughput")), statistic=stat or "mean")
+        input_len=_per_request(inputs, completed), input_tokens_total=inputs,
+        output_len=_per_request(figure(data, "total_output_tokens", where), completed), ttft_ms=ttft, tpot_ms=tpot,
+        e2e_ms=e2e, request_per_s=per_s, output_tokens_per_s=figure(data, "output_throughput", where),
+        last_first_token_ms=_latest_first_token_ms(data, where, completed) if all_at_once else None,
+        prefix_cache=not radix_off if isinstance(radix_off, bool) else None,
+        tp=int(tp_size) if tp_size and tp_size.is_integer() else None, statistic=stat or "mean")
 
 
-def _stat(data: Mapping[str, Any], key: str) -> float | None:
+def _stat(data: Mapping[str, Any], key: str, where: str) -> float | None:
     block = data.get(key)
-    return _number(block.get("avg")) if isinstance(block, Mapping) else None
+    return figure(block, "avg", f"{where}: {key}") if isinstance(block, Mapping) else None
 
 
 def _search(node: Any, names: tuple[str, ...], depth: int = 0) -> Any:
@@ -118,7 +173,7 @@ def _search(node: Any, names: tuple[str, ...], depth: int = 0) -> Any:
         for name in names:
             if name in node and node[name] not in (None, [], {}):
                 return node[name]
-        children: Iterator[Any] = iter(node.values())
+        children: Iterator[Any] = iter(list(node.values())[:200])
     elif isinstance(node, list):
         children = iter(node[:50])
     else:
@@ -130,36 +185,48 @@ def _search(node: Any, names: tuple[str, ...], depth: int = 0) -> Any:
     return None
 
 
-def _aiperf(data: Mapping[str, Any], label: str) -> MeasuredRun:
+def _setting(value: Any) -> float | None:
+    """A load setting found by search in a config: a positive finite number, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 < value <= MAX_FIGURE else None
+
+
+def _aiperf(data: Mapping[str, Any], label: str, where: str) -> MeasuredRun:
     config = data.get("input_config") or {}
     model = _search(config, ("model_names", "model", "formatted_model_name", "name"))
     if isinstance(model, list):
-        model = model[0] if model and isinstance(model[0], str) else None
+        model = model[0] if model else None
     gpu = _search(data.get("telemetry_data") or {}, ("gpu_name",))
-    count = _stat(data, "request_count")
+    count = _stat(data, "request_count", where)
     return MeasuredRun(
         tool="aiperf" if "was_cancelled" in data or "telemetry_data" in data else "genai-perf", label=label,
-        model=model if isinstance(model, str) else None, gpu_name=gpu if isinstance(gpu, str) else None,
-        concurrency=_number(_search(config, ("concurrency",))), requests=int(count) if count else None,
-        input_len=_stat(data, "input_sequence_length"), output_len=_stat(data, "output_sequence_length"),
-        ttft_ms=_stat(data, "time_to_first_token"), tpot_ms=_stat(data, "inter_token_latency"),
-        e2e_ms=_stat(data, "request_latency"),
-        request_per_s=_stat(data, "request_throughput"), output_tokens_per_s=_stat(data, "output_token_throughput"))
+        model=text(model), gpu_name=text(gpu), concurrency=_setting(_search(config, ("concurrency",))),
+        requests=int(count) if count else None, input_len=_stat(data, "input_sequence_length", where),
+        output_len=_stat(data, "output_sequence_length", where), ttft_ms=_stat(data, "time_to_first_token", where),
+        tpot_ms=_stat(data, "inter_token_latency", where), e2e_ms=_stat(data, "request_latency", where),
+        request_per_s=_stat(data, "request_throughput", where),
+        output_tokens_per_s=_stat(data, "output_token_throughput", where))
 
 
-def _llama_bench(test: Mapping[str, Any], index: int) -> MeasuredRun:
-    prompt, generated = int(test.get("n_prompt") or 0), int(test.get("n_gen") or 0)
+def _llama_bench(test: Mapping[str, Any], index: int, where: str) -> MeasuredRun:
+    where = f"{where} test {index + 1}"
+    prompt, generated = _count(test, "n_prompt", where) or 0, _count(test, "n_gen", where) or 0
     label = f"pp{prompt}" if prompt and not generated else f"tg{generated}" if generated and not prompt else (
         f"pp{prompt}+tg{generated}")
-    return MeasuredRun(tool="llama-bench", label=f"{label} (test {index + 1})", model=str(test.get("model_type")),
-                       gpu_name=str(test.get("gpu_info") or "") or None, prompt_tokens=prompt or None,
-                       generated_tokens=generated or None, tokens_per_s=_number(test.get("avg_ts")),
-                       weight_bytes=_number(test.get("model_size")), concurrency=1.0)
+    model_type = text(test.get("model_type"))
+    return MeasuredRun(tool="llama-bench", label=f"{label} (test {index + 1})", model=model_type,
+                       gpu_name=text(test.get("gpu_info"), limit=MAX_TEXT * 8), prompt_tokens=prompt or None,
+                       generated_tokens=generated or None, tokens_per_s=figure(test, "avg_ts", where) or None,
+                       weight_bytes=figure(test, "model_size", where) or None,
+                       params=figure(test, "model_n_params", where) or None,
+                       architecture=model_type.split()[0] if model_type else None,
+                       context_depth=_count(test, "n_depth", where), concurrency=1.0)
 
 
 def _load_label(data: Mapping[str, Any], index: int) -> str:
     """``#2 8 req/s``, ``#1 32 clients``, ``#3 all at once``: the load a serving run offered."""
-    concurrency, rate = _number(data.get("max_concurrency")), _number(data.get("request_rate"))
+    concurrency, rate = _setting(data.get("max_concurrency")), _setting(data.get("request_rate"))
     load = (f"{concurrency:g} clients" if concurrency else f"{rate:g} req/s" if rate else "all at once")
     return f"#{index + 1} {load}"
 
@@ -168,36 +235,45 @@ def _unknown(path: Path) -> ConfigError:
     return ConfigError(f"{path}: not a benchmark export gpuwise reads; it reads: {'; '.join(FORMATS)}")
 
 
-def _objects(text: str, path: Path) -> list[Any]:
-    """The file's JSON documents: one (a JSON file) or one per line (JSON Lines)."""
-    with contextlib.suppress(json.JSONDecodeError):  # not one document: JSON Lines, below
-        return [json.loads(text)]
+def _objects(text_: str, path: Path) -> list[Any]:
+    """The file's JSON documents: one (a JSON file) or one per line (JSON Lines). Depth and number length are
+    bounded; a bare Infinity (SGLang's request_rate) is read, NaN is refused."""
+    try:
+        return [parse_json(text_, origin=str(path), infinity=True)]
+    except InputTooLarge:
+        raise
+    except ConfigError:
+        if "\n" not in text_.strip():
+            raise
     found = []
-    for number, line in enumerate(text.splitlines()[:MAX_RUNS], 1):
+    for number, line in enumerate(text_.splitlines()[:MAX_RUNS], 1):
         if line.strip():
-            try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise ConfigError(f"{path}: line {number} is not JSON ({'; '.join(FORMATS)} are read)") from None
+            found.append(parse_json(line, origin=f"{path} line {number}", infinity=True))
     return found
 
 
 def _one(data: Any, index: int, path: Path) -> list[MeasuredRun]:
+    where = f"{path.name} run {index + 1}"
     if isinstance(data, list) and data and all(isinstance(t, Mapping) and "avg_ts" in t for t in data):
-        return [_llama_bench(t, i) for i, t in enumerate(data[:MAX_RUNS])]
+        return [_llama_bench(t, i, path.name) for i, t in enumerate(data[:MAX_RUNS])]
     if not isinstance(data, Mapping):
         raise _unknown(path)
     if isinstance(data.get("time_to_first_token"), Mapping) or isinstance(data.get("request_throughput"), Mapping):
-        return [_aiperf(data, path.name)]
+        return [_aiperf(data, path.name, where)]
+    if isinstance(data.get("error_request_count"), Mapping):
+        failed = _stat(data, "error_request_count", where)
+        raise ConfigError(f"{where}: an AIPerf export in which every request failed ({failed or 0:g} errors, no "
+                          "latency or throughput recorded); nothing was measured")
     if any(k in data for k in ("mean_ttft_ms", "median_ttft_ms")):
         tool = "sglang bench_serving" if data.get("backend") == "sglang" else "vllm bench serve"
-        return [_serving(data, tool, _load_label(data, index))]
+        return [_serving(data, tool, _load_label(data, index), where)]
     raise _unknown(path)
 
 
 def read_export(path: Path) -> list[MeasuredRun]:
     """Every run in ``path`` (bounded: MAX_EXPORT_BYTES, MAX_RUNS); a file of another shape is a one-line error that
-    names the formats read."""
+    names the formats read, a field that is not a measurement (a string, a list, Infinity, a negative number where a
+    figure goes) one that names the file, the run and the field."""
     documents = _objects(read_text(path, what="benchmark export", max_bytes=MAX_EXPORT_BYTES), path)
     runs = [run for i, doc in enumerate(documents) for run in _one(doc, i, path)]
     if not runs:
@@ -211,11 +287,14 @@ class CalibrateSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gpu: Annotated[str | None, Field(max_length=100), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
-        default=None, description="catalog id of the card the runs were on (default: the file's GPU name, if any)")
+        default=None, description="catalog id of the card the runs were on (default: the file's GPU name as the tool "
+                                  "printed it, read through catalog/data/gpu_names.yaml)")
     model: Annotated[str | None, Field(max_length=300), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
-        default=None, description="the model served (default: the file's model id)")
+        default=None, description="the model served (default: the file's model id; for llama-bench a dense model "
+                                  "of the file's own parameter count)")
     engine: Annotated[Literal["vllm", "sglang", "trtllm", "lmdeploy", "llamacpp"] | None,
                       Flag(frozenset({"calibrate"}), "Measurement")] = Field(
         default=None, description="the serving engine (default: the tool's: vllm, sglang, llamacpp; vllm for AIPerf)")
-    tp: Annotated[int, Field(ge=1, le=64), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
-        default=1, description="tensor-parallel GPUs of one replica, as the server ran")
+    tp: Annotated[int | None, Field(ge=1, le=64), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
+        default=None, description="tensor-parallel GPUs of one replica, as the server ran (default: the file's, "
+                                  "else 1)")
