@@ -280,14 +280,9 @@ def _models(given: Given) -> None:
     if given.shell.get("as_json"):
         print_json(rows)
         return
-    from rich.table import Table
+    from gpuwise.report.models import models_table
 
-    table = Table(title=f"{len(rows)} model presets, image pipelines and scientific applications", title_justify="left")
-    for header in ("id", "family", "parameters", "hub id"):
-        table.add_column(header, justify="right" if header == "parameters" else "left", no_wrap=header == "id")
-    for r in rows:
-        table.add_row(r["id"], r["family"], f"{r['params']:,}" if r["params"] else "—", (r["hub_ids"] or [""])[0])
-    stdout().print(table)
+    stdout().print(models_table(rows))
 
 
 def _job_source(command: str) -> Source:

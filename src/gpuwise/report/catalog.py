@@ -8,10 +8,11 @@ from typing import Any
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from gpuwise.catalog import GPU, CloudOffer, Comparison, price_usd
 from gpuwise.report.format import number, quantity, ratio
-from gpuwise.report.narrow import Column, narrow_table
+from gpuwise.report.narrow import BORDER, Column, narrow_table, terminal_width
 
 
 def gpu_json(gpu: GPU) -> dict[str, Any]:
@@ -124,20 +125,41 @@ def gpu_panel(gpu: GPU, offers: Sequence[CloudOffer] = ()) -> Panel:
     return Panel(Group(*parts), title=f"{gpu.name} [dim]({gpu.id})[/dim]", title_align="left")
 
 
-def comparison_table(comparison: Comparison) -> Table:
+COMPARE_CAPTION = "* derived: per k$ uses the street price, else the MSRP. BF16/FP8 are dense, FP32 accumulate."
+
+
+def comparison_table(comparison: Comparison, *, width: int | None = None) -> Group:
+    """The GPUs side by side, ratios to the first in brackets; when they do not fit the terminal side by side they
+    follow in several tables, as many GPUs to each as fit, every figure whole."""
+    shown = [[_cell(v, r, baseline=i == 0) for i, (v, r) in enumerate(zip(row.values, row.ratios, strict=True))]
+             for row in comparison.rows]
+    labels = [row.label + (" *" if row.derived else "") for row in comparison.rows]
+    widths = [max(len(g.id), *(len(Text.from_markup(row[i]).plain) for row in shown))
+              for i, g in enumerate(comparison.gpus)]
     first = comparison.gpus[0].id
-    table = Table(
-        title=f"ratios in brackets are to {first}",
-        caption="* derived: per k$ uses the street price, else the MSRP. BF16/FP8 are dense, FP32 accumulate.",
-        title_justify="left", caption_justify="left",
-    )
-    table.add_column("metric", no_wrap=True)
-    for g in comparison.gpus:
-        table.add_column(g.id, justify="right", no_wrap=True)
-    for row in comparison.rows:
-        cells = [_cell(v, r, baseline=i == 0) for i, (v, r) in enumerate(zip(row.values, row.ratios, strict=True))]
-        table.add_row(row.label + (" *" if row.derived else ""), *cells)
-    return table
+    parts = _groups(max(map(len, ["metric", *labels])), widths, width or terminal_width())
+    tables = []
+    for n, part in enumerate(parts):
+        table = Table(title=f"{'(continued) ' if n else ''}ratios in brackets are to {first}", title_justify="left",
+                      caption=COMPARE_CAPTION if n == len(parts) - 1 else None, caption_justify="left")
+        table.add_column("metric", no_wrap=True)
+        for i in part:
+            table.add_column(comparison.gpus[i].id, justify="right", no_wrap=True, min_width=widths[i])
+        for label, row in zip(labels, shown, strict=True):
+            table.add_row(label, *(row[i] for i in part))
+        tables.append(table)
+    return Group(*tables)
+
+
+def _groups(label_width: int, widths: list[int], limit: int) -> list[list[int]]:
+    """The GPU columns in runs whose table (the metric column, then each GPU's) fits ``limit`` characters."""
+    groups: list[list[int]] = [[]]
+    for i, w in enumerate(widths):
+        span = label_width + BORDER + sum(widths[j] + BORDER for j in groups[-1]) + w + BORDER + 1
+        if groups[-1] and span > limit:
+            groups.append([])
+        groups[-1].append(i)
+    return groups
 
 
 def _cell(value: float | None, ratio_to_first: float | None, *, baseline: bool) -> str:

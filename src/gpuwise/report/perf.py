@@ -22,24 +22,34 @@ def scale_row_json(row: ScaleRow) -> dict[str, Any]:
     return {**values, "per_gpu_gib": round(row.per_gpu_gb * 1e9 / 2**30, 4)}
 
 
+SCALE_COLUMNS = (Column("GPUs"), Column("nodes"), Column("GiB/GPU"), Column("fits"), Column("step s"),
+                 Column("tokens/s"), Column("tokens/s per GPU"), Column("comm share"), Column("efficiency"))
+SCALE_DROPS = ("nodes", "comm share", "tokens/s per GPU")  # nodes: the GPUs over 8, said in the caption
+
+
 def scale_table(model: str, gpu: str, rows: list[ScaleRow], network: str | None = None) -> Table:
+    """One row per GPU count; a count that does not fit shows no speed (its figures stay in --json, beside
+    ``fits: false``); on a narrow terminal the nodes, communication share and per-GPU rate leave first."""
     from gpuwise.estimate.speed.parallel import DEFAULT_NETWORK
 
     joined = network or f"{DEFAULT_NETWORK} (assumed; --network names yours: eth-100g, eth-400g, ib-hdr ...)"
-    table = Table(title=f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "
-                        "that fits)", title_justify="left",
-                  caption=f"nodes of 8 joined by {joined}" if any(r.nodes > 1 for r in rows) else None)
     timed = any(r.epoch_time_s for r in rows)
-    for header in ("GPUs", "nodes", "GiB/GPU", "fits", "step s", "tokens/s", "tokens/s/GPU", "comm share",
-                   "efficiency", *(("hours for --tokens",) if timed else ())):
-        table.add_column(header, justify="right")
-    for r in rows:
-        hours = (f"{r.epoch_time_s / 3600:,.1f}" if r.epoch_time_s else "—",) if timed else ()
-        table.add_row(str(r.count), str(r.nodes), f"{r.per_gpu_gb * 1e9 / 2**30:,.1f}",
-                      "yes" if r.fits else "[red]no[/red]",
-                      f"{r.step_time_s:,.3f}", f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s_per_gpu:,.0f}",
-                      f"{r.communication_share:.0%}", f"{r.efficiency:.0%}" if r.efficiency else "—", *hours)
-    return table
+    columns = SCALE_COLUMNS + ((Column("hours for --tokens"),) if timed else ())
+    cells = [_scale_cells(r, timed) for r in rows]
+    caption = "—: does not fit, so no speed" if not all(r.fits for r in rows) else None
+    if any(r.nodes > 1 for r in rows):
+        caption = (f"{caption}; " if caption else "") + f"nodes of 8 joined by {joined}"
+    return narrow_table(f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "
+                        "that fits)", columns, cells, drop=SCALE_DROPS, caption=caption, note_dropped=True)
+
+
+def _scale_cells(r: ScaleRow, timed: bool) -> tuple[str, ...]:
+    shape = (str(r.count), str(r.nodes), f"{r.per_gpu_gb * 1e9 / 2**30:,.1f}", "yes" if r.fits else "no")
+    hours = (f"{r.epoch_time_s / 3600:,.1f}" if r.epoch_time_s and r.fits else "—",) if timed else ()
+    if not r.fits:
+        return (*shape, "—", "—", "—", "—", "—", *hours)
+    return (*shape, f"{r.step_time_s:,.3f}", f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s_per_gpu:,.0f}",
+            f"{r.communication_share:.0%}", f"{r.efficiency:.0%}" if r.efficiency else "—", *hours)
 
 
 def _stats(p50_p90_p99: tuple[float, float, float], mean: float) -> dict[str, float | None]:
