@@ -195,3 +195,11 @@ def test_a_hostile_gpu_name_is_one_line_of_text(tmp_path: Path) -> None:
     result = runner.invoke(app, ["calibrate", "--from", str(path)])
     assert result.exit_code == 2 and "\x1b" not in result.output and "Traceback" not in result.output
     assert "[/bold] Evil GPU" in result.output and "--gpu" in result.output
+
+
+def test_a_hostile_file_name_is_text_in_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "\x1b[2J\x1b]0;owned\x07run.json"
+    path.write_text(json.dumps({"hello": 1}))
+    result = runner.invoke(app, ["calibrate", "--from", str(path), "--gpu", "rtx-4090"])
+    assert result.exit_code == 2 and "\x1b" not in result.output and "\x07" not in result.output
+    assert "not a benchmark export" in result.output and len(result.output.strip().splitlines()) == 1

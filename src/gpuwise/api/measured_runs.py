@@ -23,7 +23,7 @@ from gpuwise.catalog.device_names import match_device, split_devices
 from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.estimate.speed.roofline import machine
 from gpuwise.safe_io import atomic_write_text, check_writable
-from gpuwise.workload.exports import CalibrateSettings, MeasuredRun, read_export
+from gpuwise.workload.exports import CalibrateSettings, MeasuredRun, read_export, text
 from gpuwise.workload.model.architecture import Architecture, from_config
 from gpuwise.workload.run_limits import Breach, Setting, explain, floors, rate_breaches
 
@@ -256,7 +256,7 @@ def calibrate(path: Path | str, *, settings: Mapping[str, object] | None = None,
     setting = Setting(card, devices if runs[0].tool == "llama-bench" else tp, engine, named,
                       dense_from_file=bool(model_note))
     mechanism, breaches = _checked(attribute(compared, card), compared, arch, setting)
-    done = Calibrated(Path(path).name, card.id, arch.name, engine, compared, mechanism,
+    done = Calibrated(text(Path(path).name) or "export", card.id, arch.name, engine, compared, mechanism,
                       tuple(n for n in (card_note, model_note) if n), breaches)
     if target is not None:
         atomic_write_text(target, json.dumps(done.record(), indent=2) + "\n", what="calibration record")

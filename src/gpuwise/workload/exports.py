@@ -231,15 +231,19 @@ def _load_label(data: Mapping[str, Any], index: int) -> str:
     return f"#{index + 1} {load}"
 
 
+def _shown(path: Path) -> str:
+    return text(str(path), limit=300) or "the export"
+
+
 def _unknown(path: Path) -> ConfigError:
-    return ConfigError(f"{path}: not a benchmark export gpuwise reads; it reads: {'; '.join(FORMATS)}")
+    return ConfigError(f"{_shown(path)}: not a benchmark export gpuwise reads; it reads: {'; '.join(FORMATS)}")
 
 
 def _objects(text_: str, path: Path) -> list[Any]:
     """The file's JSON documents: one (a JSON file) or one per line (JSON Lines). Depth and number length are
     bounded; a bare Infinity (SGLang's request_rate) is read, NaN is refused."""
     try:
-        return [parse_json(text_, origin=str(path), infinity=True)]
+        return [parse_json(text_, origin=_shown(path), infinity=True)]
     except InputTooLarge:
         raise
     except ConfigError:
@@ -248,18 +252,19 @@ def _objects(text_: str, path: Path) -> list[Any]:
     found = []
     for number, line in enumerate(text_.splitlines()[:MAX_RUNS], 1):
         if line.strip():
-            found.append(parse_json(line, origin=f"{path} line {number}", infinity=True))
+            found.append(parse_json(line, origin=f"{_shown(path)} line {number}", infinity=True))
     return found
 
 
 def _one(data: Any, index: int, path: Path) -> list[MeasuredRun]:
-    where = f"{path.name} run {index + 1}"
+    name = text(path.name) or "export"  # a file name is text from outside too
+    where = f"{name} run {index + 1}"
     if isinstance(data, list) and data and all(isinstance(t, Mapping) and "avg_ts" in t for t in data):
-        return [_llama_bench(t, i, path.name) for i, t in enumerate(data[:MAX_RUNS])]
+        return [_llama_bench(t, i, name) for i, t in enumerate(data[:MAX_RUNS])]
     if not isinstance(data, Mapping):
         raise _unknown(path)
     if isinstance(data.get("time_to_first_token"), Mapping) or isinstance(data.get("request_throughput"), Mapping):
-        return [_aiperf(data, path.name, where)]
+        return [_aiperf(data, name, where)]
     if isinstance(data.get("error_request_count"), Mapping):
         failed = _stat(data, "error_request_count", where)
         raise ConfigError(f"{where}: an AIPerf export in which every request failed ({failed or 0:g} errors, no "
