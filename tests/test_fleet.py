@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -140,7 +139,6 @@ def test_bus_bandwidth_is_counted_as_nccl_tests_counts_it() -> None:
 def test_bench_collective_over_gloo_reports_a_bus_bandwidth() -> None:
     """Two CPU processes started by torch.distributed's launcher, as CI can run them."""
     pytest.importorskip("torch")
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "gpuwise.cli.main", "bench", "collective", "--nproc", "2",
                            "--backend", "gloo", "--size-mb", "4", "--iterations", "3", "--json"],
                           capture_output=True, text=True, timeout=300, check=False)
@@ -150,4 +148,3 @@ def test_bench_collective_over_gloo_reports_a_bus_bandwidth() -> None:
     for row in result["results"]:
         factor = 1.0 if row["op"] == "all_reduce" else 0.5  # 2(n-1)/n and (n-1)/n at n = 2
         assert row["busbw_gb_s"] == pytest.approx(row["algbw_gb_s"] * factor, rel=0.01, abs=0.002)
-    assert time.monotonic() - started < 300

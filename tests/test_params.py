@@ -7,7 +7,6 @@ import importlib.util
 import json
 import socket
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -211,10 +210,10 @@ def test_offline_hub_access_is_a_clear_error(fake_hub: str, monkeypatch: pytest.
     resolve_model("someone/tiny-gpt2")  # now in the cache: offline still works for it
     monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
     assert resolve_model("someone/tiny-gpt2").total_params == 124_439_808
-    start = time.monotonic()
+    asked = len(_FakeHub.seen)
     with pytest.raises(ConfigError, match=r"^offline \(HF_HUB_OFFLINE is set\).*'someone/other'"):
         resolve_model("someone/other")
-    assert time.monotonic() - start < 1  # no retries when the user said offline
+    assert len(_FakeHub.seen) == asked  # no request, so no retries, when the user said offline
 
 
 def test_an_unreachable_hub_fails_fast_and_says_offline(fake_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,10 +223,17 @@ def test_an_unreachable_hub_fails_fast_and_says_offline(fake_hub: str, monkeypat
     port = closed.getsockname()[1]
     closed.close()  # nothing listens there now: connections are refused at once
     _point_at(hub, monkeypatch, f"http://127.0.0.1:{port}")
-    start = time.monotonic()
+    tried: list[object] = []
+    connect = socket.create_connection
+
+    def counted(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        tried.append(address)
+        return connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", counted)
     with pytest.raises(ConfigError, match=r"^offline: cannot reach the Hugging Face hub"):
         resolve_model("someone/model")
-    assert time.monotonic() - start < 2
+    assert tried == [("127.0.0.1", port)]  # one refused connection, no retries: fast by construction
 
 
 def test_a_stalled_hub_is_given_up_on(fake_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -240,10 +246,8 @@ def test_a_stalled_hub_is_given_up_on(fake_hub: str, monkeypatch: pytest.MonkeyP
     stalled.listen(8)
     _point_at(hub, monkeypatch, f"http://127.0.0.1:{stalled.getsockname()[1]}")
     monkeypatch.setattr(resolve, "HUB_DEADLINE_S", 1.5)
-    start = time.monotonic()
-    try:
+    try:  # the message is raised only when the lookup's thread is still waiting at the deadline
         with pytest.raises(ConfigError, match=r"did not answer within 1\.5 s"):
             resolve_model("someone/model")
     finally:
         stalled.close()
-    assert time.monotonic() - start < 4

@@ -27,4 +27,3 @@ def test_no_server_errors(case: schemathesis.Case) -> None:
     (a 503 would be a request past its time limit), and never the echo of a long input."""
     response = case.call()
     assert response.status_code < 500, (case.method, case.path, case.body, response.text[:300])
-    assert response.elapsed < 20  # seconds
