@@ -7,9 +7,12 @@ Used to add a memory breakdown and the smallest change that fits when the log is
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.catalog import Catalog
+from gpuwise.catalog.device_names import match_device
+from gpuwise.errors import ConfigError
 from gpuwise.troubleshoot.oom import OomFigures, read_oom
 
 _BATCH = re.compile(r"(?:per_device_train_batch_size|micro_batch_size|train_batch_size|batch_size|--batch)"
@@ -64,28 +67,37 @@ def read_method(text: str, lowered: str | None = None) -> str:
     return "qlora" if method != "full" and _search(_FOUR_BIT, text, lowered) else method
 
 
-def read_gpu(text: str, catalog: Catalog, capacity_gib: float | None) -> tuple[str, str] | None:
+def read_gpu(text: str, catalog: Catalog | Callable[[], Catalog], capacity_gib: float | None) -> tuple[str, str] | None:
     """(catalog id, name as printed) of the first card the log names that the catalog knows: the longest run of
-    words after a vendor word that resolves (``NVIDIA GeForce RTX 4090 Off`` -> rtx-4090); a name several records
-    share is settled by the capacity the log reports."""
-    from gpuwise.probe.checks import match_catalog
-
-    memory_mib = capacity_gib * 1024 if capacity_gib else None
+    words after a vendor word that resolves (``NVIDIA GeForce RTX 4090 Off`` -> rtx-4090) through the table of
+    names as tools print them (catalog/device_names.py); a name several records share is settled by the capacity
+    the log reports. ``catalog`` may be its loader, called only when the log names a vendor."""
     if _search(_CARD, text, text.lower()) is None:
         return None
+    catalog = catalog if isinstance(catalog, Catalog) else catalog()
     for found, _ in zip(_CARD.finditer(text), range(_CARDS_TRIED), strict=False):
         words = found.group(0).split()
         for end in range(len(words), 1, -1):
             name = " ".join(words[:end])
             if not any(c.isdigit() for c in name):
                 break
-            card, _ = match_catalog(name, memory_mib, catalog)
-            if card is not None:
-                return card.id, name
+            if (card := _card_named(name, catalog, capacity_gib)) is not None:
+                return card, name
     return None
 
 
-def read_context(text: str, model_names: dict[str, str], catalog: Catalog | None = None) -> RunContext:
+def _card_named(name: str, catalog: Catalog, capacity_gib: float | None) -> str | None:
+    from gpuwise.probe.checks import match_catalog
+
+    try:
+        return match_device(name, catalog).gpu
+    except ConfigError:  # unknown, or several cards: the log's capacity may settle which
+        card, _ = match_catalog(name, capacity_gib * 1024 if capacity_gib else None, catalog)
+        return card.id if card is not None else None
+
+
+def read_context(text: str, model_names: dict[str, str],
+                 catalog: Catalog | Callable[[], Catalog] | None = None) -> RunContext:
     """``model_names`` maps lower-case preset and hub ids to preset ids; the longest one found in the log wins.
     With ``catalog``, the card the log names is read too."""
     lowered = text.lower()
