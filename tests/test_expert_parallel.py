@@ -64,15 +64,15 @@ def test_tp_with_ep_and_attention_dp_shape_the_replica() -> None:
 def test_training_expert_parallelism_keeps_one_ep_th_of_the_experts_on_each_gpu() -> None:
     """--ep 8 over 8 data-parallel ranks (torchtitan expert_parallel_degree): each GPU holds its eighth of Mixtral's
     routed experts and every other parameter whole; without ZeRO-3 the 16-bit weights shrink by exactly that."""
-    from gpuwise.estimate.memory.training import model_states
+    from gpuwise.estimate.memory.model_states import model_states
     from gpuwise.workload.jobs.job import TrainJob
     from gpuwise.workload.model.resolve import resolve_model
     from plans import train_plan
 
     arch = resolve_model("mixtral-8x7b")
     experts = sum(x.count * x.d_in * x.d_out * x.layers for x in arch.params.linears if x.count > 1)
-    whole = model_states(train_plan(arch, TrainJob(count=8, zero=1)))["weights"]
-    split = model_states(train_plan(arch, TrainJob(count=8, zero=1, ep=8)))["weights"]
+    whole = model_states(train_plan(arch, TrainJob(count=8, zero=1))).weights
+    split = model_states(train_plan(arch, TrainJob(count=8, zero=1, ep=8))).weights
     assert whole - split == pytest.approx(experts * 7 / 8 * 2, rel=1e-6)
 
 

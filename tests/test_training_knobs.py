@@ -7,7 +7,8 @@ import pytest
 
 from gpuwise.catalog import Catalog
 from gpuwise.estimate.memory.activations import activations
-from gpuwise.estimate.memory.training import logits, model_states, training_memory
+from gpuwise.estimate.memory.model_states import model_states
+from gpuwise.estimate.memory.training import logits, training_memory
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.resolve import resolve_model
 from plans import train_plan
@@ -20,7 +21,7 @@ def _parts(**options: object) -> dict[str, float]:
     """Each component's own peak (not the step's peak moment): logits, activations at the loss, model states."""
     job = TrainJob(method="full", precision="pure-bf16", batch=2, seq=2048, ckpt="full", **options)  # type: ignore[arg-type]
     plan = train_plan(resolve_model("llama-3.1-8b"), job)
-    return {**model_states(plan), "logits": logits(plan), "activations": activations(plan)}
+    return {**model_states(plan).parts, "logits": logits(plan), "activations": activations(plan)}
 
 
 def test_the_standard_loss_peaks_at_three_fp32_tensors_in_log_softmax_backward() -> None:

@@ -80,7 +80,23 @@ def trace(name: ModelRef, job: Job) -> Any:
         if arch.kind != "decoder":
             raise ConfigError(f"--trace of inference generates text: {arch.name} is an encoder")
         return trace_by_layers(arch.config, lambda config: trace_inference(config, job))
+    if job.data_parallel > 1:
+        return _trace_sharded(arch.config, job)
     return trace_by_layers(arch.config, lambda config: trace_training(config, job))
+
+
+def _trace_sharded(config: Any, job: TrainJob) -> Any:
+    """One rank of a data-parallel step under torch's fake process group (workload/trace/sharded.py)."""
+    from gpuwise.estimate.sharding import resolve_sharding
+    from gpuwise.workload.trace.by_layers import trace_by_layers
+    from gpuwise.workload.trace.sharded import trace_sharded_training
+
+    sharding = resolve_sharding(job, runtimes.framework(job.framework))
+    if sharding.profile.id != "fsdp2":
+        raise ConfigError(f"--trace of a data-parallel step runs FSDP2 (--sharding fsdp2); {sharding.name} needs its "
+                          "own runtime on a GPU: leave out --trace or use --sharding fsdp2")
+    return trace_by_layers(config, lambda cut: trace_sharded_training(cut, job, ranks=sharding.ranks,
+                                                                        stage=sharding.stage))
 
 
 def trace_time(traced: Any, result: Estimate) -> Any:

@@ -29,6 +29,7 @@ class Estimate:
     warnings: tuple[str, ...]
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
+    plan: TrainPlan | InferPlan | None = None  # the job as resolved on the card: what every figure was computed from
 
     @property
     def task(self) -> str:
@@ -69,7 +70,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
         calibrated = f"calibrated by {calibration.source}: {_what(calibration)}"
         perf = replace(perf, assumptions=(*perf.assumptions, calibrated))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
-    return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost,
+    return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost, plan=plan,
                     warnings=memory.warnings + compatibility_warnings(arch, job, gpu) + _feeding(arch, job, perf))
 
 

@@ -19,6 +19,7 @@ from gpuwise.catalog import GPU
 from gpuwise.errors import ConfigError, NotEstimable
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
 from gpuwise.estimate.memory.weights import Weights, as_header_says, weights
+from gpuwise.estimate.sharding import Sharding, resolve_sharding
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
@@ -56,6 +57,7 @@ class TrainPlan:
     framework: FrameworkProfile
     microbatches: int  # micro-batches one data-parallel rank runs per optimizer step (accumulation, pipeline)
     trainable_params: float  # of the whole model: LoRA's adapters, or every parameter
+    sharding: Sharding  # the data-parallel runtime, its ZeRO stage and the ranks it shards over
     choices: tuple[Choice, ...] = ()
 
     @property
@@ -93,7 +95,11 @@ class TrainPlan:
 
     @property
     def autocast(self) -> bool:
-        return self.job.precision in ("bf16", "fp16")
+        """Mixed precision as torch.autocast runs it over fp32 parameters, casting each weight per operator: adapter
+        training (PEFT over a 16-bit base) and plain data parallel. DeepSpeed's and Megatron's bf16 models and FSDP's
+        gathered bf16 parameters compute in 16 bit without casts."""
+        job = self.job
+        return job.precision in ("bf16", "fp16") and (job.trains_adapters or self.sharding.autocast_params)
 
     @property
     def residual_bytes(self) -> int:
@@ -116,17 +122,19 @@ class TrainPlan:
     @property
     def stream_bytes(self) -> int | None:
         """The residual stream's bytes between fused-away ops: fp32 under autocast over fp32 parameters."""
-        mixed = self.job.precision in ("bf16", "fp16", "fp8")
+        job = self.job
+        mixed = job.precision in ("bf16", "fp16", "fp8") and (job.trains_adapters or self.sharding.autocast_params)
         return 4 if mixed and self.framework.fp32_residual_under_autocast.value else None
 
     @property
     def gradients_persist(self) -> bool:
-        """Whether gradients exist while the next forward runs. One GPU without accumulation frees them after the step
-        (the HF Trainer's model.zero_grad(), torchtune's zero_grad(set_to_none=True)); accumulation keeps them across
-        micro-batches, and DDP's buckets, ZeRO's partitions and Megatron's main_grad buffer are allocated for good."""
+        """Whether gradients exist while the next forward runs. zero_grad(set_to_none=True) frees them after the step
+        (the HF Trainer's model.zero_grad(), torchtune's, FSDP2's sharded gradients, traced); accumulation keeps them
+        across micro-batches, and DeepSpeed ZeRO-3's partition buffer and Megatron's main_grad buffer are allocated
+        for good."""
         job = self.job
-        return job.accumulates or self.framework.persistent_gradients.value or (
-            job.count > 1 and not job.optimizer_in_backward)
+        kept = self.sharding.stage in self.sharding.profile.gradients_kept.value
+        return (job.accumulates or self.framework.persistent_gradients.value or kept) and not job.optimizer_in_backward
 
 
 @dataclass(frozen=True)
@@ -212,7 +220,18 @@ def _train_plan(arch: Architecture, job: TrainJob, gpu: GPU) -> TrainPlan:
     accumulation = math.ceil(job.global_batch / (job.batch * job.data_parallel)) if job.global_batch else 1
     microbatches = max(job.pp_microbatches or job.pp, accumulation) if job.pp > 1 else accumulation
     trainable = float(adapter_params(arch, job) if job.trains_adapters else arch.total_params)
-    return TrainPlan(arch, job, gpu, framework, microbatches, trainable, _train_choices(job, framework))
+    sharding = resolve_sharding(job, framework)
+    choices = _train_choices(job, framework) + _sharding_choices(job, sharding)
+    return TrainPlan(arch, job, gpu, framework, microbatches, trainable, sharding, choices)
+
+
+def _sharding_choices(job: TrainJob, sharding: Sharding) -> tuple[Choice, ...]:
+    """The ZeRO stage when gpuwise chose it (the runtime that shards is in the sharding's own description)."""
+    if job.zero is not None or sharding.stage == 0:
+        return ()
+    return (Choice("ZeRO stage", f"{sharding.stage} over {job.data_parallel} data-parallel ranks",
+                   "gpuwise default for several data-parallel GPUs, as torchtune's and torchtitan's distributed "
+                   "recipes shard (FSDP2)"),)
 
 
 def _train_choices(job: TrainJob, framework: FrameworkProfile) -> tuple[Choice, ...]:
@@ -224,10 +243,6 @@ def _train_choices(job: TrainJob, framework: FrameworkProfile) -> tuple[Choice, 
                           framework.zero_when_data_parallel.source if framework.zero_when_data_parallel else "")
             found.append(Choice(f"--{name.replace('_', '-')}", str(getattr(job, name)),
                                 f"{framework.name}'s default: {source}"))
-    if job.zero is None and job.zero_stage and "zero" not in job.framework_filled:
-        found.append(Choice("ZeRO stage", f"{job.zero_stage} over {job.data_parallel} data-parallel ranks",
-                            "gpuwise default for several data-parallel GPUs, as torchtune's and torchtitan's "
-                            "distributed recipes shard (FSDP2)"))
     return tuple(found)
 
 

@@ -13,7 +13,8 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import free_knobs
-from gpuwise.estimate.plan import tp_divides
+from gpuwise.estimate.plan import TrainPlan, tp_divides
+from gpuwise.estimate.sharding import Sharding
 from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.estimate.speed.stacks import unmeasured_stack_note
@@ -50,9 +51,11 @@ def train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, co
     if "tp" not in template.model_fields_set and job.tp > 1:
         notes.append(f"tensor parallel {job.tp} inside each machine (--tp was left free: the layout with the most "
                      "tokens/s of TP 1, 2, 4, 8)")
-    if "zero" not in template.model_fields_set and job.zero == 2:
-        notes.append("ZeRO-2: gradients and optimizer states sharded, the weights whole on every GPU, so no gathers "
-                     "before each layer (--zero was left free: the faster of ZeRO-2 and ZeRO-3 that fits)")
+    sharding = result.plan.sharding if isinstance(result.plan, TrainPlan) else None
+    if "zero" not in template.model_fields_set and job.zero == 2 and sharding is not None:
+        notes.append(f"ZeRO-2 ({sharding.name}): gradients and optimizer states sharded, the 16-bit weights whole "
+                     "on every GPU from forward to backward, so no gathers in backward (--zero was left free: the "
+                     "faster of ZeRO-2 and ZeRO-3 that fits)")
     perf = result.perf
     assert isinstance(perf, TrainPerf)
     hours = workload.tokens / perf.tokens_per_s / 3600
@@ -67,7 +70,7 @@ def train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, co
     notes += unmeasured_stack_note(gpu, calibration, "training")
     command = command_line(job, command="estimate", head=(workload.model, "--gpu", gpu.id))
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
-               tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job),),
+               tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job, sharding),),
                commands=(command,))
 
 
@@ -153,11 +156,12 @@ def _fill_memory(arch: Architecture, job: TrainJob, result: Estimate, gpu: GPU, 
     return job, result, note
 
 
-def _train_settings(job: TrainJob) -> Mapping[str, object]:
+def _train_settings(job: TrainJob, sharding: Sharding | None) -> Mapping[str, object]:
     """The training job as it was evaluated, knobs recommend turned on included."""
     chosen: dict[str, object] = {"method": job.method, "precision": job.precision, "optimizer": job.optimizer,
-                                 "ckpt": job.ckpt, "loss": job.loss, "batch": job.batch, "zero": job.zero_stage,
-                                 "tp": job.tp, "pp": job.pp}
+                                 "ckpt": job.ckpt, "loss": job.loss, "batch": job.batch,
+                                 "zero": sharding.stage if sharding else 0,
+                                 "sharding": sharding.profile.id if sharding else "ddp", "tp": job.tp, "pp": job.pp}
     if job.global_batch is not None:
         chosen["global_batch"] = job.global_batch
     return chosen

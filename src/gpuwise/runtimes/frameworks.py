@@ -32,6 +32,7 @@ DEEPSPEED = FrameworkProfile(
     id="deepspeed", name="DeepSpeed",
     fills=Sourced({}, "deepspeedai/DeepSpeed@cbf3d661 deepspeed/runtime/zero/config.py: stage 0 unless the config "
                       "says; the model is transformers' own, so nothing is filled"),
+    sharding=Sourced("deepspeed", "DeepSpeed's own ZeRO (runtimes/sharding.py)"),
     kernels=_HF_KERNELS,
     host_ops=TRANSFORMERS.host_ops, launch_cost_s=TRANSFORMERS.launch_cost_s,
 )
@@ -49,6 +50,8 @@ TORCHTUNE = FrameworkProfile(
                                "the plain step)"),
     zero_when_data_parallel=Sourced(3, "pytorch/torchtune@1bf50ae2 recipes/full_finetune_distributed.py: FSDP2 with "
                                        "fsdp_reshard_after_forward True (ZeRO-3)"),
+    sharding=Sourced("fsdp2", "pytorch/torchtune@0696355d torchtune/training/_distributed.py shard_model: "
+                              "fully_shard (FSDP2) on each layer and the root"),
     fp32_residual_under_autocast=Sourced(False, TORCHTUNE_FULL + ": dtype bf16 -- the model runs in bf16, without "
                                                                  "autocast"),
     adapter_bytes=Sourced((2.0, 12.0, 10.0, 6.0),
@@ -91,6 +94,8 @@ TORCHTITAN = FrameworkProfile(
     zero_when_data_parallel=Sourced(3, "pytorch/torchtitan@6404b932 torchtitan/config/job_config.py: "
                                        "fsdp_reshard_after_forward 'default' (ZeRO-3; kept gathered under pipeline "
                                        "parallelism)"),
+    sharding=Sourced("fsdp2", "pytorch/torchtitan@018740b7 torchtitan/models/llama3/infra/parallelize.py apply_fsdp: "
+                              "fully_shard with MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32)"),
     fused_kernels=Sourced(True, "torchtitan models/llama3: torch fused RMSNorm and compiled rotary"),
     tensor_parallel=Sourced(True, "pytorch/torchtitan README: FSDP2 with tensor parallel, pipeline parallel and "
                                   "context parallel (parallelism.tensor_parallel_degree)"),
@@ -120,6 +125,8 @@ MEGATRON = FrameworkProfile(
     fills=Sourced({}, "NVIDIA/Megatron-LM: a pre-training stack whose parallel layout the flags give"),
     zero_when_data_parallel=Sourced(0, "NVIDIA/Megatron-LM@22e030e9 megatron/core/distributed/"
                                        "distributed_data_parallel_config.py: use_distributed_optimizer False"),
+    sharding=Sourced("megatron", "NVIDIA/Megatron-LM: its own DDP and distributed optimizer (--use-distributed-"
+                                 "optimizer is --zero 1)"),
     fused_kernels=Sourced(True, "Megatron-LM / Transformer Engine: fused layer norm and rotary kernels"),
     tensor_parallel=Sourced(True, "NVIDIA/Megatron-LM: --tensor-model-parallel-size, the layout it was built for"),
     persistent_gradients=Sourced(True, "NVIDIA/Megatron-LM@293e1041 megatron/core/distributed/"

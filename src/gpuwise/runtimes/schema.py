@@ -218,3 +218,46 @@ class FrameworkProfile:
     adapter_dispatches: int = 12  # operators PEFT dispatches around one adapted linear in forward: traced, LoRA on
     # all seven linears of a Llama layer adds 84 (peft 0.18, transformers 5.25, tests/test_host_ops.py)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    sharding: Sourced[str] | None = None  # the data-parallel runtime it shards with (runtimes/sharding.py)
+
+
+GatheredParts = Literal["none", "head", "embedding+head"]
+"""What a ZeRO-3 runtime keeps gathered from forward to backward besides the running layers: nothing, the output
+head with the final norm, or the root module's embedding and head."""
+
+ComputeParams = Literal["fp32_autocast", "16bit"]
+"""What the forward's matmuls read under mixed precision:
+    fp32_autocast  fp32 parameters that torch.autocast casts per operator (DDP + torch.amp): the 16-bit copies are
+                   autograd's saved casts, which activation checkpointing frees with the layer
+    16bit          16-bit parameters the runtime holds (DeepSpeed's and Megatron's bf16 model) or gathers (FSDP's
+                   MixedPrecision param_dtype): whole as long as the runtime keeps them, whatever checkpointing does"""
+
+
+@dataclass(frozen=True)
+class ShardingProfile:
+    """How a data-parallel runtime holds a model's states: the ZeRO stages it runs (by its own names), the bytes of
+    what it keeps, what it gathers and for how long, and its communication buffers.
+
+    Stage k shards over the sharding ranks what the ZeRO paper's P_os (k >= 1: optimizer states and the fp32
+    master copy), P_os+g (k >= 2: gradients too) and P_os+g+p (k = 3: the 16-bit parameters) say (Rajbhandari et
+    al. 2020, arXiv 1910.02054, sec. 5)."""
+
+    id: str
+    name: str
+    stages: Sourced[Mapping[int, str]]  # the stages it runs -> its own name for each
+    compute_params: Sourced[ComputeParams]
+    gradient_bytes: Sourced[int]  # bytes per gradient element it keeps from backward to the step (mixed precision)
+    shard_is_master: Sourced[bool] = Sourced(False, "the sharded parameter is the 16-bit model's own shard")
+    step_fp32_gradients: Sourced[bool] = Sourced(False, "the optimizer steps on the gradients as kept")
+    step_group_elements: Sourced[int] | None = None  # ZeRO-3 steps its partition in groups of this many elements
+    reduce_bucket_elements: Sourced[int] | None = None  # a gradient bucket of this many 16-bit elements, always
+    buckets_copy_gradients: Sourced[bool] = Sourced(False, "no copy of the gradients for communication")
+    gathered_layers: Sourced[int] = Sourced(2, "ZeRO-3: the layer running and the one prefetched")
+    gather_unit: Sourced[Literal["layer", "module"]] = Sourced("layer", "gathers a decoder layer at a time")
+    stays_gathered: Sourced[GatheredParts] = Sourced("none", "the embedding and head are gathered like any layer")
+    reduce_scatter_layer: Sourced[bool] = Sourced(False, "gradients are reduced in place, bucket by bucket")
+    gradients_kept: Sourced[frozenset[int]] = Sourced(frozenset(), "zero_grad(set_to_none=True) frees the "
+                                                                  "gradients after each step")
+    buckets_kept: Sourced[frozenset[int]] = Sourced(frozenset(), "its buckets live only while backward reduces")
+    pipeline_below_stage: Sourced[int] | None = None  # with --pp, only stages below this run
+    hybrid: Sourced[bool] = Sourced(False, "shards over every data-parallel rank")

@@ -17,6 +17,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import CHECKPOINTING, CHUNKED_LOSS, EIGHT_BIT_ADAM, FUSED_LOSS, Knob
+from gpuwise.estimate.plan import TrainPlan, resolve
 from gpuwise.runtimes import engine_runs
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 from gpuwise.workload.model.architecture import Architecture
@@ -77,8 +78,10 @@ def _edit(knob: Knob) -> tuple[str, str, str, dict[str, Any]]:
     return knob.flag, knob.what, knob.cost, dict(knob.changes)
 
 
-def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
+def _training_edits(arch: Architecture, job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
+    resolved = resolve(arch, job, gpu)
+    stage = resolved.sharding.stage if isinstance(resolved, TrainPlan) else 0
     if job.ckpt != "full":
         edits.append(_edit(CHECKPOINTING))
     flash = Knob("--flash-attn", "FlashAttention-2", "none (faster)", {"flash_attn": True})
@@ -110,14 +113,14 @@ def _training_edits(job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[s
     if job.batch > 1:
         edits.append(("--batch 1", "micro-batch 1 with gradient accumulation", "lower GPU utilisation",
                       {"batch": 1}))
-    if job.zero_stage < 3 and job.data_parallel > 1:
+    if stage < 3 and job.data_parallel > 1:
         edits.append(("--zero 3", f"ZeRO-3 / FSDP full shard over {job.data_parallel} GPUs", "more communication",
                       {"zero": 3}))
     if job.count == 1 and job.method == "full":
         for n in (2, 4, 8):
             edits.append((f"--count {n} --zero 3", f"ZeRO-3 / FSDP over {n} GPUs", f"{n} GPUs",
                           {"count": n, "zero": 3}))
-    if job.zero_stage >= 1 and job.offload == "none":
+    if stage >= 1 and job.offload == "none":  # DeepSpeed's ZeRO-Offload (an edit its runtime refuses is dropped)
         edits.append(("--offload optimizer", "optimizer states in CPU memory", "slower steps (PCIe traffic)",
                       {"offload": "optimizer"}))
     return edits
@@ -185,7 +188,7 @@ def _fewest_cpu_moe(arch: Architecture, job: InferJob, gpu: GPU) -> int | None:
 def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
     """Single-flag edits ranked by the memory they save (largest first); edits that save nothing are dropped."""
     base = estimate(arch, job, gpu).memory.per_gpu_bytes
-    edits = _training_edits(job, gpu) if isinstance(job, TrainJob) else _inference_edits(arch, job, gpu)
+    edits = _training_edits(arch, job, gpu) if isinstance(job, TrainJob) else _inference_edits(arch, job, gpu)
     found = []
     for flags, description, tradeoff, update in edits:
         budget.checkpoint()
@@ -216,7 +219,7 @@ def _greedy(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int,
     for _ in range(max_steps):
         if estimate(arch, current, gpu).memory.fits:
             return tuple(flags), current
-        edits = (_training_edits(current, gpu) if isinstance(current, TrainJob)
+        edits = (_training_edits(arch, current, gpu) if isinstance(current, TrainJob)
                  else _inference_edits(arch, current, gpu))
         best: tuple[float, str, Job] | None = None
         for flag, _d, _t, update in edits:

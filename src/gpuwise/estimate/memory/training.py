@@ -1,15 +1,17 @@
-"""Training memory per GPU, component by component.
+"""Training memory per GPU, component by component, at the moment of the step that holds the most.
 
-    weights           the working copy the forward pass reads (16-bit; fp32 for --precision fp32; NF4 base for QLoRA)
+    weights           the working copy the forward pass reads (16-bit; fp32 for --precision fp32; NF4 base for QLoRA),
+                      with what a ZeRO-3 runtime gathers beside it
     master_weights    fp32 copy of trainable weights in mixed precision
     gradients         of the trainable weights
     optimizer         optimizer states (AdamW: 2 per trainable parameter)
+    communication_buffers  the data-parallel runtime's gradient buckets and reduce-scatter buffers
     activations       saved for the backward pass (Korthikanti et al. 2022, adapted below)
     logits            the b x s x V output, its fp32 upcast and log-softmax for the loss
     framework_overhead  CUDA context, cuBLAS workspace, NCCL buffers
     allocator_reserve   what the caching allocator holds beyond the peak it hands out
 
-ZeRO stage k shards over the data-parallel ranks: optimizer (k >= 1), gradients (k >= 2), weights (k = 3).
+What is whole, sharded or gathered is each data-parallel runtime's own (memory/model_states.py, runtimes/sharding.py).
 Tensor parallelism splits attention heads, MLP width and the vocabulary; pipeline parallelism splits the layers.
 """
 
@@ -19,95 +21,12 @@ import math
 from collections.abc import Mapping
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.memory.activations import CHUNKED_LOSS_CHUNKS, activation_moments
 from gpuwise.estimate.memory.breakdown import COMPONENTS, MemoryEstimate, framework_overhead
+from gpuwise.estimate.memory.model_states import ModelStates, model_states
 from gpuwise.estimate.plan import TrainPlan
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.architecture import Architecture
-
-
-def _optimizer_bytes_per_param(job: TrainJob, state_bytes: int) -> float:
-    if job.optimizer in ("adamw", "paged-adamw"):
-        return C.ADAMW_STATES.value * state_bytes
-    if job.optimizer in ("adamw-8bit", "paged-adamw-8bit"):
-        return C.ADAMW_STATES.value * C.EIGHT_BIT_STATE_BYTES.value
-    if job.optimizer == "sgd":
-        return state_bytes  # one momentum buffer
-    return 0.0  # adafactor: factored second moment, counted separately
-
-
-def _adafactor_bytes(arch: Architecture, state_bytes: int, trainable: int) -> float:
-    """Adafactor keeps a row and a column vector per matrix (Shazeer & Stern 2018), about (d_in + d_out) each."""
-    matrices = sum((x.d_in + x.d_out) * x.count * x.layers for x in arch.params.linears)
-    share = trainable / max(arch.total_params, 1)
-    return (matrices * share + arch.hidden + arch.vocab) * state_bytes
-
-
-def model_states(plan: TrainPlan) -> dict[str, float]:
-    """Weights, fp32 master copy, gradients and optimizer states on one GPU, sharded as ZeRO/TP/PP say."""
-    arch, job = plan.arch, plan.job
-    model_parallel = plan.model_parallel
-    dp = job.data_parallel
-    total = arch.total_params / model_parallel
-    state_bytes = plan.state_bytes
-    trainable = plan.trainable_params / model_parallel
-    if job.trains_adapters:
-        if job.method == "qlora":
-            linear = arch.params.linear / model_parallel
-            # PEFT's prepare_model_for_kbit_training upcasts the non-quantized parameters (embeddings,
-            # head, norms) to fp32 under mixed precision; a pure-bf16 run keeps them in bf16
-            weights = linear * bytes_per_element("nf4") + (total - linear) * state_bytes
-        else:
-            weights = total * plan.weight_bytes
-        # PEFT keeps adapters, their gradients and states in fp32 unless the whole run is bf16
-        weights += trainable * state_bytes
-        master, grads = 0.0, trainable * state_bytes
-    else:
-        weights = total * plan.weight_bytes
-        master = 0.0 if job.precision in ("fp32", "pure-bf16") else total * bytes_per_element("fp32")
-        grads = total * state_bytes
-        if job.optimizer_in_backward:
-            # each parameter steps and frees its gradient as it arrives (torch.Tensor.register_post_accumulate_
-            # grad_hook; torchtune training/memory.py register_optim_in_bwd_hooks): the largest one is alive at most
-            grads = _largest_parameter(arch) / model_parallel * state_bytes
-    if job.optimizer == "adafactor":
-        optimizer = _adafactor_bytes(arch, state_bytes, int(plan.trainable_params)) / model_parallel
-    else:
-        optimizer = trainable * _optimizer_bytes_per_param(job, state_bytes)
-    zero = job.zero_stage
-    # --ep spreads the routed experts over data-parallel ranks: whatever ZeRO leaves whole holds 1/ep of them; what
-    # ZeRO shards over all dp ranks is already split that finely (the experts' dp / ep replicas shard it)
-    held = plan.expert_share_held
-    weights *= held if zero < 3 else 1.0
-    if zero < 2:
-        grads *= held
-    if zero >= 1:
-        optimizer, master = optimizer / dp, master / dp
-    else:
-        optimizer, master = optimizer * held, master * held
-    # with pipeline parallelism, ZeRO-2/3 cannot reshard between micro-batches: DeepSpeed refuses the
-    # combination and torchtitan keeps FSDP parameters unsharded after forward (reshard_after_forward=False),
-    # so gradients and weights stay whole on each rank; only optimizer states and master weights shard.
-    sharded_pp = job.pp > 1
-    if zero >= 2 and not sharded_pp:
-        grads /= dp
-    layer_weights = weights / max(plan.layers_per_stage, 1)  # one whole (gathered) layer of this stage
-    if zero == 3 and not sharded_pp:
-        # the shard + the gathered current and prefetched layer; never more than not sharding at all
-        weights = min(weights, weights / dp + 2 * layer_weights)
-    if job.offload != "none":
-        optimizer, master = 0.0, 0.0
-    if job.offload == "optimizer+params":
-        # parameters live in host memory; the GPU holds the gathered current and prefetched layer
-        weights = 2 * layer_weights
-    return {"weights": weights, "master_weights": master, "gradients": grads, "optimizer": optimizer}
-
-
-def _largest_parameter(arch: Architecture) -> float:
-    """The largest single parameter tensor: the embedding (or untied head), else the widest linear."""
-    linear = max((x.d_in * x.d_out for x in arch.params.linears if x.count == 1), default=0)
-    return float(max(arch.params.embedding, arch.params.head, linear))
 
 
 def logits(plan: TrainPlan) -> float:
@@ -163,9 +82,10 @@ def training_memory(plan: TrainPlan) -> MemoryEstimate:
     step that holds the most (``peak_moment``)."""
     job, capacity_bytes = plan.job, plan.gpu.usable_memory_bytes
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
-    parts.update(model_states(plan))
-    moment, at_peak = peak_moment(plan, parts)
-    gradients_total = parts["gradients"]
+    states = model_states(plan)
+    parts.update(weights=states.weights, master_weights=states.master, gradients=states.gradients,
+                 optimizer=states.optimizer)
+    moment, at_peak = peak_moment(plan, states)
     parts.update(at_peak)
     paged_bytes, paged = _page_out(parts, job, capacity_bytes)
     allocated = sum(parts.values())
@@ -173,8 +93,9 @@ def training_memory(plan: TrainPlan) -> MemoryEstimate:
     parts["allocator_reserve"] = allocated * C.ALLOCATOR_RESERVE.value
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
-        assumptions=training_assumptions(plan) + _moment_note(moment, parts, gradients_total) + paged,
-        details={"trainable_params": plan.trainable_params, "gradients_bytes": gradients_total,
+        assumptions=training_assumptions(plan) + _moment_note(moment, parts, states.gradients) + paged,
+        details={"trainable_params": plan.trainable_params, "gradients_bytes": states.gradients,
+                 "model_states_bytes": states.persistent,
                  # bitsandbytes' paged states sit in CUDA managed memory (cudaMallocManaged), which torch.cuda's
                  # memory statistics never see
                  "managed_bytes": parts["optimizer"] if job.optimizer in PAGED else 0.0,
@@ -182,30 +103,39 @@ def training_memory(plan: TrainPlan) -> MemoryEstimate:
     )
 
 
-def peak_moment(plan: TrainPlan, states: Mapping[str, float]) -> tuple[str, dict[str, float]]:
-    """The moment of the step with the most memory and what weights, activations, logits and gradients hold then:
-    the loss (log-softmax's backward; all activations saved, gradients not yet made), the top of backward (the last
-    layer recomputed) or the end of backward (every gradient, the first layer's activations)."""
+def peak_moment(plan: TrainPlan, states: ModelStates) -> tuple[str, dict[str, float]]:
+    """The moment of the step with the most memory and what weights, activations, logits, gradients and buffers
+    hold then: the loss (log-softmax's backward; all activations saved, gradients not yet made), the top of backward
+    (the last layer recomputed), the end of backward (every gradient, the first layer's activations) or the
+    optimizer step (no activations; DeepSpeed's fp32 gradient copy)."""
     forward, top, last = activation_moments(plan)
-    gradients = states["gradients"]
-    early = gradients if plan.gradients_persist else 0.0
-    held, one_layer = _autocast_copies(plan, states["weights"])
+    early = states.gradients if plan.gradients_persist else 0.0
+    held, one_layer = _autocast_copies(plan, states.weights)
+    whole = held + states.gathered
     moments = {
-        "the loss": {"weights": held, "activations": forward, "logits": logits(plan), "gradients": early},
-        "the top of backward": {"weights": held + one_layer, "activations": top, "logits": 0.0, "gradients": early},
-        "the end of backward": {"weights": held + one_layer, "activations": last + _tied_gradient_bytes(plan),
-                                "logits": 0.0, "gradients": gradients},
+        "the loss": {"weights": whole, "activations": forward, "logits": logits(plan), "gradients": early,
+                     "communication_buffers": states.buffers_at_step},
+        "the top of backward": {"weights": whole + one_layer, "activations": top, "logits": 0.0, "gradients": early,
+                                "communication_buffers": states.buffers},
+        "the end of backward": {"weights": whole + one_layer - states.released, "activations": last
+                                + _tied_gradient_bytes(plan), "logits": 0.0, "gradients": states.gradients,
+                                "communication_buffers": states.buffers},
+        "the optimizer step": {"weights": states.weights_at_step, "activations": 0.0, "logits": 0.0,
+                               "gradients": states.gradients + states.step,
+                               "communication_buffers": states.buffers_at_step},
     }
     name = max(moments, key=lambda k: sum(moments[k].values()))
     return name, moments[name]
 
 
 def _autocast_copies(plan: TrainPlan, weights: float) -> tuple[float, float]:
-    """(16-bit weight copies alive between layers, those of one layer). Under autocast over fp32 weights the 16-bit
-    ``weights`` are the casts each linear keeps for backward; a checkpointed layer keeps none (its forward ran without
-    saving and its recompute casts again), so only the head's copy stays, and one layer's while it recomputes."""
+    """(16-bit weight copies alive between layers, those of one layer). Under autocast over fp32 weights (plain data
+    parallel) the 16-bit ``weights`` are the casts each linear keeps for backward; a checkpointed layer keeps none
+    (its forward ran without saving and its recompute casts again), so only the head's copy stays, and one layer's
+    while it recomputes. A runtime that holds 16-bit parameters (DeepSpeed, Megatron-LM, FSDP's gathered ones) keeps
+    them whatever checkpointing does."""
     arch, job = plan.arch, plan.job
-    mixed_copies = plan.autocast and not job.trains_adapters and job.zero_stage < 3
+    mixed_copies = plan.autocast and not job.trains_adapters
     if not mixed_copies or job.ckpt != "full" or job.offload != "none":
         return weights, 0.0
     head = 2.0 * arch.vocab * arch.hidden / job.tp if arch.lm_head else 0.0
@@ -215,11 +145,14 @@ def _autocast_copies(plan: TrainPlan, weights: float) -> tuple[float, float]:
 
 def _tied_gradient_bytes(plan: TrainPlan) -> float:
     """A tied embedding and head get two gradients: autograd holds the head's in its input buffer while
-    embedding_dense_backward makes a dense V x h one, then adds them into a third (a trained tied embedding only)."""
+    embedding_dense_backward makes a dense V x h one, then adds them into a third (a trained tied embedding only).
+    They take the dtype of the parameter autograd differentiates: fp32 under autocast, the gathered 16-bit one under
+    DeepSpeed, FSDP or Megatron-LM."""
     arch, job = plan.arch, plan.job
     if job.trains_adapters or arch.params.head or not arch.lm_head:
         return 0.0
-    return 2.0 * arch.vocab * arch.hidden * plan.state_bytes / job.tp
+    element = plan.state_bytes if plan.sharding.autocast_params else plan.weight_bytes
+    return 2.0 * arch.vocab * arch.hidden * element / job.tp
 
 
 def _moment_note(moment: str, parts: Mapping[str, float], gradients: float) -> tuple[str, ...]:
@@ -249,22 +182,44 @@ def _page_out(parts: dict[str, float], job: TrainJob, capacity_bytes: float) -> 
                    "step pages them in over PCIe for the update and out again for the next forward)",)
 
 
-def _precision_note(job: TrainJob) -> str:
+def _precision_note(plan: TrainPlan) -> str:
+    job = plan.job
     if job.trains_adapters:
         adapters = "bf16" if job.precision == "pure-bf16" else "fp32"
         base = "NF4" if job.method == "qlora" else ("fp32" if job.precision == "fp32" else "16-bit")
         return f"frozen base in {base}; {job.method} adapters, their gradients and optimizer states in {adapters}"
     if job.precision in ("bf16", "fp16", "fp8"):
-        return "mixed precision keeps fp32 weights, a 16-bit copy and fp32 gradients (HF docs, Model training anatomy)"
+        if plan.sharding.autocast_params:
+            return ("mixed precision keeps fp32 weights, a 16-bit copy and fp32 gradients (HF docs, Model training "
+                    "anatomy)")
+        grads = plan.sharding.profile.gradient_bytes
+        return (f"mixed precision: 16-bit weights for compute, an fp32 master copy, {grads.value}-byte gradients "
+                f"({grads.source.split(':')[0]})")
     return f"--precision {job.precision}: weights, gradients and optimizer states in " + (
         "bf16" if job.precision == "pure-bf16" else "fp32")
+
+
+def _sharding_note(plan: TrainPlan) -> str:
+    """What the runtime keeps whole and what it gathers, in words."""
+    sharding = plan.sharding
+    stage, profile = sharding.stage, sharding.profile
+    if stage == 0 or sharding.ranks <= 1:
+        return ""
+    whole = {1: "weights and gradients whole, optimizer states and master weights sharded",
+             2: "weights whole, gradients, optimizer states and master weights sharded",
+             3: "everything sharded; two layers gathered at a time"}[stage]
+    if stage == 2 and profile.reduce_scatter_layer.value:
+        whole += " (the weights gathered from forward until each layer's backward)"
+    if stage == 3 and profile.stays_gathered.value != "none":
+        whole += f", the {profile.stays_gathered.value} kept gathered from forward to backward"
+    return f": {whole}"
 
 
 def training_assumptions(plan: TrainPlan) -> tuple[str, ...]:
     arch, job = plan.arch, plan.job
     notes = [
         f"{arch.name}: {arch.total_params:,} parameters ({arch.active_params:,} active per token)",
-        _precision_note(job),
+        _precision_note(plan),
         "activations: Korthikanti et al. 2022 (arXiv 2205.05198) per-layer formula, generalised to GQA, gated MLPs"
         " and FlashAttention" + ("; full checkpointing keeps each layer's input" if job.ckpt == "full" else ""),
         f"CUDA context {C.CUDA_CONTEXT.value / C.MIB:.0f} MiB ({C.CUDA_CONTEXT.source.split(':')[0]})",
@@ -272,8 +227,8 @@ def training_assumptions(plan: TrainPlan) -> tuple[str, ...]:
     ]
     if job.method == "qlora":
         notes.append("QLoRA base linears in NF4 with double quantization: 4.127 bits per parameter (QLoRA paper)")
-    if job.zero_stage and job.zero is not None and "zero" not in job.framework_filled:
-        notes.append(f"ZeRO stage {job.zero_stage} over {job.data_parallel} data-parallel ranks (--zero)")
+    if plan.sharding.stage or job.data_parallel > 1:
+        notes.append(plan.sharding.describe() + _sharding_note(plan))
     notes += [choice.describe() for choice in plan.choices]
     notes += {"standard": [], "chunked": ["loss chunked: torchtune CEWithChunkedOutputLoss, 8 chunks upcast one at "
                                           "a time (2 + 4 + 1 bytes per logit instead of 2 + 12)"],

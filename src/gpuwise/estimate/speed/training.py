@@ -163,12 +163,12 @@ def _framework_traffic(plan: TrainPlan, p: Pass) -> list[Op]:
     ops: list[Op] = []
     shard = 1.0 / plan.model_parallel
     trainable = plan.trainable_params * shard
+    sharding = plan.sharding
     if job.precision in ("bf16", "fp16", "fp8"):
-        per_param = 16.0 / (job.data_parallel if job.zero_stage == 3 else 1)
+        per_param = 16.0 / (sharding.ranks if sharding.stage == 3 else 1)
     else:
         per_param = 6.0 if job.precision == "pure-bf16" else 12.0
-    if job.zero_stage == 3 and job.data_parallel > 1:
-        per_param += 2.0 * 2  # gathered 16-bit layers written in forward and in backward
+    per_param += 2.0 * _gathers_per_micro_batch(plan)  # gathered 16-bit layers written in forward and backward
     ops.append(Op("weight_casts_grad_accumulation", "memory", 0.0, trainable * per_param, 4 * arch.layers))
     if job.precision == "fp8":
         linear = arch.params.linear * shard
@@ -195,16 +195,34 @@ def _communication(plan: TrainPlan, catalog: Catalog, window_s: float) -> tuple[
     dp_link = link.for_group(dp, spans_nodes=spans)
     shard_params = plan.trainable_params / plan.model_parallel
     grad_bytes = shard_params * plan.state_bytes * plan.expert_share_held
-    if job.zero_stage == 3 and dp > 1:
+    gathers = _gathers_per_micro_batch(plan)
+    if gathers:
         weight_bytes = arch.total_params / plan.model_parallel * 2
-        # forward and backward each gather every layer once (recompute runs inside the backward gather)
-        overlappable = microbatches * 2 * all_gather_s(weight_bytes, dp, dp_link)
-        overlappable += all_gather_s(grad_bytes, dp, dp_link)
+        # ZeRO-3 gathers every layer in forward and again in backward (the recompute runs inside the backward
+        # gather); SHARD_GRAD_OP / reshard_after_forward=False once, in forward; gradients are reduce-scattered
+        ranks = plan.sharding.ranks
+        overlappable = microbatches * gathers * all_gather_s(weight_bytes, ranks, dp_link)
+        overlappable += all_gather_s(grad_bytes, ranks, dp_link)
+        if ranks < dp:  # hybrid: the shards' gradients are all-reduced across the machines' replicas
+            overlappable += all_reduce_s(grad_bytes / ranks, dp // ranks, link.for_group(dp // ranks,
+                                                                                           spans_nodes=spans))
     else:
         overlappable = all_reduce_s(grad_bytes, dp, dp_link)
     exposed = max(0.0, overlappable - window_s)
     slowdown = C.OVERLAP_SLOWDOWN.value * min(overlappable, window_s)
     return tp_s + exposed, slowdown
+
+
+def _gathers_per_micro_batch(plan: TrainPlan) -> int:
+    """All-gathers of the 16-bit weights per micro-batch: 2 at ZeRO-3 (forward and backward), 1 where a runtime
+    gathers for forward and keeps them to backward (FSDP SHARD_GRAD_OP), 0 where the weights are whole (DeepSpeed
+    ZeRO-1/2 all-gathers the updated partitions once per step, an all-reduce's traffic with the reduce-scatter)."""
+    sharding, job = plan.sharding, plan.job
+    if job.data_parallel <= 1 or sharding.ranks <= 1 or (job.pp > 1 and sharding.stage >= 2):
+        return 0
+    if sharding.stage == 3:
+        return 2
+    return 1 if sharding.stage == 2 and sharding.profile.shard_is_master.value else 0
 
 
 def _expert_all_to_all_s(plan: TrainPlan, link: Links) -> float:
@@ -263,13 +281,13 @@ def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibratio
     per_micro = sum(max(_dispatch_bound(t, ops, eager), host if ops and ops is not bwd else 0.0)
                     for t, ops in ((t_fwd, fwd), (t_bwd, bwd), (t_re, recompute)))
     trainable = plan.trainable_params / plan.model_parallel
-    if job.zero_stage >= 1:
-        trainable /= job.data_parallel
+    if plan.sharding.stage >= 1:
+        trainable /= plan.sharding.ranks
     update = phase_time([Op("optimizer_step", "memory", 0.0, trainable * _UPDATE_BYTES[job.optimizer], 10,
                             fixed_s=_paging_s(plan, catalog, paged_out_bytes))], m)
     bubble = pipeline_bubble(job.pp, microbatches) * microbatches * per_micro / (1 - pipeline_bubble(
         job.pp, microbatches)) if job.pp > 1 else 0.0
-    window = microbatches * (t_bwd.seconds + (t_fwd.seconds if job.zero_stage == 3 else 0.0))
+    window = microbatches * (t_bwd.seconds + (t_fwd.seconds if _gathers_per_micro_batch(plan) else 0.0))
     comm, slowdown = _communication(plan, catalog, window)
     compute = (microbatches * per_micro + update.seconds) / unmeasured_stack_factor(plan.gpu, calibration)
     by_op = merged_seconds([t_fwd.by_op, t_bwd.by_op, t_re.by_op], microbatches)

@@ -29,6 +29,8 @@ Loss = Literal["standard", "chunked", "fused"]
 Quant = Literal["fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4", "awq-int4", "gptq-int4",
                 "gguf-q4_k_m", "gguf-q8_0"]
 KvDtype = Literal["fp16", "bf16", "fp8", "q8_0", "q4_0"]
+Sharding = Literal["ddp", "deepspeed", "fsdp", "fsdp2", "megatron"]
+"""The data-parallel runtimes (gpuwise/runtimes/sharding.py holds what each keeps; a test keeps the two lists equal)."""
 Framework = Literal["hf", "torchtune", "unsloth", "axolotl", "llama-factory", "deepspeed", "torchtitan", "megatron"]
 """The training frameworks (gpuwise/runtimes/frameworks.py holds what each does; a test keeps the two lists equal)."""
 Engine = Literal["vllm", "sglang", "trtllm", "lmdeploy", "hf", "llamacpp", "exllamav2"]
@@ -49,11 +51,13 @@ _MEMORY_ONLY = "fit answers memory per GPU, which machines and links do not chan
 _FIT_REPLICA = "fit answers the memory of one replica of --tp GPUs; leave --count out"
 _NO_NODES = {("estimate", "infer"): "inference " + _ONE_REPLICA, ("serve-sim", "infer"): "serve-sim " + _ONE_REPLICA,
              ("fit", "train"): _MEMORY_ONLY, ("fit", "infer"): _MEMORY_ONLY}
+_MEMORY_ONLY_FIT = {("fit", "train"): _MEMORY_ONLY, ("fit", "infer"): _MEMORY_ONLY}  # a replica's TP crosses the slot
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "method": get_args(Method), "precision": get_args(Precision), "optimizer": get_args(Optimizer),
     "ckpt": get_args(Checkpointing), "offload": get_args(Offload), "lora_targets": get_args(LoraTargets),
     "quant": get_args(Quant), "kv_dtype": get_args(KvDtype), "engine": get_args(Engine),
+    "sharding": get_args(Sharding),
 }
 """Accepted values of each choice flag, for help texts and error messages."""
 
@@ -69,7 +73,7 @@ class _Job(BaseModel):
                        Flag(_ALL, HARDWARE, refused=_NO_NODES)] = (
         Field(default=None, description="catalog id of the link between nodes: ib-ndr, ib-hdr, eth-400g ..."))
     slot_link: Annotated[str | None, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9.-]*$"),
-                         Flag(_ALL, HARDWARE, refused=_NO_NODES)] = Field(
+                         Flag(_ALL, HARDWARE, refused=_MEMORY_ONLY_FIT)] = Field(
         default=None, description="catalog id of the PCIe link each card's slot gives it, when narrower than the "
                                   "card's own: pcie4-x8 for two cards on one consumer CPU's 16 lanes")
     tp: Annotated[int, Field(ge=1, le=1024), Flag(_ALL, HARDWARE, refused={("recommend", "infer"): TP_CHOSEN})] = (
@@ -125,8 +129,17 @@ class TrainJob(_Job):
     ckpt: Annotated[Checkpointing, Flag(_TRAIN, TRAINING)] = Field(
         default="none", description="activation checkpointing")
     zero: Annotated[int | None, Field(ge=0, le=3), Flag(_TRAIN, TRAINING)] = Field(
-        default=None, description="ZeRO stage 0-3 (3 = FSDP full shard); default: 3 when data-parallel over "
-                                  "several GPUs, else 0")
+        default=None, description="ZeRO stage 0-3: what the data-parallel ranks shard -- 1 optimizer states, 2 and "
+                                  "gradients (FSDP SHARD_GRAD_OP), 3 and weights (FSDP FULL_SHARD); default: 3 when "
+                                  "data-parallel over several GPUs, else 0")
+    sharding: Annotated[Sharding | None, Flag(_TRAIN, TRAINING)] = Field(
+        default=None, description="whose code shards: ddp, deepspeed (ZeRO-1/2/3), fsdp (FSDP1: SHARD_GRAD_OP, "
+                                  "FULL_SHARD), fsdp2 (fully_shard, reshard_after_forward) or megatron (distributed "
+                                  "optimizer at --zero 1); default: the framework's, else deepspeed for --zero 1 or "
+                                  "--offload optimizer, fsdp2 for --zero 2 and 3, ddp for 0")
+    hybrid_shard: Annotated[bool, Flag(_TRAIN, TRAINING, negatable=True)] = Field(
+        default=False, description="shard within each machine and replicate across machines (FSDP HYBRID_SHARD, "
+                                   "FSDP2 HSDP): the sharded states divide by one machine's data-parallel GPUs")
     offload: Annotated[Offload, Flag(_TRAIN, TRAINING, accepted=(*get_args(Offload), "model-cpu", "sequential",
                                                                     "auto"))] = (
         Field(default="none", description="CPU offload: optimizer or optimizer+params when training (ZeRO-Offload); "
@@ -192,10 +205,6 @@ class TrainJob(_Job):
             raise ValueError(f"--count {self.count} is not a multiple of --tp {self.tp} x --pp {self.pp}")
         if self.count % self.nodes:
             raise ValueError(f"--count {self.count} GPUs do not split evenly over --nodes {self.nodes}")
-        if self.offload != "none" and self.zero_stage == 0:
-            raise ValueError(f"--offload {self.offload} needs --zero 1, 2 or 3 (ZeRO-Offload / FSDP CPU offload)")
-        if self.offload == "optimizer+params" and self.zero_stage != 3:
-            raise ValueError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
         if self.data_parallel % self.ep:
             raise ValueError(f"--ep {self.ep} does not divide the {self.data_parallel} data-parallel ranks (--count / "
                              "(--tp x --pp)): training spreads the experts over data-parallel ranks")

@@ -56,8 +56,11 @@ def _extend(short: Trace, long: Trace, steps: float, layers: int) -> Trace:
 
     kinds = set(short.breakdown_bytes) | set(long.breakdown_bytes)
     breakdown = {k: line(short.breakdown_bytes.get(k, 0.0), long.breakdown_bytes.get(k, 0.0)) for k in kinds}
+    highest = {k: line(short.max_by_kind.get(k, 0.0), long.max_by_kind.get(k, 0.0))
+               for k in set(short.max_by_kind) | set(long.max_by_kind)}
     return replace(long, peak_allocated_bytes=line(short.peak_allocated_bytes, long.peak_allocated_bytes),
-                   breakdown_bytes=breakdown, flops_per_step=line(short.flops_per_step, long.flops_per_step),
+                   breakdown_bytes=breakdown, max_by_kind=highest,
+                   flops_per_step=line(short.flops_per_step, long.flops_per_step),
                    kernels_per_step=round(line(short.kernels_per_step, long.kernels_per_step)),
                    ops=scaled(short.ops, long.ops, steps),
                    method=f"{long.method}; traced at two depths and extended to {layers} layers (linear in the "

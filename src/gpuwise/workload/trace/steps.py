@@ -39,6 +39,7 @@ class Trace:
     method: str = "one steady-state training step of the model's transformers code on fake CPU tensors (MemTracker)"
     attention: str = "sdpa"  # the attention implementation the trace ran: sdpa, or eager where the model has no SDPA
     ops: Mapping[str, TracedOp] = field(default_factory=dict)  # per aten operator: launches, FLOPs, bytes
+    max_by_kind: Mapping[str, float] = field(default_factory=dict)  # each kind's own highest value in the step
 
 
 def _torch() -> tuple[Any, Any]:
