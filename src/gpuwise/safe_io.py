@@ -2,19 +2,24 @@
 
 Every read is capped in size, every parsed structure in depth and (YAML) in alias expansion, and every error
 message quotes at most a short excerpt of the input. Every write goes to a temporary file in the same folder,
-is flushed to disk and renamed over the target, so a reader sees the old file or the new one, never a part.
+is flushed to disk and renamed over the target, so a reader sees the old file or the new one, never a part; SIGINT,
+SIGTERM and SIGHUP during the write remove the temporary file before the process exits (130, 143, 129).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import reprlib
+import signal
 import stat
 import tempfile
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 import yaml
@@ -214,8 +219,34 @@ def atomic_write_text(path: Path, text: str, *, what: str) -> None:
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")), what=what)
 
 
+def _stop(signum: int, frame: FrameType | None) -> None:
+    del frame
+    raise SystemExit(128 + signum)  # 143 for SIGTERM, as a shell reports a process the signal ended
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While a file is written, SIGTERM and SIGHUP raise SystemExit(128 + signal number) like SIGINT raises
+    KeyboardInterrupt, so the writer's cleanup runs and no temporary file stays behind. Python installs handlers only
+    in the main thread; elsewhere (a server's worker) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if sig}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, what: str) -> None:
     check_writable(path, what=what)
+    with signals_raise():
+        _atomic_write(path, write, what=what)
+
+
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, what: str) -> None:
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
     try:
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
