@@ -12,8 +12,8 @@ from gpuwise.estimate import constants as C
 
 CUDA_RUNTIME_PARTS = ("framework_overhead", "CUDA context, workspaces")  # the language models' key, the pipelines'
 NOT_ALLOCATED = ("framework_overhead", "allocator_reserve")  # the CUDA context and the caching allocator's slack
-COMPONENTS = ("weights", "master_weights", "gradients", "optimizer", "activations", "kv_cache", "logits",
-              "framework_overhead", "allocator_reserve")
+COMPONENTS = ("weights", "master_weights", "gradients", "optimizer", "communication_buffers", "activations",
+              "kv_cache", "logits", "framework_overhead", "allocator_reserve")
 
 
 @dataclass(frozen=True)
