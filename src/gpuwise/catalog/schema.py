@@ -15,6 +15,7 @@ A ``None`` figure means the chip has no such mode or its maker publishes none; `
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
@@ -35,12 +36,36 @@ Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters: ESC and the C1 bytes that start terminal escapes (CSI, OSC hyperlinks),
+    carriage returns, bidirectional overrides and lone surrogates (they cannot be written as UTF-8). Tabs and
+    newlines stay (notes wrap); rich markup is escaped where text is rendered (report/), not here."""
+    return _CONTROL.sub("", text)
+
+
+def _printable_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_printable_value(x) for x in value)
+    return value  # nested records clean their own text
+
+
 FIGURE_MAX = 1e9  # no datasheet figure, price or count in the catalog's units comes near a billion
 FIGURE_MIN = 1e-3  # nor is any above zero this small (0.001 TFLOPS, GB, W, USD): such a figure is a typo
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, str_max_length=2000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _printable_text(cls, data: Any) -> Any:
+        """Text read from files is text: control characters are dropped before a record holds them (issue 37)."""
+        return {k: _printable_value(v) for k, v in data.items()} if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _sane_figures(self) -> Any:

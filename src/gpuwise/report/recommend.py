@@ -220,19 +220,19 @@ def recommendation_view(rec: Recommendation) -> Group:
                       box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
         parts.append(_options_table(rec, table))
         winner = rec.options[0]
-        parts.append(f"[bold]why #1:[/bold] {winner.why}")
+        parts.append(f"[bold]why #1:[/bold] {escape(winner.why)}")
         parts += [f"[bold]reproduce #1:[/bold] {escape(c)}" for c in winner.fit.commands]
         for note in winner.warnings:
-            parts.append(f"[yellow]note:[/yellow] {note}")
-        parts += [f"[bold]finding:[/bold] {f}" for f in rec.findings]
+            parts.append(f"[yellow]note:[/yellow] {escape(note)}")
+        parts += [f"[bold]finding:[/bold] {escape(f)}" for f in rec.findings]
         front = ", ".join(f"{o.count} x {o.gpu} ({o.acquisition})" for o in rec.pareto[:6])
-        parts.append(f"[dim]Pareto front (cost vs time): {front}[/dim]")
+        parts.append(f"[dim]Pareto front (cost vs time): {escape(front)}[/dim]")
     else:
         parts.append("[red]nothing meets every requirement.[/red] Nearest options and what would have to change:")
         for r in rec.nearest:
-            parts.append(f"- {r.count} x {r.gpu} ({r.acquisition}): {r.reason}")
+            parts.append(escape(f"- {r.count} x {r.gpu} ({r.acquisition}): {r.reason}"))
     for code, n, examples in _groups(rec.rejected):
-        parts.append(f"[dim]rejected for {code} ({n}): {'; '.join(examples)}[/dim]")
+        parts.append(f"[dim]rejected for {code} ({n}): {escape('; '.join(examples))}[/dim]")
     parts.append("[dim]" + "\n".join(f"- {a}" for a in rec.assumptions) + "[/dim]")
     return Group(*parts)
 
@@ -306,7 +306,8 @@ def tco_view(report: TcoReport) -> Group:
     table.add_row("buy: net of resale", *[f"{v:,.0f}" for v in report.buy_by_year_usd], "—")
     for line in report.rent:
         even = f"{line.break_even_hours_per_month:,.0f}" if line.break_even_hours_per_month else "never"
-        table.add_row(f"rent {line.offer.provider} {line.offer.tier} {line.offer.instance} ({line.offer.as_of})",
+        offer = line.offer
+        table.add_row(escape(f"rent {offer.provider} {offer.tier} {offer.instance} ({offer.as_of})"),
                       *[f"{v:,.0f}" for v in line.by_year_usd], even)
     b = report.buy
     detail = (f"buy = cards {b.gpus_usd:,.0f} + host {b.host_usd:,.0f} + energy {b.energy_usd:,.0f} "
