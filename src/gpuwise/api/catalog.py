@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuwise.catalog import GPU, Catalog, Comparison, compare
 from gpuwise.catalog import load_catalog as _load_catalog
 from gpuwise.errors import ConfigError
+from gpuwise.safe_io import excerpt
 
 CatalogFiles = Sequence[Path | str]
 MAX_COMPARED = 8
@@ -52,7 +54,8 @@ def compare_gpus(names: Sequence[str], *, catalog_files: CatalogFiles = ()) -> C
 
 @dataclass(frozen=True)
 class SyncResult:
-    """What `catalog sync` wrote: offers per provider and tier, the names it could not place, the file."""
+    """What `catalog sync` wrote: offers per provider and tier, the names it could not place, the rows it skipped
+    (by reason), the dates the offers carry, and notes (an undated file dated by the sync), the file."""
 
     written: str | None
     offers: int
@@ -61,31 +64,40 @@ class SyncResult:
     unmapped: Mapping[str, int]
     files: tuple[str, ...]
     skipped_rows: int
-
-
-SYNCED_FILE = "synced-offers.yaml"
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    folded_rows: int = 0
+    as_of: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    bytes_written: int = 0
 
 
 def sync_offers(source: Path | str, *, target: Path | str | None = None, dry_run: bool = False,
-                catalog_files: CatalogFiles = ()) -> SyncResult:
+                as_of: dt.date | str | None = None, catalog_files: CatalogFiles = ()) -> SyncResult:
     """Read SkyPilot catalog CSVs or gpuhunt offer CSVs and write their GPU offers (on-demand and spot, per region)
-    into the user's catalog folder (``target``: another YAML file), which every command then reads."""
-    import json
+    into the user's catalog folder, created if missing (``target``: another file), which every command then reads.
+    ``as_of`` (a date or ``YYYY-MM-DD``) dates the rows that carry no date of their own."""
+    from gpuwise.catalog.sync import matching_catalog, read_offers, sync_target, write_offers
 
-    from gpuwise.catalog.loading import user_catalog_dir
-    from gpuwise.catalog.sync import read_offers
-    from gpuwise.safe_io import atomic_write_text, check_writable
+    day = _sync_date(as_of)
+    path = None if dry_run else sync_target(target)
+    found = read_offers(source, matching_catalog(tuple(catalog_files)), as_of=day)
+    size = write_offers(found, path) if path is not None else 0
+    kept = list(found.kept.values())
+    return SyncResult(None if path is None else str(path), len(kept), dict(Counter(o.provider for o in kept)),
+                      sum(o.tier == "spot" for o in kept), dict(found.unmapped.most_common()), tuple(found.files),
+                      found.skipped_rows, dict(found.skipped.most_common()), found.folded_rows,
+                      tuple(sorted({str(o.as_of) for o in kept})), tuple(found.notes), size)
 
-    found = read_offers(source, load_catalog(catalog_files=catalog_files))
-    path = Path(target) if target is not None else user_catalog_dir() / SYNCED_FILE
-    if not dry_run:
-        check_writable(path, what="synced offers")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        records = [o.model_dump(mode="json", exclude_none=True) for o in found.offers]
-        # JSON, YAML's subset: read by the JSON parser, fast at tens of thousands of offers (catalog/loading.py)
-        text = json.dumps({"offers": records}, separators=(",", ":"))
-        atomic_write_text(path, text.replace('},{"id"', '},\n{"id"') + "\n", what="synced offers")
-    by_provider = Counter(o.provider for o in found.offers)
-    return SyncResult(None if dry_run else str(path), len(found.offers), dict(by_provider),
-                      sum(o.tier == "spot" for o in found.offers), dict(found.unmapped.most_common()),
-                      tuple(found.files), found.skipped_rows)
+
+def _sync_date(as_of: dt.date | str | None) -> dt.date | None:
+    if as_of is None or isinstance(as_of, dt.date):
+        day = as_of
+    else:
+        try:
+            day = dt.date.fromisoformat(str(as_of).strip())
+        except ValueError:
+            raise ConfigError(f"--as-of {excerpt(as_of, 40)} is not a date; give YYYY-MM-DD (the day the price files "
+                              "were published)") from None
+    if day is not None and day > dt.date.today():
+        raise ConfigError(f"--as-of {day} is after today; give the day the price files were published")
+    return day

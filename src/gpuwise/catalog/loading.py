@@ -29,6 +29,7 @@ from gpuwise.safe_io import check_size, excerpt, parse_yaml, read_text
 
 R = TypeVar("R", bound=BaseModel)
 MAX_OVERRIDE_BYTES = 50_000_000  # a synced price file (catalog sync) holds tens of thousands of offers
+SYNCED_PREFIX = '{"offers":['  # how catalog sync's JSON begins (catalog/sync.py writes it, byte for byte)
 Raw = dict[str, Any]
 SECTIONS: Mapping[str, type[BaseModel]] = {"gpus": GPU, "offers": CloudOffer, "interconnects": Interconnect,
                                            "systems": System}
@@ -98,7 +99,10 @@ def _json_or_yaml(text: str, origin: str) -> Any:
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as exc:
+            if text.startswith(SYNCED_PREFIX):  # what catalog sync writes, broken (cut short, edited): no YAML retry
+                raise CatalogError(f"{origin}: not valid JSON at line {exc.lineno:,} ({exc.msg}); a file catalog sync "
+                                   "wrote was cut short or edited: run the sync again") from None
             return parse_yaml(text, origin=origin)
         check_size(data, origin=origin)
         return data

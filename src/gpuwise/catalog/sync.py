@@ -4,221 +4,227 @@
   (and zone), ``InstanceType, AcceleratorName, AcceleratorCount, vCPUs, MemoryGiB, Price, SpotPrice, Region``, the
   header's order differing per cloud; GCP lists attachable GPUs on rows of their own (no InstanceType: the price of
   the GPUs alone, the host VM billed apart), and CPU-only rows have no accelerator. The cloud is the folder's name.
-- gpuhunt (dstackai/gpuhunt, its catalog's ``<provider>.csv``): ``instance_name, location, price, cpu, memory,
-  gpu_count, gpu_name, gpu_memory, spot, disk_size, gpu_vendor[, flags]``, a spot offer on a row of its own.
+- gpuhunt (dstackai/gpuhunt ``storage.py``, ``CATALOG_V2_FIELDS``): ``instance_name, location, price, cpu, memory,
+  gpu_count, gpu_name, gpu_memory, spot, disk_size, gpu_vendor, flags[, cpu_arch, provider_data]``, a spot offer on
+  a row of its own; the provider is the file's name (``<provider>.csv``).
 
-Each GPU row becomes an offer (on-demand, and spot where priced), its GPU matched to the catalog by name and memory;
-``as_of`` is the file's date, ``source`` the file. What cannot be matched is counted by name, not guessed.
+Each GPU row becomes an offer (on-demand, and spot where priced), its GPU matched by name and memory
+(:mod:`gpuwise.catalog.sync_match`). Zones of a region are folded into the region's cheapest zone (recommend ranks
+regions, not zones). Files are streamed: memory is bounded by :data:`MAX_SYNCED_OFFERS`, not by the file's size.
+A row that cannot be an offer (no GPU, no price, a price or count out of range, an over-long name) is counted by
+reason, never guessed; names are kept as printable text. ``as_of`` is a row's own ``as_of``/``date`` column, else
+``--as-of``, else a date in the file's path (gpuhunt's catalog version ``YYYYMMDD-N``), else the sync date (noted).
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
-import io
+import itertools
+import json
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
-from gpuwise.catalog.catalog import Catalog
-from gpuwise.catalog.schema import GPU, CloudOffer
-from gpuwise.errors import AmbiguousGPU, CatalogError, ConfigError, UnknownGPU
-from gpuwise.safe_io import read_text
+from gpuwise.catalog.catalog import Catalog, load_catalog
+from gpuwise.catalog.loading import MAX_OVERRIDE_BYTES, SYNCED_PREFIX, discover_override_files, user_catalog_dir
+from gpuwise.catalog.schema import printable
+from gpuwise.catalog.sync_match import matcher
+from gpuwise.catalog.sync_rows import (
+    MAX_SYNCED_OFFERS,
+    GcpJoin,
+    Reading,
+    Row,
+    Skip,
+    Synced,
+    gpuhunt_row,
+    offer_id_of,
+    skypilot_row,
+    slug,
+)
+from gpuwise.errors import CatalogError, ConfigError, InputTooLarge
+from gpuwise.safe_io import atomic_write, check_writable
+
+__all__ = ["MAX_SYNCED_OFFERS", "SYNCED_FILE", "Synced", "matching_catalog", "offer_id_of", "read_offers",
+           "sync_target", "write_offers"]
 
 MAX_FILE_BYTES = 200 * 2**20
+MAX_LINE_CHARS = 1_000_000  # a CSV line; SkyPilot's longest (GpuInfo) are a few hundred characters
 MAX_ROWS = 2_000_000
 MAX_FILES = 200
+SYNCED_FILE = "synced-offers.yaml"
 SKYPILOT = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
 GPUHUNT = ("instance_name", "location", "price", "gpu_count", "gpu_name", "spot")
 
 
-@dataclass
-class Synced:
-    """What a sync read: offers by file, and the accelerator names it could not place, with their row counts."""
-
-    offers: list[CloudOffer] = field(default_factory=list)
-    unmapped: Counter[str] = field(default_factory=Counter)
-    files: list[str] = field(default_factory=list)
-    skipped_rows: int = 0  # CPU-only rows, rows without a price, more than 16 GPUs per instance
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "x"
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text) if text not in (None, "") else None
-    except ValueError:
-        return None
-    return value if value is not None and value > 0 and value == value and value != float("inf") else None
-
-
-def _matcher(catalog: Catalog) -> Callable[[str, float | None], GPU | None]:
-    """match_gpu with its answers kept: a price file repeats a few names over thousands of rows."""
-    seen: dict[tuple[str, float | None], GPU | None] = {}
-
-    def match(name: str, memory_gib: float | None) -> GPU | None:
-        key = (name, memory_gib)
-        if key not in seen:
-            seen[key] = match_gpu(name, memory_gib, catalog)
-        return seen[key]
-
-    return match
-
-
-def match_gpu(name: str, memory_gib: float | None, catalog: Catalog) -> GPU | None:
-    """The catalog GPU an accelerator name stands for ("A100-80GB", "H100", "L4"), a shared name settled by memory."""
-    for candidate in (name, name.replace("-", " "), re.sub(r"(\d+)GB$", r" \1GB", name)):
-        try:
-            return catalog.gpu(candidate)
-        except AmbiguousGPU as exc:
-            cards = [catalog.gpus[c] for c in exc.candidates]
-            if memory_gib:
-                # the nearest memory; on a tie the SXM part (a bare "H100" is the SXM one in both catalogs)
-                cards.sort(key=lambda g: (abs(g.memory_gb - memory_gib), g.form_factor != "sxm"))
-                return cards[0]
-            sxm = sorted((g for g in cards if g.form_factor == "sxm"), key=lambda g: g.memory_gb)
-            return sxm[0] if sxm else None  # a bare "A100" is the base SXM part (SkyPilot: A100 vs A100-80GB)
-        except UnknownGPU:
-            continue
-    return None
-
-
-def _offer(provider: str, instance: str, gpu: GPU, count: int, price: float, tier: str, region: str,
-           as_of: dt.date, source: str, note: str | None = None) -> CloudOffer:
-    return CloudOffer(id=_slug(f"{provider}-{instance}-{region}-{tier}")[:120], provider=_slug(provider),
-                      instance=instance or f"{count}x {gpu.name}", gpu=gpu.id, gpus=count, usd_per_hour=price,
-                      tier=tier, region=region or "-", as_of=as_of, source=source, note=note)
-
-
-GCP_FAMILIES = {"A100": "a2-highgpu", "A100-80GB": "a2-ultragpu", "H100": "a3-highgpu", "H100-MEGA": "a3-megagpu",
-                "H200": "a3-ultragpu", "B200": "a4-highgpu"}
-"""GCP's accelerator-optimized machine types, named ``<family>-<GPUs>g`` (cloud.google.com/compute/docs/
-accelerator-optimized-machines; a2-megagpu-16g for sixteen A100s): SkyPilot prices their GPUs on rows of their own."""
-
-
-def _gcp_joined(rows: list[Mapping[str, str]]) -> Iterator[Mapping[str, str]]:
-    """GCP rows with each GPU-only row joined to its machine type in the same zone (VM price + GPUs' price); a GPU
-    that attaches to a VM of the user's choice (T4, L4, V100) has no machine to join and stays GPU-only."""
-    vms = {(r.get("InstanceType"), r.get("AvailabilityZone")): r for r in rows if r.get("InstanceType")}
-    for row in rows:
-        if row.get("InstanceType") or not row.get("AcceleratorName"):
-            yield row
-            continue
-        count = int(_number(row.get("AcceleratorCount")) or 0)
-        family = GCP_FAMILIES.get(row["AcceleratorName"])
-        name = "a2-megagpu-16g" if family == "a2-highgpu" and count == 16 else f"{family}-{count}g"
-        vm = vms.get((name, row.get("AvailabilityZone"))) if family else None
-        if vm is None:
-            yield row
-            continue
-        joined = {**row, "InstanceType": name}
-        for key in ("Price", "SpotPrice"):
-            both = (_number(vm.get(key)), _number(row.get(key)))
-            joined[key] = str(both[0] + both[1]) if None not in both else ""  # type: ignore[operator]
-        yield joined
-
-
-def _skypilot_rows(rows: Iterable[Mapping[str, str]], provider: str, catalog: Catalog, as_of: dt.date,
-                   source: str, out: Synced) -> None:
-    match = _matcher(catalog)
-    if provider == "gcp":
-        rows = _gcp_joined(list(rows))
-    for row in rows:
-        name, count = row.get("AcceleratorName") or "", _number(row.get("AcceleratorCount"))
-        if not name or not count:
-            out.skipped_rows += 1
-            continue
-        gpu = _placed(match, provider, name, _gpu_memory_gib(row.get("GpuInfo")), out)
-        if gpu is None:
-            continue
-        gpus, instance = int(count), row.get("InstanceType") or ""
-        if not instance:  # a GPU priced alone (GCP's attachable GPUs): its VM is the user's choice, not priced here
-            out.unmapped[f"{provider}: {name} (priced without its VM)"] += 1
-            continue
-        region = "/".join(x for x in (row.get("Region"), row.get("AvailabilityZone")) if x)
-        for price, tier in ((_number(row.get("Price")), "on-demand"), (_number(row.get("SpotPrice")), "spot")):
-            if price is None or not 1 <= gpus <= 16:
-                out.skipped_rows += price is None and tier == "on-demand"
-                continue
-            out.offers.append(_offer(provider, instance, gpu, gpus, price, tier, region, as_of, source))
-
-
-def _placed(match: Callable[[str, float | None], GPU | None], provider: str, name: str, memory_gib: float | None,
-            out: Synced) -> GPU | None:
-    """The catalog GPU of a row's accelerator, or None with the name counted among those it could not place."""
-    gpu = match(name, memory_gib)
-    if gpu is None:
-        out.unmapped[f"{provider}: {name}"] += 1
-    return gpu
-
-
-def _gpu_memory_gib(info: str | None) -> float | None:
-    """SkyPilot's GpuInfo: ``{'Gpus': [{... 'MemoryInfo': {'SizeInMiB': 16384}}], ...}`` -> 16.0."""
-    found = re.search(r"'SizeInMiB':\s*([0-9.]+)", info or "")
-    return float(found.group(1)) / 1024 if found else None
-
-
-def _gpuhunt_rows(rows: Iterable[Mapping[str, str]], provider: str, catalog: Catalog, as_of: dt.date,
-                  source: str, out: Synced) -> None:
-    match = _matcher(catalog)
-    for row in rows:
-        name, count, price = row.get("gpu_name") or "", _number(row.get("gpu_count")), _number(row.get("price"))
-        if not name or not count or price is None:
-            out.skipped_rows += 1
-            continue
-        gpu = _placed(match, provider, name, _number(row.get("gpu_memory")), out)
-        if gpu is None:
-            continue
-        if not 1 <= int(count) <= 16:
-            out.skipped_rows += 1
-            continue
-        tier = "spot" if (row.get("spot") or "").strip().lower() == "true" else "on-demand"
-        out.offers.append(_offer(provider, row.get("instance_name") or "", gpu, int(count), price, tier,
-                                 row.get("location") or "", as_of, source))
-
-
+# ---- reading files ----------------------------------------------------------------------------------------
 def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
         raise ConfigError(f"{path}: no such file or folder; give a SkyPilot vms.csv, a gpuhunt <provider>.csv, or a "
                           "folder of them")
-    found = sorted(p for p in path.rglob("*.csv") if p.is_file())[:MAX_FILES + 1]
+    found = sorted(itertools.islice((p for p in path.rglob("*.csv") if p.is_file()), MAX_FILES + 1))
     if len(found) > MAX_FILES:
         raise ConfigError(f"{path}: more than {MAX_FILES} CSV files; sync a part of it")
     return found
 
 
-def _rows(text: str, origin: Path) -> Iterator[dict[str, str]]:
-    reader = csv.DictReader(io.StringIO(text))
-    for number, row in enumerate(reader):
-        if number >= MAX_ROWS:
-            raise ConfigError(f"{origin}: more than {MAX_ROWS:,} rows")
-        yield row
+def _lines(handle: IO[str], origin: Path) -> Iterator[str]:
+    """The file's lines, each at most :data:`MAX_LINE_CHARS`, all of them at most :data:`MAX_FILE_BYTES` chars."""
+    total = 0
+    while line := handle.readline(MAX_LINE_CHARS + 1):
+        total += len(line)
+        if len(line) > MAX_LINE_CHARS:
+            raise InputTooLarge(f"{origin}: a line longer than {MAX_LINE_CHARS:,} characters; not a price file")
+        if total > MAX_FILE_BYTES:
+            raise InputTooLarge(f"{origin}: larger than {MAX_FILE_BYTES:,} bytes, more than gpuwise reads")
+        yield line
 
 
-def read_offers(path: Path | str, catalog: Catalog) -> Synced:
-    """Every GPU offer in ``path`` (a file or a folder of them); a CSV of another shape is a one-line error."""
-    out = Synced()
-    for file in _files(Path(path)):
-        text = read_text(file, what="price file", max_bytes=MAX_FILE_BYTES)
-        header = next(csv.reader(io.StringIO(text)), [])
-        as_of = dt.date.fromtimestamp(file.stat().st_mtime)
-        provider = file.parent.name if file.stem == "vms" else file.stem
-        if all(col in header for col in SKYPILOT):
-            _skypilot_rows(_rows(text, file), provider, catalog, as_of, str(file), out)
-        elif all(col in header for col in GPUHUNT):
-            _gpuhunt_rows(_rows(text, file), provider, catalog, as_of, str(file), out)
-        elif file.name.endswith("vms.csv") or Path(path).is_file():
+def _rows(path: Path) -> Iterator[tuple[list[str], Row | None]]:
+    """The header (with no row), then each row of a CSV file, streamed; a malformed file is a one-line ConfigError."""
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise InputTooLarge(f"{path}: larger than {MAX_FILE_BYTES:,} bytes, more than gpuwise reads")
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(_lines(handle, path))
+        try:
+            header = [name.strip() for name in reader.fieldnames or ()]
+            reader.fieldnames = header
+            yield header, None
+            for number, row in enumerate(reader, 1):
+                if number > MAX_ROWS:
+                    raise InputTooLarge(f"{path}: more than {MAX_ROWS:,} rows")
+                yield header, row
+        except csv.Error as exc:
+            raise ConfigError(f"{path}: line {reader.line_num + 1:,} is not CSV ({exc})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not UTF-8 text (near line {reader.line_num + 1:,}); save it as UTF-8") from None
+
+
+_PATH_DATE = re.compile(r"(20\d\d)-?(\d\d)-?(\d\d)(?:[-_]\d+)?")
+
+
+def path_date(path: Path) -> dt.date | None:
+    """A date a folder or file name carries: gpuhunt's catalog versions are ``YYYYMMDD-<run>``."""
+    for part in reversed(path.parts):
+        found = _PATH_DATE.fullmatch(Path(part).stem)
+        if found:
+            try:
+                day = dt.date(*map(int, found.groups()))
+            except ValueError:
+                continue
+            return day if day <= dt.date.today() else None
+    return None
+
+
+# ---- files to offers --------------------------------------------------------------------------------------
+def _kind(header: list[str]) -> Callable[[Reading, Row], None] | None:
+    if all(col in header for col in SKYPILOT):
+        return skypilot_row
+    return gpuhunt_row if all(col in header for col in GPUHUNT) else None
+
+
+def _read_file(reading: Reading, file: Path, *, named: bool) -> bool:
+    """Offers of one file into ``reading.out``; False for a CSV of another kind inside a folder (SkyPilot's
+    images.csv); a file named vms.csv or given by name must be of a known kind."""
+    rows = _rows(file)
+    header = next(rows)[0]
+    handle = _kind(header)
+    if handle is None:
+        if file.name.endswith("vms.csv") or named:
             raise ConfigError(f"{file}: not a SkyPilot vms.csv (needs {', '.join(SKYPILOT)}) or a gpuhunt CSV "
                               f"(needs {', '.join(GPUHUNT)})")
-        else:
-            continue  # a folder's other CSVs (SkyPilot's images.csv, accelerators.csv)
-        out.files.append(str(file))
+        return False
+    stream: Iterator[Row] = (row for _, row in rows if row is not None)
+    if reading.provider == "gcp" and handle is skypilot_row:
+        join = GcpJoin()
+        stream = _chain((out for row in stream for out in join.feed(row)), join.rest)
+    for row in stream:
+        try:
+            handle(reading, row)
+        except Skip as skip:
+            reading.out.skipped[str(skip)] += 1
+    return True
+
+
+def _chain(first: Iterator[Row],
+           then: Callable[[], Iterator[Row]]) -> Iterator[Row]:
+    yield from first
+    yield from then()
+
+
+def _provider(file: Path) -> str:
+    name = file.parent.name if file.stem == "vms" else file.stem
+    return slug(name)[:60].rstrip("-") or "unknown"
+
+
+def _source(file: Path) -> str:
+    text = printable(str(file))
+    return text if 3 <= len(text) <= 300 else f"...{text[-297:]}" if len(text) > 300 else f"./{text}"
+
+
+def read_offers(path: Path | str, catalog: Catalog, *, as_of: dt.date | None = None) -> Synced:
+    """Every GPU offer in ``path`` (a file or a folder of them); a CSV of another shape is a one-line error.
+    ``as_of`` dates the rows that carry no date of their own."""
+    out, match, today = Synced(), matcher(catalog), dt.date.today()
+    undated = 0
+    for file in _files(Path(path)):
+        day = as_of or path_date(file)
+        reading = Reading(out, match, _provider(file), _source(file), day or today)
+        if _read_file(reading, file, named=Path(path).is_file()):
+            out.files.append(str(file))
+            undated += day is None and reading.dated_by_default > 0
     if not out.files:
         raise CatalogError(f"{path}: no SkyPilot vms.csv or gpuhunt CSV in it")
+    if undated:
+        out.notes.append(f"{undated} file(s) carry no date: their offers are dated by this sync ({today}); give "
+                         "--as-of DATE (when the files were published) to date them yourself")
     return out
+
+
+# ---- writing ----------------------------------------------------------------------------------------------
+def sync_target(target: Path | str | None) -> Path:
+    """Where a sync writes: ``target`` (a file in an existing folder) or the user catalog folder's
+    :data:`SYNCED_FILE`, that folder created when missing; checked before any reading."""
+    if target is not None:
+        path = Path(target)
+    else:
+        path = user_catalog_dir() / SYNCED_FILE
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the user catalog folder {str(path.parent)!r}: "
+                              f"{exc.strerror or exc}") from None
+    check_writable(path, what="synced offers")
+    return path
+
+
+def write_offers(found: Synced, path: Path) -> int:
+    """Write the offers as JSON (YAML's subset, read by the loader's JSON parser), one record a line, streamed;
+    the bytes written, at most the loader's :data:`MAX_OVERRIDE_BYTES` (refused, nothing written, beyond)."""
+    written = 0
+
+    def write(handle: IO[bytes]) -> None:
+        nonlocal written
+        written = handle.write(SYNCED_PREFIX.encode())
+        for number, offer in enumerate(found.records()):
+            line = json.dumps(offer.model_dump(mode="json", exclude_none=True), separators=(",", ":"),
+                              ensure_ascii=False)
+            data = (",\n" if number else "\n").encode() + line.encode()
+            if written + len(data) + 4 > MAX_OVERRIDE_BYTES:
+                raise InputTooLarge(f"the synced offers would take more than {MAX_OVERRIDE_BYTES:,} bytes, more than "
+                                    "every command reads; sync a part at a time (a cloud's folder) with --to FILE")
+            written += handle.write(data)
+        written += handle.write(b"\n]}\n")
+
+    atomic_write(path, write, what="synced offers")
+    return written
+
+
+def matching_catalog(catalog_files: tuple[Path | str, ...] = ()) -> Catalog:
+    """The catalog a sync matches names against: the user's files and ``catalog_files``, not a previous sync's
+    output (a broken one must not stop the sync that replaces it)."""
+    files = [p for p in discover_override_files((), use_user_dir=True) if p.name != SYNCED_FILE]
+    return load_catalog([*files, *catalog_files], use_user_dir=False)

@@ -92,17 +92,21 @@ def compare(
 def sync(
     source: Path = typer.Option(..., "--from", metavar="PATH", help="A SkyPilot catalog vms.csv, a gpuhunt "
                                 "<provider>.csv, or a folder of them (skypilot-catalog's catalogs/v8)."),
-    to: Path | None = typer.Option(None, "--to", metavar="FILE", help="Write here instead of the user catalog "
-                                   "folder's synced-offers.yaml."),
+    to: Path | None = typer.Option(None, "--to", metavar="FILE", help="Write here (in an existing folder) instead of "
+                                   "the user catalog folder's synced-offers.yaml, which is created when missing."),
+    as_of: str | None = typer.Option(None, "--as-of", metavar="YYYY-MM-DD", help="The day the files were published: "
+                                     "dates every row that carries no date of its own (default: a date in the path, "
+                                     "as gpuhunt's catalog versions have, else today, said in the output)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Read and report; write nothing."),
     as_json: bool = JsonOption,
     catalog: list[Path] | None = CatalogOption,
 ) -> None:
-    """Dated cloud offers (on-demand and spot, per region) from SkyPilot's or gpuhunt's price files, into the user
-    catalog every command reads: `gpuwise catalog sync --from skypilot-catalog/catalogs/v8`."""
+    """Dated cloud offers (on-demand and spot, cheapest zone per region) from SkyPilot's or gpuhunt's price files,
+    into the user catalog every command reads: `gpuwise catalog sync --from skypilot-catalog/catalogs/v8 --as-of
+    2026-12-01`. GPUs are matched by name and stated memory; rows that cannot be offers are counted by reason."""
     from dataclasses import asdict
 
     from gpuwise.report.catalog import sync_lines
 
-    done = api.sync_offers(source, target=to, dry_run=dry_run, catalog_files=catalog_files(catalog))
+    done = api.sync_offers(source, target=to, dry_run=dry_run, as_of=as_of, catalog_files=catalog_files(catalog))
     print_json(asdict(done)) if as_json else stdout().print(sync_lines(done))

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -116,7 +117,8 @@ def gpu_panel(gpu: GPU, offers: Sequence[CloudOffer] = ()) -> Panel:
         for header in ("provider", "tier", "instance", "GPUs", "USD/GPU-h", "as of"):
             table.add_column(header)
         for o in offers:
-            table.add_row(o.provider, o.tier, o.instance, str(o.gpus), f"{o.usd_per_gpu_hour:.2f}", str(o.as_of))
+            table.add_row(o.provider, o.tier, escape(o.instance), str(o.gpus), f"{o.usd_per_gpu_hour:.2f}",
+                          str(o.as_of))
         parts.append(table)
     sources = "\n".join(f"- {s.title}{f' ({s.table})' if s.table else ''}: {s.url}" for s in gpu.sources)
     parts.append(f"[bold]sources[/bold] (checked {gpu.as_of})\n{sources}")
@@ -169,15 +171,21 @@ def _cell(value: float | None, ratio_to_first: float | None, *, baseline: bool) 
 
 
 def sync_lines(done: Any) -> str:
-    """What a catalog sync wrote, and what it could not place."""
-    where = f"wrote {done.written}" if done.written else "dry run: nothing written"
+    """What a catalog sync wrote, what it could not place or skipped and why, and how the offers are dated (names
+    from the files escaped: they are printed as written, never read as markup)."""
+    where = f"wrote {escape(done.written)}" if done.written else "dry run: nothing written"
     lines = [f"{done.offers:,} GPU offers ({done.spot:,} spot) from {len(done.files)} file(s); {where}"]
     lines += [f"  {provider}: {n:,}" for provider, n in sorted(done.by_provider.items())]
+    if done.as_of:
+        lines.append(f"dated {done.as_of[0]}" + (f" to {done.as_of[-1]}" if len(done.as_of) > 1 else ""))
+    if done.folded_rows:
+        lines.append(f"{done.folded_rows:,} offer(s) of other zones folded into their region's cheapest")
     if done.unmapped:
-        shown = list(done.unmapped.items())[:15]
         lines.append(f"not in the catalog ({sum(done.unmapped.values()):,} rows; add the GPU with --catalog FILE to "
                      "use them):")
-        lines += [f"  {name}: {n:,} row(s)" for name, n in shown]
+        lines += [f"  {escape(name)}: {n:,} row(s)" for name, n in list(done.unmapped.items())[:15]]
     if done.skipped_rows:
-        lines.append(f"{done.skipped_rows:,} row(s) without a GPU or a price, or with more than 16 GPUs, skipped")
+        lines.append(f"{done.skipped_rows:,} row(s) skipped:")
+        lines += [f"  {escape(reason)}: {n:,}" for reason, n in done.skipped.items()]
+    lines += [f"note: {escape(note)}" for note in done.notes]
     return "\n".join(lines)
