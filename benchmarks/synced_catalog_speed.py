@@ -24,7 +24,7 @@ def write_vms(path: Path, offers: int) -> None:
         name, gpu, count, price, mib = TYPES[i % len(TYPES)]
         info = f"\"{{'Gpus': [{{'Name': '{gpu}', 'Count': {count}.0, 'MemoryInfo': {{'SizeInMiB': {mib}}}}}]}}\""
         rows.append(f"{name},{gpu},{count}.0,8.0,32.0,{info},{price * (1 + i % 7 / 100):.4f},{price * 0.4:.4f},"
-                    f"r{i // 15},r{i // 15}-{i % 3}")
+                    f"r{i // 5},r{i // 5}-a")  # one zone a region: sync folds a region's zones into one offer
     path.write_text("\n".join(rows) + "\n")
 
 
