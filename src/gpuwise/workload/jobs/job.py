@@ -53,13 +53,6 @@ _NO_NODES = {("estimate", "infer"): "inference " + _ONE_REPLICA, ("serve-sim", "
              ("fit", "train"): _MEMORY_ONLY, ("fit", "infer"): _MEMORY_ONLY}
 _MEMORY_ONLY_FIT = {("fit", "train"): _MEMORY_ONLY, ("fit", "infer"): _MEMORY_ONLY}  # a replica's TP crosses the slot
 
-CHOICES: dict[str, tuple[str, ...]] = {
-    "method": get_args(Method), "precision": get_args(Precision), "optimizer": get_args(Optimizer),
-    "ckpt": get_args(Checkpointing), "offload": get_args(Offload), "lora_targets": get_args(LoraTargets),
-    "quant": get_args(Quant), "kv_dtype": get_args(KvDtype), "engine": get_args(Engine),
-    "sharding": get_args(Sharding),
-}
-"""Accepted values of each choice flag, for help texts and error messages."""
 
 
 class _Job(BaseModel):
@@ -98,10 +91,6 @@ class _Job(BaseModel):
     image_size: Annotated[int | None, Field(ge=32, le=8192), Flag(_ALL - {"serve-sim"}, HARDWARE)] = Field(
         default=None, description="vision models: the input images' side in pixels (default: the model's own -- 224 "
                                   "ResNet/ViT, 1024 SAM, 640 YOLO, 512 U-Net); a ViT's tokens follow: (side / patch)^2")
-
-    def with_gpus(self, count: int, nodes: int = 1) -> Any:
-        """This job spread over ``count`` GPUs in ``nodes`` machines (validated)."""
-        return build(type(self), {**self.model_dump(), "count": count, "nodes": nodes})
 
     def updated(self, **changes: object) -> Any:
         """A validated copy with some fields changed (ConfigError naming the flag when incoherent)."""
