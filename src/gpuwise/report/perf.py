@@ -78,7 +78,16 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
             "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
             "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms},
-            "replicas": report.replicas, "layout": report.layout or None}
+            "replicas": report.replicas, "layout": report.layout or None, "memory": _memory_json(report)}
+
+
+def _memory_json(report: ServingReport) -> dict[str, Any] | None:
+    """A replica's memory on each of its GPUs at batch 1, as `estimate --task infer` gives it."""
+    if report.per_gpu_bytes is None or report.capacity_bytes is None:
+        return None
+    per_gpu, capacity = report.per_gpu_bytes, report.capacity_bytes
+    return {"per_gpu_gib": round(per_gpu / 2**30, 4), "capacity_gib": round(capacity / 2**30, 4),
+            "fits": per_gpu <= capacity}
 
 
 SERVING_COLUMNS = tuple(Column(h) for h in ("load", "TTFT P50/P90/P99 ms", "TPOT mean/P99 ms",
@@ -96,7 +105,9 @@ def serving_view(report: ServingReport) -> Group:
     over = f" over {report.replicas} replicas" if report.replicas > 1 else ""
     plans = (report.layout if report.layout else
              f"the recommender's closed form plans {report.planned_qps:,.2f} QPS{over}")
-    lines: list[Any] = [table, f"KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
+    memory = (f"{report.per_gpu_bytes / 2**30:,.1f} of {report.capacity_bytes / 2**30:,.0f} GiB per GPU at batch 1; "
+              if report.per_gpu_bytes is not None and report.capacity_bytes is not None else "")
+    lines: list[Any] = [table, f"{memory}KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
                                f"{report.max_batch} sequences per replica; {plans}"]
     short = next((r for r in results if not r.steady), None)
     if short is not None:

@@ -98,14 +98,16 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
     best_rate, at_best = None, None
     if load.p99_ms is not None:
         total = planned.rate_qps * replicas
-        bracket = dict(low=total / 8, high=total * 8, iterations=10) if total > 0 else {}
+        # within a factor of 2 of the closed form (measured 0.8-1.25x), to about 0.5 %: 2 + 8 simulated rates
+        bracket = dict(low=total / 2, high=total * 2, iterations=8) if total > 0 else {}
         best_rate, at_best = highest_rate(run, p99_ms=load.p99_ms, key=load.slo, **bracket)  # type: ignore[arg-type]
     at_rate_p99 = planned.p99_s(load.qps / replicas)
     rate_asked = load.concurrency is None or "qps" in load.model_fields_set
     return ServingReport(run(load.qps) if rate_asked else None, load.p99_ms, load.slo, best_rate, at_best,
                          rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
                          at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
-                         closed(load.concurrency) if load.concurrency is not None else None)
+                         closed(load.concurrency) if load.concurrency is not None else None,
+                         per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes)
 
 
 def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTest, replicas: int) -> ServingReport:
@@ -127,4 +129,5 @@ def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTe
               f"{job.replica_gpus} GPU(s); the mean batch is a decode replica's; each prompt's KV cache moves in "
               f"{transfer_s * 1e3:,.1f} ms")
     return ServingReport(None, load.p99_ms, load.slo, None, None, rep.max_num_seqs, rep.kv_capacity_tokens,
-                         0.0, None, replicas, one, layout)
+                         0.0, None, replicas, one, layout, per_gpu_bytes=rep.memory.per_gpu_bytes,
+                         capacity_bytes=rep.memory.capacity_bytes)

@@ -205,16 +205,24 @@ class _Scheduler:
             used += need
 
     def coast(self, decode_step: StepTime) -> bool:
-        """Run at once the decode-only iterations before the next sequence finishes, when nothing waits and nothing
-        can arrive meanwhile (an O(1) jump instead of one loop turn per token). The context grows by one token a
+        """Run at once the decode-only iterations before the next sequence finishes and before the next arrival,
+        when nothing waits (an O(1) jump instead of one loop turn per token). The context grows by one token a
         step, so the k steps cost k x the step at their middle context (exact where the step is linear in the
-        context, as the step table is between its grid points). False when there is nothing to jump over."""
+        context, as the step table is between its grid points). An arrival joins the first iteration that starts at
+        or after it, so the jump ends before it: the iterations the loop would have run one by one, none of which
+        admits anything. False when there is nothing to jump over."""
         k = self.ends[0][0] - self.steps - 1
         if k < 2 or self.waiting or self.prefilling:
             return False
-        seconds = k * decode_step(self.running, self.mean_context() + (k - 1) / 2)
-        if self.next_arrival < len(self.requests) and self.arrival[self.next_arrival] <= self.clock + seconds:
-            return False
+        context = self.mean_context()
+        seconds = k * decode_step(self.running, context + (k - 1) / 2)
+        if self.next_arrival < len(self.requests):
+            room = self.arrival[self.next_arrival] - self.clock
+            while k >= 2 and seconds >= room:  # fewer steps, each no longer than the k steps' middle one
+                k = min(k - 1, math.floor(room / (seconds / k)))
+                seconds = k * decode_step(self.running, context + (k - 1) / 2)
+            if k < 2:
+                return False
         self.clock += seconds
         self.steps += k
         self.batches += self.running * k
@@ -296,17 +304,21 @@ def _growing(queue_ms: list[float], service_ms: list[float]) -> bool:
 
 def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str = "e2e",
                  low: float = 0.01, high: float = 1000.0, iterations: int = 14) -> tuple[float, LoadResult | None]:
-    """Largest QPS whose P99 (``key``: "e2e" or "ttft") meets the SLO, by bisection on a log scale."""
+    """Largest QPS whose P99 (``key``: "e2e" or "ttft") meets the SLO, by bisection on a log scale of [low, high];
+    the bracket is widened (by 8x, up to 3 times each way) while the SLO holds at its top or misses at its bottom."""
     def ok(result: LoadResult) -> bool:
         p99 = result.e2e_ms[2] if key == "e2e" else result.ttft_ms[2]
         return p99 <= p99_ms and not result.saturated and result.steady
 
-    best: tuple[float, LoadResult | None] = (0.0, None)
-    first = run(low)
-    if not ok(first):
-        return best
-    best = (low, first)
-    for _ in range(3):  # the bracket came from the closed form: widen it if the simulation does better
+    for _ in range(3):  # the bracket came from the closed form: widen it if the simulation does worse
+        first = run(low)
+        if ok(first):
+            break
+        low, high = low / 8, low
+    else:
+        return 0.0, None
+    best: tuple[float, LoadResult | None] = (low, first)
+    for _ in range(3):  # ... or better
         top = run(high)
         if not ok(top):
             break
@@ -328,17 +340,27 @@ def step_table(step: StepTime, max_batch: int, context: float) -> StepTime:
     grid = sorted({1, max_batch, *[2 ** k for k in range(int(math.log2(max(max_batch, 1))) + 1)]})
     contexts = [context * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]
     table: dict[tuple[int, float], float] = {}
+    segments: dict[tuple[float, int], tuple[float, float, float, float]] = {}
 
     def at(batch: int, ctx: float) -> float:
         if (batch, ctx) not in table:
             table[(batch, ctx)] = step(batch, ctx)
         return table[(batch, ctx)]
 
+    def segment(batch: float, j: int) -> tuple[float, float, float, float]:
+        """The step at ``batch`` (between its grid points) at the contexts j - 1 and j: linear between them."""
+        b0, b1, wb = _bracket(grid, batch)
+        c0, c1 = contexts[j - 1], contexts[j]
+        return (at(int(b0), c0) * (1 - wb) + at(int(b1), c0) * wb,
+                at(int(b0), c1) * (1 - wb) + at(int(b1), c1) * wb, c0, c1)
+
     def lookup(batch: float, ctx: float) -> float:
-        (b0, b1, wb), (c0, c1, wc) = _bracket(grid, batch), _bracket(contexts, ctx)
-        low = at(int(b0), c0) * (1 - wc) + at(int(b0), c1) * wc
-        high = at(int(b1), c0) * (1 - wc) + at(int(b1), c1) * wc
-        return low * (1 - wb) + high * wb
+        j = min(max(bisect.bisect_left(contexts, ctx), 1), len(contexts) - 1)
+        found = segments.get((batch, j))
+        if found is None:  # each batch's segment once: the simulation asks for the same batches again and again
+            found = segments[(batch, j)] = segment(batch, j)
+        v0, v1, c0, c1 = found
+        return v0 + (v1 - v0) * min(max((ctx - c0) / (c1 - c0), 0.0), 1.0)
 
     return lookup
 
@@ -367,3 +389,5 @@ class ServingReport:
     replicas: int = 1  # --count / --tp replicas behind a load balancer; rates and throughputs are their sum
     at_concurrency: LoadResult | None = None  # the closed loop of --concurrency clients
     layout: str = ""  # how the replicas split the work, when not alike (--disagg)
+    per_gpu_bytes: float | None = None  # a replica's memory on each of its GPUs at batch 1 (weights, context ...)
+    capacity_bytes: float | None = None  # what each GPU gives (the memory model's capacity)
