@@ -94,9 +94,12 @@ def _scenario(path: Path, given: Given) -> Request:
     request = load_scenario(path)
     if not any(given[key] for key in _REQUEST_SOURCES):
         return request
-    return parse_request({**request.model_dump(exclude={"workloads", "usage", "constraints"}), **given["request"],
-                          "usage": {**request.usage.model_dump(), **given["usage"]},
-                          "constraints": {**request.constraints.model_dump(), **given["constraints"]},
+    # the file's own values, not its defaults: a default left free stays free (and is said above the answer)
+    return parse_request({**request.model_dump(exclude={"workloads", "usage", "constraints"}, exclude_unset=True),
+                          **given["request"],
+                          "usage": {**request.usage.model_dump(include=set(request.usage_given)), **given["usage"]},
+                          "constraints": {**request.constraints.model_dump(exclude_unset=True),
+                                          **given["constraints"]},
                           "workloads": request.workloads}, origin=f"{path} with the flags")
 
 

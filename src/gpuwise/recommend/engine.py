@@ -97,6 +97,7 @@ class Recommendation:
     nearest: tuple[Rejected, ...] = ()
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     findings: tuple[str, ...] = ()  # what the ranking shows beyond its first row (recommend/low_power.py)
+    defaults: tuple[str, ...] = ()  # the cost drivers the request left free, with their values (recommend/defaults.py)
 
 
 def card_rejection(gpu: GPU, request: Request) -> Rejection | None:
@@ -270,12 +271,15 @@ _MORE_CANNOT_HELP = frozenset({"network", "chassis", "power"})  # more cards onl
 
 def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | None]], request: Request,
                      catalog: Catalog, archs: dict[str, Architecture | Pipeline | HpcApp], *, stop_at_first: bool,
-                     calibration: Calibration | None = None) -> tuple[list[Option], list[Rejected]]:
+                     calibration: Calibration | None = None, from_count: int = 1
+                     ) -> tuple[list[Option], list[Rejected]]:
     options: list[Option] = []
     rejected: list[Rejected] = []
     open_ways = list(ways)
     evaluated: dict[tuple[int, Machines], Fit | Rejection] = {}
     for count in candidate_counts(request):
+        if count < from_count:
+            continue
         if not open_ways:
             break
         still_open = []
@@ -296,6 +300,17 @@ def _options_for_gpu(gpu: GPU, ways: list[tuple[str, float | None, CloudOffer | 
                 still_open.append((label, price, offer))
         open_ways = still_open
     return options, rejected
+
+
+def options_from(option: Option, request: Request, catalog: Catalog,
+                 archs: dict[str, Architecture | Pipeline | HpcApp],
+                 calibration: Calibration | None = None) -> tuple[list[Option], list[Rejected]]:
+    """The option's GPU and way evaluated again from its count upward, the first count that qualifies kept (what
+    the ranking does once it simulates what it shows: recommend/simulated.py)."""
+    gpu = catalog.gpu(option.gpu)
+    ways = [way for way in _acquisitions(gpu, catalog, request) if way[0] == option.acquisition]
+    return _options_for_gpu(gpu, ways, request, catalog, archs, stop_at_first=True, calibration=calibration,
+                            from_count=option.count)
 
 
 def _place_and_evaluate(gpu: GPU, count: int, offer: CloudOffer | None, request: Request, catalog: Catalog,

@@ -5,7 +5,8 @@ machines recommend/placement.py chose (nodes of 8 when none is given). Serving u
 tensor-parallel degree inside one machine that carries the most requests/s on the count (or, with --disagg auto,
 separate prefill and decode pools where they carry more); a replica's capacity is the closed form of
 ``estimate/serving/capacity.py``, the model ``serve-sim`` brackets its simulation with, with the user's
-calibration where one was measured for this card.
+calibration where one was measured for this card; the options the ranking shows are then simulated as their
+serve-sim command simulates them (recommend/simulated.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gpuwise.recommend.hpc import evaluate_hpc
 from gpuwise.recommend.machines import Machines, default_machines
 from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
+from gpuwise.recommend.simulated import serve_command, simulate
 from gpuwise.recommend.train_layout import train as train_fit
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.hpc.apps import HpcApp
@@ -99,6 +101,7 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     serve = one_user if workload.min_tokens_per_s is not None else _serve_as
     formats = _free_formats(arch, workload, template, gpu)
     first: Fit | Rejection | None = None
+    simulated_misses: list[str] = []  # formats tried first that serve-sim's simulation refused (simulated.py)
     for fmt, note in formats:
         job = machines.place(template if fmt is None else template.updated(quant=fmt))
         assert isinstance(job, InferJob)
@@ -106,8 +109,11 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
         if isinstance(outcome, Fit):
             chosen = {"quant": job.for_checkpoint(arch.checkpoint).weights, "engine": job.engine, "tp": outcome.tp,
                       "kv_dtype": job.kv_dtype}
-            notes = outcome.notes if note is None else (*outcome.notes, note)
+            notes = (*outcome.notes, *simulated_misses, *((note,) if note is not None else ()))
             return replace(outcome, notes=notes, settings=({**chosen, **(outcome.settings or ({},))[0]},))
+        if outcome.reason.startswith("serve-sim"):
+            simulated_misses.append(f"{job.for_checkpoint(arch.checkpoint).weights} weights were tried first: "
+                                    f"{outcome.reason}")
         first = first or outcome
     assert first is not None
     return first
@@ -149,8 +155,9 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
               calibration: Calibration | None, machines: Machines) -> Fit | Rejection:
     """``count`` GPUs serving ``template`` as replicas of one tensor-parallel degree inside a machine: of the
     degrees that hold the model, the one whose replicas carry the most requests/s on these GPUs (the best cost per
-    unit of throughput at this count), not merely the smallest that fits."""
-    best: Fit | None = None
+    unit of throughput at this count), not merely the smallest that fits. While the ranking checks what it shows
+    (recommend/simulated.py), the degree kept is the first, in that order, that serve-sim's simulation holds."""
+    fits: list[Fit] = []
     refused: list[Rejection] = []
     for tp in (1, 2, 4, 8):
         if tp > min(count, machines.gpus_per_node) or count % tp or not tp_divides(arch, tp):
@@ -158,14 +165,35 @@ def _serve_as(arch: Architecture, workload: Workload, template: InferJob, gpu: G
         outcome = _serve_at(arch, workload, template, gpu, catalog, count, calibration, machines, tp)
         if isinstance(outcome, Rejection):
             refused.append(outcome)
-        elif best is None or (outcome.qps_capacity or 0.0) > (best.qps_capacity or 0.0) * 1.001:
-            best = outcome
-    if best is not None:
-        return best
+        else:
+            fits.append(outcome)
+    while fits:
+        best = _most_capacity(fits)
+        checked = simulate(arch, workload, _served(template, best.tp, count), gpu, catalog, calibration, best)
+        if isinstance(checked, Fit):
+            return checked
+        refused.insert(0, checked)  # what the simulation found says more than any closed-form refusal
+        fits.remove(best)
     telling = [r for r in refused if r.code != "memory"] + refused  # an SLO miss says more than a smaller TP's size
     inside = f" inside one machine of {machines.gpus_per_node}" if machines.gpus_per_node < count else ""
     return telling[0] if telling else Rejection("memory", f"does not fit on {count} GPU(s) at any tensor-parallel "
                                                           f"degree{inside}")
+
+
+def _most_capacity(fits: list[Fit]) -> Fit:
+    """The fit that carries the most requests/s; a larger degree only where it carries 0.1 % more."""
+    best = fits[0]
+    for fit in fits[1:]:
+        if (fit.qps_capacity or 0.0) > (best.qps_capacity or 0.0) * 1.001:
+            best = fit
+    return best
+
+
+def _served(template: InferJob, tp: int, count: int) -> InferJob:
+    """The job serve-sim runs for ``count`` GPUs as replicas of ``tp``: the option's reproduce command spells it."""
+    job = template.updated(tp=tp, count=tp).updated(count=count)
+    assert isinstance(job, InferJob)
+    return job
 
 
 def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: GPU, catalog: Catalog, count: int,
@@ -190,20 +218,10 @@ def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: G
                p99_ms=latency * 1e3 if math.isfinite(latency) else None,
                output_tokens_per_s=total * template.output_len if arch.decoder_layers else None,
                settings=({"batch": batch},) if batch is not None else (),
-               commands=(_serve_command(workload, job, gpu, count, total),) if arch.decoder_layers else (),
+               commands=(serve_command(workload, _served(template, tp, count), gpu, total),) if arch.decoder_layers
+               else (), closed_form=bool(arch.decoder_layers),
                notes=(f"batches {batch} requests per forward pass (--batch was left free: a dynamic batcher, "
                       "e.g. Triton's max_batch_size)",) if batch is not None and batch > 1 else ())
-
-
-def _serve_command(workload: Workload, job: InferJob, gpu: GPU, count: int, total_qps: float) -> str:
-    """The serve-sim line whose closed_form.max_qps is this option's capacity (replicas of ``job`` over ``count``
-    GPUs, the workload's SLO) and whose simulation checks it at the workload's rate."""
-    line = command_line(job.updated(count=count), command="serve-sim", head=(workload.model, "--gpu", gpu.id))
-    qps = workload.qps if workload.qps is not None else round(total_qps, 3)
-    line += f" --qps {qps:g}"
-    if workload.p99_ms is not None:
-        line += f" --p99-ms {workload.p99_ms:g} --slo {workload.slo}"
-    return line
 
 
 def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
@@ -348,5 +366,5 @@ def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tupl
         notes=tuple(dict.fromkeys(note for f in fits for note in f.notes)),
         settings=tuple(setting for f in fits for setting in f.settings),
         commands=tuple(command for f in fits for command in f.commands),
-        workloads=tuple(fits),
+        workloads=tuple(fits), closed_form=any(f.closed_form for f in fits),
     )

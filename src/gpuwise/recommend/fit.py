@@ -38,6 +38,7 @@ class Fit:
     work_per_s: float | None = None  # the same, over the runs side by side, bigger is better (the ranking's speed)
     commands: tuple[str, ...] = ()  # per workload: the gpuwise command that reproduces its figures (where one does)
     workloads: tuple[Fit, ...] = ()  # a scenario's option: each workload's own figures, in the request's order
+    closed_form: bool = False  # serving figures from the closed form, not yet simulated as the command simulates
 
     @property
     def per_gpu_gb(self) -> float:

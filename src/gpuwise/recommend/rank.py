@@ -6,12 +6,22 @@ import math
 from collections.abc import Callable, Mapping
 
 from gpuwise.catalog import Catalog
+from gpuwise.estimate import constants as C
 from gpuwise.estimate.plan import require_training_knobs
 from gpuwise.estimate.speed.roofline import Calibration
-from gpuwise.recommend.engine import Option, Recommendation, Rejected, best_per_gpu_and_way, enumerate_options
+from gpuwise.recommend.defaults import left_free
+from gpuwise.recommend.engine import (
+    Option,
+    Recommendation,
+    Rejected,
+    best_per_gpu_and_way,
+    enumerate_options,
+    options_from,
+)
 from gpuwise.recommend.evaluate import REPLICAS
 from gpuwise.recommend.low_power import delivered_per_watt, low_power_finding, needed_rate, per_watt_text
 from gpuwise.recommend.request import Request, Workload
+from gpuwise.recommend.simulated import SIMULATIONS
 from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
 from gpuwise.workload.hpc.apps import HpcApp, app_profile
 from gpuwise.workload.jobs.hpc import HpcJob
@@ -90,7 +100,7 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
         parts.append(f"{option.fit.seconds_per_image:,.1f} s per image, {option.fit.qps_capacity * 3600:,.0f} "
                      f"images/h on {option.count} pipeline(s)")
     elif option.fit.qps_capacity is not None:
-        parts.append(f"{option.fit.qps_capacity:,.1f} QPS within the SLO (TP {option.fit.tp})")
+        parts.append(_capacity_text(option, request))
     elif option.fit.tokens_per_s is not None and option.fit.job_hours is None:
         parts.append(f"{option.fit.tokens_per_s:,.1f} tokens/s for one user (TP {option.fit.tp})")
     horizon = f"{option.tco_usd:,.0f} USD over {u.years:g} y at {u.hours_per_day:g} h/day"
@@ -107,6 +117,18 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     else:
         lead = horizon
     return "; ".join([lead, *parts])
+
+
+def _capacity_text(option: Option, request: Request) -> str:
+    """'2.65 QPS within the SLO as serve-sim simulates it (TP 1)': the figure the option's command prints."""
+    rate = option.fit.qps_capacity or 0.0
+    shown = f"{rate:,.1f}" if rate >= 10 else f"{rate:.3g}"
+    simulated = not option.fit.closed_form and bool(option.fit.commands)
+    if any(w.p99_ms is not None for w in request.workloads if w.task == "infer"):
+        how = "as serve-sim simulates it" if simulated else "by the closed form"
+        return f"{shown} QPS within the SLO {how} (TP {option.fit.tp})"
+    return (f"{shown} QPS planned, {C.SERVING_PLANNING_UTILISATION.value:.0%} of the closed form's saturation"
+            + (", serve-sim's queue steady at the rate" if simulated else "") + f" (TP {option.fit.tp})")
 
 
 def _science_text(setting: Mapping[str, object]) -> str:
@@ -172,7 +194,9 @@ def _assumptions(request: Request) -> tuple[str, ...]:
     return (
         f"training on several GPUs shards with ZeRO-3/FSDP (unless the job sets --zero), its micro-batch and TP "
         f"searched where left free; {machines}; serving uses the TP inside one machine whose replicas carry the most "
-        "requests/s, each planned at its P99 SLO or, with none, at 80% of saturation"
+        "requests/s, each planned at its P99 SLO or, with none, at 80% of saturation; the options shown are then "
+        "simulated as their serve-sim command simulates them and kept only where the simulation meets the rate and "
+        "the SLO (options further down keep the closed form's figures)"
         if len(science) < len(request.workloads) else machines,
         *([f"one training job is {', '.join(jobs)} (--tokens)"] if jobs else []),
         *(["one scientific job is, per workload, its --runs runs of its size and length (time per job is their sum); "
@@ -198,6 +222,30 @@ def _model_of(workload: Workload) -> Architecture | Pipeline | HpcApp:
     return pipeline or resolve_model(workload.model)
 
 
+def _shown_as_simulated(options: list[Option], rejected: list[Rejected], request: Request, catalog: Catalog,
+                        archs: dict[str, Architecture | Pipeline | HpcApp],
+                        calibrations: Mapping[str, Calibration] | None, key: Callable[[Option], object]
+                        ) -> list[Option]:
+    """The options with the shown ones (the first ``top`` of the ranking) simulated as their serve-sim commands
+    simulate them (recommend/simulated.py). A shown option whose simulation misses the request is rejected, with
+    the simulation's figures, and its GPU and way evaluated again from that count up, each count simulated, the
+    first that holds kept; the ranking is then read again, until everything it shows has been simulated. Options
+    further down keep the closed form's figures; ``rejected`` gains the misses."""
+    simulations = SIMULATIONS.set({})
+    try:
+        while True:
+            shown = sorted(best_per_gpu_and_way(options, key), key=key)[: request.top]  # type: ignore[arg-type]
+            due = [o for o in shown if o.fit.closed_form]
+            if not due:
+                return options
+            for option in due:
+                again, missed = options_from(option, request, catalog, archs, (calibrations or {}).get(option.gpu))
+                options = [o for o in options if (o.gpu, o.acquisition) != (option.gpu, option.acquisition)] + again
+                rejected += missed
+    finally:
+        SIMULATIONS.reset(simulations)
+
+
 def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Calibration] | None = None
               ) -> Recommendation:
     """Every option for ``request``; ``calibrations`` (catalog id -> measured rates) replace the efficiency tables
@@ -207,12 +255,13 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
         model = archs[w.model]
         if isinstance(w.job, TrainJob) and isinstance(model, Architecture):
             require_training_knobs(model, w.job)
+    key = _within_headroom_first(ranking_key(request.objective, needed_rate(request)), request)
     planned = REPLICAS.set({})
     try:
         options, rejected = enumerate_options(request, catalog, archs, calibrations)
+        options = _shown_as_simulated(options, rejected, request, catalog, archs, calibrations, key)
     finally:
         REPLICAS.reset(planned)
-    key = _within_headroom_first(ranking_key(request.objective, needed_rate(request)), request)
     best = sorted(best_per_gpu_and_way(options, key), key=key)
     winner = best[0] if best else None
     explained = tuple(
@@ -222,4 +271,4 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
     finding = low_power_finding(request, explained, rejected, catalog)
     return Recommendation(request, explained, tuple(rejected), tuple(pareto_front(list(best))),
                           nearest=() if explained else _nearest(rejected), assumptions=_assumptions(request),
-                          findings=(finding,) if finding else ())
+                          findings=(finding,) if finding else (), defaults=left_free(request))

@@ -12,7 +12,16 @@ import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from gpuwise.catalog import FEATURES
 from gpuwise.catalog.schema import Vendor
@@ -84,6 +93,22 @@ class Workload(_Model):
     min_tokens_per_s: Annotated[float | None, Field(gt=0, le=100_000), Flag(_REC, TARGETS)] = Field(
         default=None, description="one user: the decode speed (tokens/s) a single stream must reach on one copy of "
                                   "the model split over the cards (local use; no request rate)")
+
+    _tokens_given: bool = PrivateAttr(default=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _note_free_tokens(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Remember whether a training workload's --tokens was left free (it is then DEFAULT_TRAIN_TOKENS, printed
+        above the answer as a default behind its cost)."""
+        if not isinstance(data, dict):
+            return handler(data)  # a Workload already made keeps its own record
+        options = data.get("options")
+        given = "tokens" in data or (isinstance(options, dict) and options.get("tokens") is not None) or (
+            isinstance(options, TrainJob) and options.tokens is not None)
+        workload = handler(data)
+        workload._tokens_given = given
+        return workload
 
     @model_validator(mode="before")
     @classmethod
@@ -170,6 +195,16 @@ class Workload(_Model):
         job = self.options
         return float(job.tokens or DEFAULT_TRAIN_TOKENS) if isinstance(job, TrainJob) else 0.0
 
+    @property
+    def tokens_left_free(self) -> bool:
+        """A training job whose size the user did not give: DEFAULT_TRAIN_TOKENS."""
+        return self.task == "train" and not self._tokens_given
+
+    @property
+    def is_service(self) -> bool:
+        """A server's workload: inference at a request rate or within a latency SLO (not one user's stream)."""
+        return self.task == "infer" and (self.qps is not None or self.p99_ms is not None)
+
 
 def _hpc_workload(data: dict[str, Any]) -> dict[str, Any]:
     """A scientific-computing workload: its options validated into an HpcJob; its model is the application."""
@@ -254,6 +289,7 @@ class Request(_Model):
         default=None, max_length=200, description="restrict to these catalog ids")
     prices_on: dt.date = Field(default_factory=dt.date.today, description="the day prices are judged on: a street "
                                                                           "price older than a year is not a new price")
+    _usage_given: frozenset[str] = PrivateAttr(default=frozenset())
 
     @model_validator(mode="after")
     def _one_off_is_a_job(self) -> Request:
@@ -272,13 +308,25 @@ class Request(_Model):
         return self
 
     @model_validator(mode="after")
+    def _note_usage_given(self) -> Request:
+        """Remember which usage fields the user gave, before a default is settled below (they are printed above the
+        answer when left free)."""
+        self._usage_given = frozenset(self.usage.model_fields_set)
+        return self
+
+    @model_validator(mode="after")
     def _serving_runs_all_day(self) -> Request:
-        """A service runs around the clock: with only serving workloads at a request rate and no usage given, the
-        hardware is costed at 24 h/day (issue 14), not the 8 h/day of a workstation; other usage fields keep it."""
-        serving = all(w.task == "infer" and w.qps is not None for w in self.workloads)
-        if serving and "hours_per_day" not in self.usage.model_fields_set:
+        """A service runs around the clock: when any workload serves at a request rate or within a latency SLO and
+        the hours per day were not given, the hardware is costed at 24 h/day (issues 14 and 36), not the 8 h/day of
+        a workstation -- a team's training beside its service included; other usage fields keep theirs."""
+        if any(w.is_service for w in self.workloads) and "hours_per_day" not in self._usage_given:
             object.__setattr__(self, "usage", self.usage.model_copy(update={"hours_per_day": 24.0}))
         return self
+
+    @property
+    def usage_given(self) -> frozenset[str]:
+        """The usage fields the user set (the others are defaults)."""
+        return self._usage_given
 
 
 def _one_line(exc: ValidationError, origin: str) -> str:

@@ -65,7 +65,7 @@ def recommendation_json(rec: Recommendation) -> dict[str, Any]:
                     "time": o.fit.job_hours if o.fit.job_hours is not None else o.fit.p99_ms} for o in rec.pareto],
         "rejected": [rejected_json(r) for r in rec.rejected],
         "nearest": [rejected_json(r) for r in rec.nearest],
-        "assumptions": list(rec.assumptions), "findings": list(rec.findings),
+        "assumptions": list(rec.assumptions), "findings": list(rec.findings), "defaults": list(rec.defaults),
     }
 
 
@@ -118,12 +118,18 @@ def _fit_time_text(fit: Fit, *, short: bool = False) -> str:
         return f"{fit.seconds_per_image:,.1f} s/{'img' if short else 'image'}{per_hour}"
     if fit.qps_capacity is not None:
         if short:
-            return f"{fit.qps_capacity:,.1f}/s p99 " + _latency_text(fit.p99_ms)
+            return f"{_rate_text(fit.qps_capacity)}/s p99 " + _latency_text(fit.p99_ms)
         p99 = f"{fit.p99_ms:,.0f} ms" if fit.p99_ms is not None else "— (saturated)"
-        return f"{fit.qps_capacity:,.1f} QPS, P99 {p99}"
+        return f"{_rate_text(fit.qps_capacity)} QPS, P99 {p99}"
     if fit.tokens_per_s is not None:
         return f"{fit.tokens_per_s:,.0f} tok/s" if short else f"{fit.tokens_per_s:,.1f} tokens/s for one user"
     return "—"
+
+
+def _rate_text(qps: float) -> str:
+    """Requests per second to three figures below 10 ('0.833', '2.65'), so that a capacity just above the rate asked
+    never reads below it; one decimal above ('262.2')."""
+    return f"{qps:,.1f}" if qps >= 10 else f"{qps:.3g}"
 
 
 def _latency_text(p99_ms: float | None) -> str:
@@ -182,15 +188,22 @@ def _short(model: str) -> str:
     return tail if len(tail) <= 22 else tail[:21] + "~"
 
 
+def _p99_in_header(rows: list[tuple[str, ...]], header: str) -> tuple[list[tuple[str, ...]], str]:
+    """Rows that all serve ('2.65/s p99 10.4s') say 'p99' once, in the header ('rate p99'), not in every cell."""
+    if not rows or not all(" p99 " in row[4] for row in rows):
+        return rows, header
+    return [(*row[:4], row[4].replace(" p99 ", " "), *row[5:]) for row in rows], "rate  p99"
+
+
 def _options_table(rec: Recommendation, table: Table) -> Table:
     """The ranked options: every column as wide as its widest cell (ids are never cut); the machines each option
     needs are in the way column while the table still fits 80 columns, else only in the reason line."""
     shown = rec.options[: rec.request.top]
     timed = any(o.fit.job_hours is not None for o in shown)
-    headers = ("#", "configuration", "way", "GiB", "time/job" if timed else "speed", "$/job", "$/Mtok", "TCO $")
     names = tuple(w.model for w in rec.request.workloads)
     for machines in (True, False):
-        rows = _rows(shown, machines=machines, names=names)
+        rows, speed = _p99_in_header(_rows(shown, machines=machines, names=names), "time/job" if timed else "speed")
+        headers = ("#", "configuration", "way", "GiB", speed, "$/job", "$/Mtok", "TCO $")
         # a serving table has no $/job; a sub-row's blank cells say nothing either
         keep = [j for j in range(len(headers)) if any(r[j] not in ("—", "") for r in rows)]
         if 5 in keep and 6 in keep:  # training and serving together: one cost column, the one ranked by if either
@@ -215,6 +228,8 @@ def _options_table(rec: Recommendation, table: Table) -> Table:
 def recommendation_view(rec: Recommendation) -> Group:
     """The ranked table (80 columns: ids never cut; USD/h, kW and the full offer are in --json and --report)."""
     parts: list[Any] = []
+    if rec.defaults:
+        parts.append(f"[bold]defaults left free:[/bold] {escape('; '.join(rec.defaults))}")
     if rec.options:
         table = Table(title=f"best ways to run it, by {rec.request.objective}", title_justify="left",
                       box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
@@ -241,7 +256,10 @@ def markdown(rec: Recommendation) -> str:
     lines = ["# gpuwise recommendation", "", "## Inputs", "", "```yaml"]
     import yaml
 
-    lines += [yaml.safe_dump(rec.request.model_dump(mode="json"), sort_keys=False).rstrip(), "```", "", "## Options",
+    lines += [yaml.safe_dump(rec.request.model_dump(mode="json"), sort_keys=False).rstrip(), "```", ""]
+    if rec.defaults:
+        lines += ["Left free, so the defaults:", "", *[f"- {d}" for d in rec.defaults], ""]
+    lines += ["## Options",
               "", "| # | configuration | acquisition | GiB/GPU | time / capacity | USD/job | TCO USD | USD/h | why |",
               "|---|---|---|---:|---|---:|---:|---:|---|"]
     names = tuple(w.model for w in rec.request.workloads)

@@ -1,0 +1,115 @@
+"""A serving option checked by the simulation its reproduce command runs: serve-sim's figures, not the closed form's.
+
+The recommender plans every candidate with the closed form of ``estimate/serving/capacity.py``: fast enough for the
+whole catalog, and the bracket serve-sim searches in. The figures a user can check are serve-sim's own: the
+discrete-event simulation (``estimate/serving/load.py``) of the same replicas, at the same rate, SLO and seed. So an
+option that is shown is simulated exactly as its printed command simulates it (the same ``LoadTest``, spelled as the
+command's flags), and it is kept only where that simulation meets the request:
+
+- a request rate with a P99 SLO: the P99 at the rate meets the SLO, the queue does not grow, and the highest rate
+  within the SLO is at least the rate; the option shows that highest rate and the P99 at the rate;
+- a rate without an SLO: the queue does not grow at the rate; the option shows the closed form's planning rate
+  (serve-sim prints it as the closed form's plan) and the simulated P99 at the rate;
+- an SLO without a rate: some rate meets it; the option shows the highest one and the P99 there;
+- neither: the closed form's planning rate, simulated, must not grow a queue.
+
+Simulating costs about a tenth of a second per rate tried, so the ranking simulates only what it shows
+(``recommend/rank.py``); every other candidate keeps the closed form's figures.
+"""
+
+from __future__ import annotations
+
+import math
+from contextvars import ContextVar
+from dataclasses import replace
+
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.estimate.serving.load import serving_report
+from gpuwise.estimate.serving.simulate import LoadResult, ServingReport
+from gpuwise.estimate.speed.roofline import Calibration
+from gpuwise.flags import command_line
+from gpuwise.recommend.fit import Fit, Rejection
+from gpuwise.recommend.request import Workload
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.jobs.load_test import LoadTest
+from gpuwise.workload.model.architecture import Architecture
+
+SIMULATIONS: ContextVar[dict[str, ServingReport] | None] = ContextVar("gpuwise_simulations", default=None)
+"""Set (to a cache of reports by command) while the ranking checks what it shows; None: closed form only."""
+
+RATE_DIGITS = 4  # significant digits of a --qps the command prints (rounded up: never below the rate asked)
+
+
+def printed_rate(qps: float) -> float:
+    """``qps`` rounded up to RATE_DIGITS significant digits: 50 users / 60 s -> 0.8334, 20.0 -> 20."""
+    scale = 10.0 ** (RATE_DIGITS - 1 - math.floor(math.log10(qps)))
+    return float(math.ceil(qps * scale - 1e-9)) / scale
+
+
+def load_test(workload: Workload, planned_qps: float) -> LoadTest:
+    """What the option's serve-sim command simulates: the workload's rate (or, with none, the closed form's planning
+    rate) and its SLO, at serve-sim's default seed and request count."""
+    rate = workload.qps if workload.qps is not None else planned_qps
+    return LoadTest(qps=printed_rate(rate), p99_ms=workload.p99_ms, slo=workload.slo)
+
+
+def serve_command(workload: Workload, job: InferJob, gpu: GPU, planned_qps: float) -> str:
+    """The serve-sim line of ``job`` (its count: all the option's GPUs) under the option's ``load_test``."""
+    line = command_line(job, command="serve-sim", head=(workload.model, "--gpu", gpu.id))
+    load = command_line(load_test(workload, planned_qps), command="serve-sim")
+    return line + load.removeprefix("gpuwise serve-sim")
+
+
+def simulate(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
+             calibration: Calibration | None, planned: Fit) -> Fit | Rejection:
+    """``planned`` (the closed form's option for ``job`` over all its GPUs) as serve-sim simulates it: its figures
+    replaced by the simulation's, or why the simulation misses the request. Unchanged when no check is asked
+    (SIMULATIONS unset)."""
+    cache = SIMULATIONS.get()
+    if cache is None or not planned.commands:
+        return planned
+    command = planned.commands[0]
+    if command not in cache:
+        cache[command] = serving_report(arch, job, gpu, catalog, load_test(workload, planned.qps_capacity or 0.0),
+                                        calibration=calibration)
+    report = cache[command]
+    miss = _miss(workload, report)
+    if miss is not None:
+        return miss
+    if workload.p99_ms is None:
+        capacity, shown = report.planned_qps, report.at_rate
+    else:
+        capacity, shown = report.max_qps or 0.0, report.at_rate if workload.qps is not None else report.at_max
+    p99 = _p99_ms(shown, workload.slo if workload.p99_ms is not None else "e2e")
+    return replace(planned, qps_capacity=capacity, p99_ms=p99 if math.isfinite(p99) else None,
+                   output_tokens_per_s=capacity * job.output_len, closed_form=False)
+
+
+def _p99_ms(result: LoadResult | None, slo: str) -> float:
+    if result is None:
+        return math.nan
+    return result.e2e_ms[2] if slo == "e2e" else result.ttft_ms[2]
+
+
+def _miss(workload: Workload, report: ServingReport) -> Rejection | None:
+    """Why the simulation misses the request: a growing queue at the rate, a P99 over the SLO at it, or a highest
+    rate within the SLO below it (or none at all); None when it meets it."""
+    at = report.at_rate
+    rate = f"{printed_rate(workload.qps):g}" if workload.qps is not None else "the closed form's planning rate"
+    if at is not None and at.saturated and (workload.qps is not None or workload.p99_ms is None):
+        return Rejection("slo", f"serve-sim: the queue keeps growing at {rate} QPS")
+    if workload.p99_ms is None:
+        return None
+    slo = workload.p99_ms
+    if workload.qps is not None:
+        p99 = _p99_ms(at, workload.slo)
+        if not p99 <= slo:
+            return Rejection("slo", f"serve-sim: P99 {workload.slo} {p99:,.0f} ms at {rate} QPS > SLO {slo:,.0f} ms",
+                             p99 / slo if math.isfinite(p99) else 2.0)
+    best = report.max_qps or 0.0
+    if best <= 0:
+        return Rejection("slo", f"serve-sim: no rate meets P99 {workload.slo} <= {slo:,.0f} ms")
+    if workload.qps is not None and best < workload.qps:
+        return Rejection("slo", f"serve-sim: {best:,.2f} QPS within the SLO < {workload.qps:,.2f} QPS needed",
+                         workload.qps / best)
+    return None
