@@ -21,7 +21,8 @@ GB = 1e9
 GIB = 2**30
 _LABELS = {
     "weights": "weights", "master_weights": "fp32 master weights", "gradients": "gradients",
-    "optimizer": "optimizer states", "activations": "activations", "kv_cache": "KV cache", "logits": "logits + loss",
+    "optimizer": "optimizer states", "communication_buffers": "communication buffers", "activations": "activations",
+    "kv_cache": "KV cache", "logits": "logits + loss",
     "framework_overhead": "CUDA context, workspaces", "allocator_reserve": "allocator reserve",
 }
 _RUNTIME = {"cuda": "CUDA context, workspaces", "rocm": "HIP context, workspaces"}  # the stack's own words
