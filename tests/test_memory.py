@@ -166,9 +166,11 @@ def test_memory_never_decreases_when_batch_or_seq_grow(batch: int, seq: int, met
 
 @settings(max_examples=30, deadline=None)
 @given(rank=st.integers(1, 256), targets=st.sampled_from(["attn", "all-linear"]),
-       count=st.sampled_from([1, 2, 4, 8]), zero=st.integers(0, 2))
+       count=st.sampled_from([1, 2, 4, 8]), zero=st.integers(0, 1))
 def test_rank_growth_and_zero_stages(rank: int, targets: str, count: int, zero: int) -> None:
-    # within one runtime (DeepSpeed runs every stage) a higher stage never holds more on more than one GPU
+    # within one runtime (DeepSpeed runs every stage) ZeRO-1 and ZeRO-2 never hold more on more than one GPU. ZeRO-3
+    # is left out: it allocates its gradient partition and reduce bucket for good (stage3.py __init__) and gathers
+    # modules, so on a few ranks it can hold more than ZeRO-2 at the loss (tests/test_sharding.py holds its states)
     job = TrainJob(method="lora", lora_rank=rank, lora_targets=targets, count=count, zero=zero,  # type: ignore[arg-type]
                    sharding="deepspeed")
     assert _per_gpu(job.model_copy(update={"lora_rank": rank + 1})) >= _per_gpu(job)
