@@ -193,7 +193,11 @@ def test_scale_and_serve_sim_commands() -> None:
     rows = json.loads(out)
     assert code == 0 and [r["count"] for r in rows] == [1, 2, 4, 8, 16, 32, 64]
     assert rows[0]["efficiency"] == pytest.approx(1.0)
-    assert all(r["efficiency"] <= 1.1 for r in rows)  # sharding the optimizer step can make it slightly >1
+    # one GPU runs plain PyTorch under autocast, several FSDP2 in bf16 (no per-layer casts, a bf16 residual stream):
+    # the runtime change is said, and within one runtime more GPUs never raise a GPU's speed by more than sharding
+    # the optimizer step gives (the step divides by the ranks)
+    assert rows[0]["runtime"].startswith("PyTorch under torch.amp") and rows[1]["runtime"].startswith("FSDP2")
+    assert all(r["efficiency"] <= rows[1]["efficiency"] * 1.05 for r in rows[1:])
     code, out, _ = run("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "5", "--p99-ms", "4000",
                        "--input-len", "512", "--output-len", "128", "--requests", "200", "--json")
     report = json.loads(out)

@@ -129,9 +129,9 @@ class TrainPlan:
     @property
     def gradients_persist(self) -> bool:
         """Whether gradients exist while the next forward runs. zero_grad(set_to_none=True) frees them after the step
-        (the HF Trainer's model.zero_grad(), torchtune's, FSDP2's sharded gradients, traced); accumulation and a pipeline's
-        micro-batches keep them across micro-batches, and DeepSpeed ZeRO-3's partition buffer and Megatron's main_grad buffer are allocated
-        for good."""
+        (the HF Trainer's model.zero_grad(), torchtune's, FSDP2's sharded gradients, traced); accumulation and a
+        pipeline's micro-batches keep them between micro-batches, and DeepSpeed ZeRO-3's partition buffer and
+        Megatron's main_grad buffer are allocated for good."""
         kept = self.sharding.stage in self.sharding.profile.gradients_kept.value
         several = self.microbatches > 1  # accumulation, or a pipeline's micro-batches (1F1B interleaves them)
         return (several or self.framework.persistent_gradients.value or kept) and not self.job.optimizer_in_backward

@@ -32,6 +32,8 @@ class Sharding:
     def name(self) -> str:
         """The runtime's own name for what runs: 'DeepSpeed ZeRO ZeRO-2' reads 'DeepSpeed ZeRO-2'."""
         own = self.profile.stages.value[self.stage]
+        if self.profile.id == "ddp" and self.ranks <= 1:
+            return "PyTorch under torch.amp autocast (one GPU)"
         if self.profile.id == "deepspeed" and own.startswith("ZeRO-"):
             return f"DeepSpeed {own}"
         hybrid = " hybrid (sharded within each machine)" if self.hybrid else ""

@@ -39,6 +39,11 @@ def scale_table(model: str, gpu: str, rows: list[ScaleRow], network: str | None 
     caption = "—: does not fit, so no speed" if not all(r.fits for r in rows) else None
     if any(r.nodes > 1 for r in rows):
         caption = (f"{caption}; " if caption else "") + f"nodes of 8 joined by {joined}"
+    runtimes = list(dict.fromkeys(r.runtime for r in rows if r.runtime))
+    if len(runtimes) > 1:
+        caption = (f"{caption}; " if caption else "") + (
+            f"{' then '.join(runtimes)}: the runtime changes, so a GPU's speed may rise (FSDP2 and DeepSpeed "
+            "compute in bf16 without autocast's per-layer casts)")
     return narrow_table(f"{model} training on {gpu}: scaling (efficiency = tokens/s per GPU vs the smallest count "
                         "that fits)", columns, cells, drop=SCALE_DROPS, caption=caption, note_dropped=True)
 

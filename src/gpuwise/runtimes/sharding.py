@@ -29,9 +29,9 @@ FSDP2_BUFFERS = (f"{TORCH} _fsdp_collectives.py foreach_reduce: the unit's unsha
                  "reduce-scatter input of the unit's size in reduce_dtype (torchtitan: fp32) while backward runs")
 
 DDP = ShardingProfile(
-    id="ddp", name="DDP (torch.amp autocast)",
-    stages=Sourced({0: "DistributedDataParallel"}, f"{TORCH} torch/nn/parallel/distributed.py: every rank holds the "
-                                                   "whole model, its gradients and optimizer states"),
+    id="ddp", name="PyTorch",
+    stages=Sourced({0: "DDP under torch.amp autocast"}, f"{TORCH} torch/nn/parallel/distributed.py: every rank holds "
+                                                        "the whole model, its gradients and optimizer states"),
     compute_params=Sourced("fp32_autocast", f"{TORCH} torch/amp/autocast_mode.py: fp32 parameters cast to bf16 per "
                                             "operator, the casts kept for backward"),
     gradient_bytes=Sourced(4, "the fp32 parameters' .grad"),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gpuwise import budget
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.plan import TrainPlan
 from gpuwise.estimate.speed.parallel import GPUS_PER_NODE
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.workload.jobs.job import TrainJob
@@ -27,6 +28,7 @@ class ScaleRow:
     communication_share: float
     efficiency: float | None  # tokens/s per GPU relative to the smallest count that fits (None: unknown)
     epoch_time_s: float | None = None  # the job's --tokens at this count (None: no --tokens)
+    runtime: str = ""  # the data-parallel runtime that runs this count (plain PyTorch on one GPU, FSDP2 on several)
 
 
 def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
@@ -52,5 +54,6 @@ def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
             tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu,
             communication_share=perf.communication_s / perf.step_time_s,
             efficiency=perf.tokens_per_s_per_gpu / base if base else None, epoch_time_s=perf.epoch_time_s,
+            runtime=result.plan.sharding.name if isinstance(result.plan, TrainPlan) else "",
         ))
     return rows
