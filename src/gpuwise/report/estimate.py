@@ -65,7 +65,10 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         workload["checkpoint_format"] = {"quant": arch.checkpoint.quant, "covers": arch.checkpoint.scope,
                                          "source": arch.checkpoint.source}
     if isinstance(job, TrainJob):
-        workload["zero"] = job.zero_stage
+        sharding = getattr(est.plan, "sharding", None)
+        if sharding is not None:  # the stage and runtime the plan decided
+            workload.update(zero=sharding.stage, sharding=sharding.profile.id, sharding_ranks=sharding.ranks,
+                            data_parallel=sharding.name)
         if job.framework_filled:
             workload["framework_filled"] = list(job.framework_filled)
     if isinstance(job, TrainJob):
