@@ -4,8 +4,13 @@ gpuwise estimated, worked by hand here (accumulation = global batch / (micro-bat
 
 from __future__ import annotations
 
+import ast
+import copy
+import importlib
+import importlib.util
 import json
 import shlex
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +59,13 @@ def test_an_axolotl_qlora_config_carries_the_estimated_settings() -> None:
 
 def test_axolotl_shards_zero_2_and_3_with_fsdp2_and_zero_1_with_deepspeed() -> None:
     zero2 = _axolotl("llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "4", "--zero", "2", "--batch", "4",
-                     "--global-batch", "64", "--optimizer", "adamw-8bit")
+                     "--global-batch", "64", "--optimizer", "adamw-8bit", "--ckpt", "full")
     assert zero2["fsdp_version"] == 2 and set(zero2["fsdp_config"]) <= AXOLOTL_FSDP_KEYS
     assert zero2["fsdp_config"]["reshard_after_forward"] is False  # ZeRO-2: weights stay whole after forward
     assert zero2["gradient_accumulation_steps"] == 4  # 64 / (4 x 4 ranks)
     assert zero2["optimizer"] == "adamw_torch_8bit"  # FSDP2 refuses adamw_bnb_8bit (validation.py)
-    zero1 = _axolotl("llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "4", "--zero", "1")
+    assert zero2["fsdp_config"]["activation_checkpointing"] is True  # FSDP2 checkpoints through its own key
+    zero1 = _axolotl("llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "4", "--zero", "1", "--ckpt", "full")
     assert zero1["deepspeed"]["zero_optimization"] == {"stage": 1} and "fsdp_version" not in zero1
 
 
@@ -117,15 +123,16 @@ def test_a_skypilot_task_serves_each_machine_as_data_parallel_replicas() -> None
     task = _task(_estimate("llama-3.1-70b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--tp", "4", "--count", "8",
                            "--quant", "fp8", "--emit", "skypilot"))
     assert task["resources"]["accelerators"] == "H100:8" and task["resources"]["ports"] == 8000
-    words = shlex.split(task["run"])
+    words = shlex.split(task["run"], comments=True)  # the lines above the command say where its settings come from
+    assert words[2] == "RedHatAI/Meta-Llama-3.1-70B-FP8"  # https://huggingface.co/RedHatAI/Meta-Llama-3.1-70B-FP8
     flags = dict(zip(words[3::2], words[4::2], strict=True))
     assert set(flags) <= LAUNCHES["vllm"].documented
     assert (flags["--tensor-parallel-size"], flags["--data-parallel-size"], flags["--host"]) == ("4", "2", "0.0.0.0")
 
 
 def test_a_skypilot_training_task_spans_its_nodes_with_torchrun() -> None:
-    task = _task(_estimate("llama-3.1-70b", "--gpu", "h100-sxm-80gb", "--count", "16", "--nodes", "2", "--network",
-                           "ib-ndr", "--emit", "skypilot"))
+    task = _task(_estimate("llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "16", "--nodes", "2", "--network",
+                           "ib-ndr", "--ckpt", "full", "--emit", "skypilot"))
     assert task["num_nodes"] == 2 and task["resources"]["accelerators"] == "H100:8"
     assert 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)' in task["run"]  # SkyPilot's distributed-jobs.rst
     assert "--node_rank=$SKYPILOT_NODE_RANK" in task["run"]
@@ -174,3 +181,87 @@ def test_an_option_a_tool_cannot_start_says_why(tool: str) -> None:
 def test_emit_on_a_job_it_cannot_start_is_refused_not_ignored(args: tuple[str, ...]) -> None:
     result = runner.invoke(app, ["estimate", *args, "--gpu", "h100-sxm-80gb", "--emit", "vllm"])
     assert result.exit_code == 2 and "--emit" in result.output
+
+
+def test_the_readme_axolotl_example_is_refused_with_the_fix_fit_suggests() -> None:
+    """The issue's case: `gradient_checkpointing: false` for a job the estimate says needs 32.3 of 24 GiB. `gpuwise fit`
+    names the change that fits it; emit refuses in one line naming it, and the job with it emits the knob."""
+    args = ("llama-3.1-8b", "--gpu", "rtx-4090", "--method", "qlora", "--global-batch", "16")
+    changes = json.loads(runner.invoke(app, ["fit", *args, "--json"]).output)["plan"]
+    refused = runner.invoke(app, ["estimate", *args, "--emit", "axolotl"])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+    assert changes == ["--ckpt full"] and "--ckpt full" in refused.output
+    config = _axolotl(*args, *changes[0].split())
+    assert config["gradient_checkpointing"] is True
+
+
+AXOLOTL_JOBS = [
+    ("llama-3.1-8b", "--gpu", "rtx-4090", "--method", "qlora", "--batch", "2", "--global-batch", "16", "--loss",
+     "fused", "--lora-targets", "attn", "--ckpt", "full"),
+    ("llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "4", "--zero", "2", "--batch", "4", "--global-batch", "64",
+     "--optimizer", "adamw-8bit", "--ckpt", "full"),
+    ("llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "4", "--zero", "1", "--ckpt", "full"),
+    ("qwen2.5-14b", "--gpu", "h100-sxm-80gb", "--count", "8", "--tp", "2", "--zero", "3", "--ckpt", "full",
+     "--loss", "chunked"),
+]
+
+
+def _axolotl_schema() -> Any:
+    """axolotl's own pydantic config schema (src/axolotl/utils/schemas/config.py AxolotlInputConfig). It installs
+    without a GPU: `pip install --no-deps axolotl==0.18.0 pillow` beside this project's torch, transformers and PEFT
+    (docs/commands.md, "Checking --emit with the tools' own parsers")."""
+    pytest.importorskip("axolotl", reason="axolotl not installed: keys checked against its schema at a cited commit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return importlib.import_module("axolotl.utils.schemas.config").AxolotlInputConfig
+
+
+def _plugin_keys(module: str) -> set[str]:
+    """The fields a plugin's args class declares, read from its installed source: importing it pulls in axolotl's
+    whole training stack (its Trainer, wandb ...), which the schema alone does not need."""
+    spec = importlib.util.find_spec("axolotl")
+    assert spec is not None and spec.submodule_search_locations
+    path = Path(spec.submodule_search_locations[0], *module.split(".")[1:]).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.target.id for cls in tree.body if isinstance(cls, ast.ClassDef) for node in cls.body
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+
+
+@pytest.mark.parametrize("args", AXOLOTL_JOBS)
+def test_axolotls_own_schema_validates_each_emitted_config(args: tuple[str, ...]) -> None:
+    schema = _axolotl_schema()
+    config = _axolotl(*args)
+    plugins = _plugin_keys("axolotl.integrations.cut_cross_entropy.args") if config.get("plugins") else set()
+    assert set(config) <= set(schema.model_fields) | plugins  # axolotl ignores an unknown key without a word
+    config = {k: v for k, v in config.items() if k not in plugins}  # the plugin's args join the schema at load
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        validated = schema(**config)
+    assert validated.micro_batch_size == config["micro_batch_size"]
+    assert validated.gradient_accumulation_steps == config["gradient_accumulation_steps"]
+
+
+def _skypilot() -> Any:
+    """SkyPilot's own task loader (sky/task.py Task.from_yaml_config, which validates against
+    sky/utils/schemas.py get_task_schema). It installs without a GPU or a cloud account."""
+    pytest.importorskip("sky", reason="SkyPilot not installed: keys checked against its schema at a cited commit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return importlib.import_module("sky")
+
+
+@pytest.mark.parametrize("args", [
+    ("llama-3.1-70b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--tp", "4", "--count", "8", "--quant", "fp8"),
+    ("llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "16", "--nodes", "2", "--network", "ib-ndr", "--ckpt",
+     "full"),
+    ("qwen3-8b", "--gpu", "h100-sxm-80gb", "--count", "8", "--framework", "torchtune"),
+])
+def test_skypilots_own_loader_reads_each_emitted_task(args: tuple[str, ...]) -> None:
+    sky = _skypilot()
+    config = yaml.safe_load(_estimate(*args, "--emit", "skypilot"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        task = sky.Task.from_yaml_config(copy.deepcopy(config))  # it pops the keys it reads
+    (resources,) = task.resources
+    assert task.num_nodes == config.get("num_nodes", 1)
+    assert resources.accelerators == {"H100": int(config["resources"]["accelerators"].split(":")[1])}

@@ -29,7 +29,7 @@ async def _session_calls() -> list[Any]:
         good = await session.call_tool("estimate", ESTIMATE)
         bad = await session.call_tool("estimate", {"model": "no-such-model-xyz", "gpu": "rtx-4090"})
         after = await session.call_tool("catalog", {"gpu": "rtx-4090"})
-        launch = await session.call_tool("launch", {**ESTIMATE, "tool": "axolotl"})
+        launch = await session.call_tool("launch", {**ESTIMATE, "ckpt": "full", "tool": "axolotl"})  # fits 24 GB
         return [listed, good, bad, after, launch]
 
 
@@ -45,5 +45,5 @@ def test_an_mcp_client_lists_the_tools_and_gets_the_clis_json() -> None:
     assert bad.is_error and "no-such-model-xyz" in json.loads(bad.content[0].text)["error"]
     assert not after.is_error and json.loads(after.content[0].text)["id"] == "rtx-4090"
     emitted = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--method", "qlora", "--batch", "2",
-                                  "--seq", "1024", "--emit", "axolotl"])
+                                  "--seq", "1024", "--ckpt", "full", "--emit", "axolotl"])
     assert not launch.is_error and json.loads(launch.content[0].text)["text"].strip() == emitted.output.strip()

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuwise import api
 from gpuwise.api.shell import InferJob, TrainJob
-from gpuwise.errors import ConfigError
+from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.report.finetune_launch import (
     AXOLOTL_FILE,
@@ -18,7 +18,7 @@ from gpuwise.report.finetune_launch import (
     torchtune_download,
     torchtune_text,
 )
-from gpuwise.report.launch import hub_id, launch_command
+from gpuwise.report.launch import ENGINE_NAMES, Slots, hub_id, launch_command
 from gpuwise.report.skypilot import MASTER_ADDR, Deployment, skypilot_task
 from gpuwise.runtimes.finetune_launch import AXOLOTL_INSTALL, TORCHTUNE_INSTALL, TRAINING_LAUNCHERS
 from gpuwise.runtimes.launch import LAUNCHES
@@ -35,14 +35,17 @@ def check_tool(tool: str) -> str:
 
 
 def emit_estimate(result: Estimate, model: str, tool: str) -> str:
-    """The estimate's job as ``tool`` starts it."""
+    """The estimate's job as ``tool`` starts it; a job the estimate says does not fit is refused (refuse_unfit)."""
     job = check_and_job(result, tool)
     if tool in SERVING_TOOLS:
-        return launch_command(result, model, tool)
-    if isinstance(job, TrainJob):
-        return _training_text(job, result.model.name, model, tool) if tool != "skypilot" else skypilot_task(
+        text = launch_command(result, model, tool)
+    elif isinstance(job, TrainJob):
+        text = _training_text(job, result.model.name, model, tool) if tool != "skypilot" else skypilot_task(
             _training_deployment(job, result, model, None))
-    return skypilot_task(_serving_deployment(result, model, None, job.count // job.nodes, job.nodes))
+    else:
+        text = skypilot_task(_serving_deployment(result, model, None, job.count // job.nodes, job.nodes))
+    refuse_unfit(result)
+    return text
 
 
 def check_and_job(result: Estimate, tool: str) -> InferJob | TrainJob:
@@ -53,6 +56,26 @@ def check_and_job(result: Estimate, tool: str) -> InferJob | TrainJob:
     if not isinstance(job, InferJob | TrainJob):
         raise ConfigError(f"--emit {tool} covers language-model training and serving")
     return job
+
+
+def refuse_unfit(result: Estimate) -> None:
+    """A job the estimate says does not fit is not emitted: the error names the change `gpuwise fit` makes."""
+    memory = result.memory
+    if memory.fits:
+        return
+    need = (f"{result.model.name} needs {memory.per_gpu_bytes / 2**30:,.2f} of {memory.capacity_bytes / 2**30:,.2f} "
+            f"GiB per GPU on {result.gpu.id}")
+    try:
+        changes = api.fit(result.model, gpu=result.gpu.id, job=result.job).plan
+    except GpuwiseError:  # a card from the user's own catalog file: fit needs it too
+        changes = None
+    if changes:
+        fix = f"`gpuwise fit` makes it fit with {' '.join(changes)}: add that and emit again"
+    elif changes is None:
+        fix = "run `gpuwise fit` with the same flags for the changes that make it fit"
+    else:
+        fix = "`gpuwise fit` finds no change that fits it on this card: choose a larger card or more GPUs"
+    raise ConfigError(f"not emitted: {need} (it does not fit); {fix}")
 
 
 def emit_options(result: Any, tool: str) -> dict[int, list[str]]:
@@ -85,33 +108,46 @@ def _option_text(option: Any, workload: Any, settings: Mapping[str, object], too
                               network=place.network if place else None)
         estimate = api.estimate(workload.model, gpu=option.gpu, job=trained)
         if tool == "skypilot":
-            return skypilot_task(_training_deployment(trained, estimate, workload.model, option.offer))
-        return _training_text(trained, estimate.model.name, workload.model, tool)
+            text = skypilot_task(_training_deployment(trained, estimate, workload.model, option.offer))
+        else:
+            text = _training_text(trained, estimate.model.name, workload.model, tool)
+        refuse_unfit(estimate)
+        return text
     if not isinstance(job, InferJob) or tool in TRAINING_TOOLS or (tool != "skypilot" and job.engine != tool):
         return ""
-    replica = _replica(option, workload, job, settings)
+    replica, slots = _replica(option, workload, job, settings)
     if tool != "skypilot":
-        return launch_command(replica, workload.model, tool)
-    per_node = option.placement.gpus_per_machine if option.placement else option.count
-    return skypilot_task(_serving_deployment(replica, workload.model, option.offer, per_node,
-                                             option.count // per_node))
+        text = launch_command(replica, workload.model, tool, slots=slots)
+    else:
+        per_node = option.placement.gpus_per_machine if option.placement else option.count
+        text = skypilot_task(_serving_deployment(replica, workload.model, option.offer, per_node,
+                                                 option.count // per_node, slots))
+    refuse_unfit(replica)
+    return text
 
 
-def _replica(option: Any, workload: Any, job: InferJob, settings: Mapping[str, object]) -> Estimate:
-    """One replica of the option: its TP, format and KV cache on its card, at the engine's own sequence cap."""
+def _replica(option: Any, workload: Any, job: InferJob, settings: Mapping[str, object]) -> tuple[Estimate, Slots]:
+    """One replica of the option (its TP, format and KV cache on its card) at the batch it was planned at under
+    load: the engine's sequence cap there, or the whole sequences its KV cache holds where fewer
+    (estimate/serving/capacity.py Replica.batch_limit)."""
     update = {k: settings[k] for k in ("tp", "quant", "kv_dtype") if k in settings}
     tp = int(str(update.get("tp", job.tp)))
-    replica = job.updated(**update, count=tp)
-    planned = api.plan(workload.model, gpu=option.gpu, job=replica)
-    replica = replica.updated(batch=getattr(planned, "max_num_seqs", replica.batch))
-    return api.estimate(workload.model, gpu=option.gpu, job=replica)
+    replica = job.updated(**update, count=tp, nodes=1, batch=1)
+    cap = int(getattr(api.plan(workload.model, gpu=option.gpu, job=replica), "max_num_seqs", 1))
+    held = api.estimate(workload.model, gpu=option.gpu, job=replica).memory.max_concurrency or 1
+    limit = max(1, min(cap, held))
+    engine = ENGINE_NAMES.get(job.engine, job.engine)
+    why = (f"the batch this option was planned at under load, the fewer of {engine}'s cap on {option.gpu} ({cap:,}) "
+           f"and the whole {job.context:,}-token sequences its KV cache holds ({held:,})")
+    return api.estimate(workload.model, gpu=option.gpu, job=replica.updated(batch=limit)), Slots(limit, why)
 
 
 def _training_text(job: TrainJob, preset: str, model: str, tool: str) -> str:
     return axolotl_text(job, hub_id(model)) if tool == "axolotl" else torchtune_text(job, preset, hub_id(model))
 
 
-def _serving_deployment(replica: Estimate, model: str, offer: Any, per_node: int, nodes: int) -> Deployment:
+def _serving_deployment(replica: Estimate, model: str, offer: Any, per_node: int, nodes: int,
+                        slots: Slots | None = None) -> Deployment:
     """Each machine runs one server: the replica's TP, and as many data-parallel copies as its GPUs hold."""
     job = replica.job
     assert isinstance(job, InferJob)
@@ -126,7 +162,7 @@ def _serving_deployment(replica: Estimate, model: str, offer: Any, per_node: int
                           "machines needs Ray: SkyPilot's llm/vllm/vllm-multinode.sky.yaml)")
     copies = per_node // job.tp
     served = {"host": "0.0.0.0", "port": spec.port, "dp": copies if copies > 1 else None}
-    run = launch_command(replica, model, job.engine, served)
+    run = launch_command(replica, model, job.engine, served, slots=slots)
     return Deployment(f"gpuwise-{replica.model.name}", replica.gpu.id, per_node, 1, spec.install, run,
                       _checkpoint_gb(replica), offer, spec.port, nodes)
 
