@@ -438,3 +438,60 @@ def test_a_mac_is_offered_for_a_4_bit_70b_at_home() -> None:
                          "constraints": {"os": "macos"}, "acquisitions": ["buy-new"]})
     assert rec.options and rec.options[0].gpu.startswith("apple-")
     assert rec.options[0].capex_usd is not None and rec.options[0].capex_usd >= 5299
+
+
+# ---- issue 36: every answer survives its own check -------------------------------------------------------------
+def test_the_teams_70b_for_50_users_holds_in_its_own_simulation() -> None:
+    """50 users who read for 60 s send at most 50 / 60 = 0.833 requests/s. The lead used to be one RTX PRO 6000 at
+    FP8, planned at 0.89 QPS by the closed form, whose own serve-sim command found 0.82 QPS within the 20 s P99. Each
+    option shown now runs its command as printed: the simulation meets the SLO at 0.833 QPS and its highest rate
+    within the SLO is the capacity the option shows."""
+    import shlex
+
+    done = runner.invoke(app, ["recommend", "llama-3.3-70b", "--task", "infer", "--users", "50", "--think-s", "60",
+                               "--p99-ms", "20000", "--top", "3", "--json"])
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert doc["request"]["usage"]["hours_per_day"] == 24  # a service runs around the clock
+    for option in doc["options"]:
+        (command,) = option["commands"]
+        simulated = json.loads(runner.invoke(app, [*shlex.split(command)[1:], "--json"]).stdout)
+        assert simulated["at_rate"]["e2e_ms"]["p99"] <= 20000 and not simulated["at_rate"]["saturated"]
+        assert simulated["max_qps"] >= 50 / 60
+        assert option["qps_capacity"] == pytest.approx(simulated["max_qps"])
+        assert option["p99_ms"] == pytest.approx(simulated["at_rate"]["e2e_ms"]["p99"], rel=1e-6)
+
+
+def test_the_defaults_behind_the_cost_are_said_above_the_answer(tmp_path: Path) -> None:
+    """A team that fine-tunes and serves, with no usage and no job size given: the hardware serves around the clock
+    (24 h/day, not a workstation's 8), and the answer opens with every default its cost rests on; what the user
+    gave is not repeated."""
+    train = {"model": "llama-3.1-8b", "task": "train", "options": {"method": "qlora"}}
+    serve = {"model": "llama-3.1-8b", "task": "infer", "qps": 0.5, "options": {"input_len": 512}}
+    scenario: dict[str, Any] = {"workloads": [train, serve], "gpus": ["rtx-4090", "rtx-5090"],
+                                "acquisitions": ["buy-new"], "usage": {"years": 2}}
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    done = runner.invoke(app, ["recommend", "--scenario", str(path)])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("defaults left free: 24 h/day (a service runs around the clock")
+    assert "24 h/day for 2 years" in done.stdout  # and it is what the cost used
+    left = json.loads(runner.invoke(app, ["recommend", "--scenario", str(path), "--json"]).stdout)["defaults"]
+    assert left == ["24 h/day (a service runs around the clock; --hours-per-day)",
+                    "costed over the hardware's life, not as one job (--usage one-off)",
+                    "0.16 USD/kWh (--usd-per-kwh)", "100,000,000 tokens per training job of llama-3.1-8b (--tokens)",
+                    "256 tokens out per request of llama-3.1-8b (--output-len)"]
+    given = {**scenario, "usage": {"hours_per_day": 10, "years": 2, "usd_per_kwh": 0.3}}
+    given["workloads"] = [{**train, "tokens": 5e7}, serve]
+    path.write_text(yaml.safe_dump(given))
+    answer = json.loads(runner.invoke(app, ["recommend", "--scenario", str(path), "--json"]).stdout)
+    assert answer["defaults"] == ["costed over the hardware's life, not as one job (--usage one-off)",
+                                  "256 tokens out per request of llama-3.1-8b (--output-len)"]
+    assert answer["request"]["usage"]["hours_per_day"] == 10
+
+
+def test_one_user_at_home_is_costed_at_a_working_day_and_says_so() -> None:
+    rec = api.recommend({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "min_tokens_per_s": 20}],
+                         "gpus": ["rtx-4090"], "acquisitions": ["buy-new"]})
+    assert rec.request.usage.hours_per_day == 8
+    assert rec.defaults[0] == "8 h/day (a workstation's working day; --hours-per-day)"

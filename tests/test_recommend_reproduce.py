@@ -151,7 +151,10 @@ def _money(rec: Recommendation, option: Option) -> None:
     if request.budget_usd is not None and option.capex_usd is not None:
         assert option.capex_usd <= request.budget_usd
     if request.monthly_budget_usd is not None and option.acquisition.startswith("rent"):
-        assert option.usd_per_hour * request.usage.hours_per_day * 365 / 12 <= request.monthly_budget_usd * 1.0001
+        month = 24 * 365 / 12  # one job runs around the clock: a month of it, or all of it when shorter
+        hours = min(option.fit.job_hours or 0.0, month) if request.usage.pattern == "one-off" else (
+            request.usage.hours_per_day * 365 / 12)
+        assert option.usd_per_hour * hours <= request.monthly_budget_usd * 1.0001
 
 
 def _reads_at_80_columns(rec: Recommendation) -> None:
@@ -173,6 +176,10 @@ def test_every_shown_option_holds_when_its_command_is_run(request: dict[str, Any
     headroom = rec.request.constraints.min_headroom
     for option, printed in zip(rec.options[: rec.request.top], shown, strict=True):
         assert printed["commands"] == list(option.fit.commands)
+    ranked = {(o.gpu, o.count, o.acquisition): o for o in rec.options}  # with its reason (the headroom it states)
+    pareto = [ranked[o.gpu, o.count, o.acquisition] for o in rec.pareto  # printed too, by name and time
+              if o not in rec.options[: rec.request.top]]
+    for option in [*rec.options[: rec.request.top], *pareto]:
         _money(rec, option)
         for workload, fit in zip(rec.request.workloads, option.fit.workloads, strict=True):
             if workload.task == "infer" and workload.min_tokens_per_s is None:

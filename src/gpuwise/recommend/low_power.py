@@ -69,6 +69,20 @@ def _no_low_power(request: Request, rejected: Sequence[Rejected], catalog: Catal
             f"({r.code}): {r.reason}")
 
 
+def compared(request: Request, options: Sequence[Option], catalog: Catalog) -> tuple[Option | None, Option | None]:
+    """The two options a per-watt finding compares: the best slot-powered (T4/L4-class) one and the best bigger
+    card; (None, None) when the request is not serving ranked per watt."""
+    if request.objective != "perf-per-watt" or not all(_serving(w) for w in request.workloads):
+        return None, None
+    needed = needed_rate(request)
+
+    def per_watt(option: Option) -> float:
+        return delivered_per_watt(option, needed)
+
+    return (max((o for o in options if slot_powered(catalog, o.gpu)), key=per_watt, default=None),
+            max((o for o in options if not slot_powered(catalog, o.gpu)), key=per_watt, default=None))
+
+
 def low_power_finding(request: Request, options: Sequence[Option], rejected: Sequence[Rejected],
                       catalog: Catalog) -> str | None:
     """For a serving request ranked per watt: whether the best T4/L4-class option beats the best bigger card."""
@@ -79,8 +93,7 @@ def low_power_finding(request: Request, options: Sequence[Option], rejected: Seq
     def per_watt(option: Option) -> float:
         return delivered_per_watt(option, needed)
 
-    low = max((o for o in options if slot_powered(catalog, o.gpu)), key=per_watt, default=None)
-    big = max((o for o in options if not slot_powered(catalog, o.gpu)), key=per_watt, default=None)
+    low, big = compared(request, options, catalog)
     if low is None:
         return _no_low_power(request, rejected, catalog)
     if big is None:

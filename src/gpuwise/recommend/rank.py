@@ -19,7 +19,7 @@ from gpuwise.recommend.engine import (
     options_from,
 )
 from gpuwise.recommend.evaluate import REPLICAS
-from gpuwise.recommend.low_power import delivered_per_watt, low_power_finding, needed_rate, per_watt_text
+from gpuwise.recommend.low_power import compared, delivered_per_watt, low_power_finding, needed_rate, per_watt_text
 from gpuwise.recommend.request import Request, Workload
 from gpuwise.recommend.simulated import SIMULATIONS
 from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
@@ -226,19 +226,21 @@ def _shown_as_simulated(options: list[Option], rejected: list[Rejected], request
                         archs: dict[str, Architecture | Pipeline | HpcApp],
                         calibrations: Mapping[str, Calibration] | None, key: Callable[[Option], object]
                         ) -> list[Option]:
-    """The options with the shown ones (the first ``top`` of the ranking) simulated as their serve-sim commands
-    simulate them (recommend/simulated.py). A shown option whose simulation misses the request is rejected, with
-    the simulation's figures, and its GPU and way evaluated again from that count up, each count simulated, the
-    first that holds kept; the ranking is then read again, until everything it shows has been simulated. Options
-    further down keep the closed form's figures; ``rejected`` gains the misses."""
+    """The options with the printed ones (the first ``top`` of the ranking, the Pareto front, the options a finding
+    compares) simulated as their serve-sim commands simulate them (recommend/simulated.py). A printed option whose
+    simulation misses the request is rejected, with the simulation's figures, and its GPU and way evaluated again
+    from that count up, each count simulated, the first that holds kept; the ranking is then read again, until all
+    it prints has been simulated. Options further down keep the closed form's figures; ``rejected`` gains the
+    misses."""
     simulations = SIMULATIONS.set({})
     try:
         while True:
-            shown = sorted(best_per_gpu_and_way(options, key), key=key)[: request.top]  # type: ignore[arg-type]
-            due = [o for o in shown if o.fit.closed_form]
+            ranked = sorted(best_per_gpu_and_way(options, key), key=key)  # type: ignore[arg-type]
+            printed = [*ranked[: request.top], *pareto_front(ranked), *compared(request, ranked, catalog)]
+            due = list({(o.gpu, o.acquisition): o for o in printed if o is not None and o.fit.closed_form}.values())
             if not due:
                 return options
-            for option in due:
+            for option in due:  # each (GPU, way) once: it leaves the closed form here
                 again, missed = options_from(option, request, catalog, archs, (calibrations or {}).get(option.gpu))
                 options = [o for o in options if (o.gpu, o.acquisition) != (option.gpu, option.acquisition)] + again
                 rejected += missed
