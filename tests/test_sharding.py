@@ -225,3 +225,24 @@ def test_every_runtime_the_flag_names_has_a_profile() -> None:
     assert set(get_args(Sharding)) == set(SHARDERS)
     for profile in SHARDERS.values():  # every fact carries its source
         assert profile.stages.source and profile.compute_params.source and profile.gradient_bytes.source
+
+
+def test_an_emitted_config_shards_as_the_estimate_did() -> None:
+    """--emit axolotl writes the runtime the plan resolved: DeepSpeed's stage when asked for, FSDP2's resharding by
+    default; a runtime axolotl's config cannot name (FSDP1) is refused in one line."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    base = ["estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--count", "4", "--ckpt", "full", "--emit",
+            "axolotl"]
+    runner = CliRunner()
+    deepspeed = runner.invoke(app, [*base, "--zero", "2", "--sharding", "deepspeed"])
+    assert deepspeed.exit_code == 0, deepspeed.output
+    config = yaml.safe_load(deepspeed.output)
+    assert config["deepspeed"]["zero_optimization"]["stage"] == 2 and "fsdp_version" not in config
+    fsdp2 = yaml.safe_load(runner.invoke(app, [*base, "--zero", "2"]).output)
+    assert fsdp2["fsdp_version"] == 2 and fsdp2["fsdp_config"]["reshard_after_forward"] is False
+    refused = runner.invoke(app, [*base, "--zero", "3", "--sharding", "fsdp"])
+    assert refused.exit_code == 2 and "FSDP FULL_SHARD" in refused.output

@@ -10,6 +10,7 @@ from gpuwise import api
 from gpuwise.api.shell import InferJob, TrainJob
 from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.estimate.estimate import Estimate
+from gpuwise.estimate.sharding import Sharding
 from gpuwise.report.finetune_launch import (
     AXOLOTL_FILE,
     axolotl_text,
@@ -40,7 +41,7 @@ def emit_estimate(result: Estimate, model: str, tool: str) -> str:
     if tool in SERVING_TOOLS:
         text = launch_command(result, model, tool)
     elif isinstance(job, TrainJob):
-        text = _training_text(job, result.model.name, model, tool) if tool != "skypilot" else skypilot_task(
+        text = _training_text(result, model, tool) if tool != "skypilot" else skypilot_task(
             _training_deployment(job, result, model, None))
     else:
         text = skypilot_task(_serving_deployment(result, model, None, job.count // job.nodes, job.nodes))
@@ -110,7 +111,7 @@ def _option_text(option: Any, workload: Any, settings: Mapping[str, object], too
         if tool == "skypilot":
             text = skypilot_task(_training_deployment(trained, estimate, workload.model, option.offer))
         else:
-            text = _training_text(trained, estimate.model.name, workload.model, tool)
+            text = _training_text(estimate, workload.model, tool)
         refuse_unfit(estimate)
         return text
     if not isinstance(job, InferJob) or tool in TRAINING_TOOLS or (tool != "skypilot" and job.engine != tool):
@@ -142,8 +143,20 @@ def _replica(option: Any, workload: Any, job: InferJob, settings: Mapping[str, o
     return api.estimate(workload.model, gpu=option.gpu, job=replica.updated(batch=limit)), Slots(limit, why)
 
 
-def _training_text(job: TrainJob, preset: str, model: str, tool: str) -> str:
-    return axolotl_text(job, hub_id(model)) if tool == "axolotl" else torchtune_text(job, preset, hub_id(model))
+def _training_text(estimate: Estimate, model: str, tool: str) -> str:
+    """The estimate's training job as axolotl or torchtune runs it, sharded as its plan decided."""
+    job, sharding = estimate.job, _sharding(estimate)
+    assert isinstance(job, TrainJob)
+    if tool == "axolotl":
+        return axolotl_text(job, hub_id(model), sharding)
+    return torchtune_text(job, estimate.model.name, hub_id(model), sharding)
+
+
+def _sharding(estimate: Estimate) -> Sharding:
+    sharding = getattr(estimate.plan, "sharding", None)
+    if not isinstance(sharding, Sharding):
+        raise ConfigError("no data-parallel plan for this job: it is not a training estimate")
+    return sharding
 
 
 def _serving_deployment(replica: Estimate, model: str, offer: Any, per_node: int, nodes: int,
@@ -176,9 +189,9 @@ def _training_deployment(job: TrainJob, estimate: Estimate, model: str, offer: A
     master = MASTER_ADDR + "\n" if job.nodes > 1 else ""
     if launcher == "torchtune":
         setup = f"{TORCHTUNE_INSTALL}\n{torchtune_download(hub_id(model))}\n"
-        run = master + torchtune_command(job, preset, skypilot=True)
+        run = master + torchtune_command(job, preset, _sharding(estimate), skypilot=True)
     else:
-        config = axolotl_text(job, hub_id(model))
+        config = axolotl_text(job, hub_id(model), _sharding(estimate))
         setup = f"{AXOLOTL_INSTALL}\ncat > {AXOLOTL_FILE} <<'EOF'\n{config}EOF\n"
         run = master + f"axolotl train {AXOLOTL_FILE}" + (f" --launcher torchrun -- {flags}" if job.count > 1 else "")
     return Deployment(f"gpuwise-{preset}", estimate.gpu.id, job.count // job.nodes, job.nodes, setup, run + "\n",

@@ -9,6 +9,7 @@ import yaml
 
 from gpuwise.errors import ConfigError
 from gpuwise.estimate.memory.fit import gradient_accumulation
+from gpuwise.estimate.sharding import Sharding
 from gpuwise.runtimes.finetune_launch import (
     AXOLOTL_COMMIT,
     AXOLOTL_CUT_CROSS_ENTROPY,
@@ -49,18 +50,20 @@ def torchrun_flags(job: TrainJob, *, skypilot: bool = False) -> list[str]:
             "--master_addr=$MASTER_ADDR", "--master_port=29500"]
 
 
-def axolotl_config(job: TrainJob, hub_id: str) -> dict[str, object]:
-    """The axolotl config (keys of runtimes.finetune_launch.AXOLOTL_KEYS) of ``job`` on ``hub_id``."""
+def axolotl_config(job: TrainJob, hub_id: str, sharding: Sharding) -> dict[str, object]:
+    """The axolotl config (keys of runtimes.finetune_launch.AXOLOTL_KEYS) of ``job`` on ``hub_id``, sharded as the
+    plan's data-parallel runtime (``sharding``) says."""
     _axolotl_expressible(job)
+    fsdp2 = _fsdp2(sharding)
     config: dict[str, object] = {
         "base_model": hub_id, "datasets": [{"path": "REPLACE-WITH-YOUR-DATASET", "type": "alpaca"}],
         "output_dir": "./outputs/gpuwise", "learning_rate": 2e-4 if job.trains_adapters else 1e-5, "num_epochs": 1,
         "sequence_len": job.seq, "sample_packing": job.packed, "micro_batch_size": job.batch,
         "gradient_accumulation_steps": accumulation_steps(job),
-        "gradient_checkpointing": job.ckpt == "full" and not _fsdp(job),
+        "gradient_checkpointing": job.ckpt == "full" and not fsdp2,
         "activation_offloading": job.activation_offload,
         "bf16": job.precision == "bf16", "fp16": job.precision == "fp16",
-        "optimizer": (AXOLOTL_FSDP2_OPTIMIZERS if _fsdp(job) else {}).get(
+        "optimizer": (AXOLOTL_FSDP2_OPTIMIZERS if fsdp2 else {}).get(
             job.optimizer, TRANSFORMERS_OPTIMIZERS[job.optimizer]),
         "attn_implementation": "flash_attention_2" if job.flash_attn else "eager"}
     if job.trains_adapters:
@@ -73,25 +76,28 @@ def axolotl_config(job: TrainJob, hub_id: str) -> dict[str, object]:
         config["chunked_cross_entropy"] = True
     elif job.loss == "fused":
         config.update(plugins=[AXOLOTL_CUT_CROSS_ENTROPY], cut_cross_entropy=True)
-    config.update(_sharding(job))
+    config.update(_sharding(job, sharding))
     return config
 
 
-def _fsdp(job: TrainJob) -> bool:
-    """Whether axolotl shards the job with FSDP2 (ZeRO-2 and -3 without an optimizer-only offload) rather than
-    DeepSpeed (ZeRO-1, or the optimizer alone in host memory, which FSDP's CPU offload cannot express)."""
-    return job.zero_stage >= 2 and job.offload != "optimizer"
+def _fsdp2(sharding: Sharding) -> bool:
+    """Whether the plan shards with FSDP2 (axolotl's fsdp_version 2) rather than DeepSpeed or plain DDP."""
+    return sharding.profile.id == "fsdp2" and sharding.stage >= 2
 
 
-def _sharding(job: TrainJob) -> dict[str, object]:
-    if job.tp > 1 and not _fsdp(job):
+def _sharding(job: TrainJob, sharding: Sharding) -> dict[str, object]:
+    runtime = sharding.profile.id
+    if job.tp > 1 and not _fsdp2(sharding):
         raise ConfigError("axolotl runs tensor parallel under FSDP2 (docs/nd_parallelism.qmd): estimate with "
-                          "--zero 2 or 3 and no --offload optimizer")
-    if not job.zero_stage:
-        return {}
-    if not _fsdp(job):
-        return {"deepspeed": _deepspeed(job)}
-    fsdp: dict[str, object] = {"reshard_after_forward": job.zero_stage == 3,
+                          "--sharding fsdp2 --zero 2 or 3")
+    if runtime in ("fsdp", "megatron") or sharding.hybrid:
+        raise ConfigError(f"the estimate shards with {sharding.name}; gpuwise writes axolotl's FSDP2 and DeepSpeed "
+                          "configs: estimate with --sharding fsdp2 or deepspeed (no --hybrid-shard)")
+    if not sharding.stage:
+        return {}  # plain DDP (or DeepSpeed's stage 0, which axolotl's bf16 DDP matches in memory)
+    if not _fsdp2(sharding):
+        return {"deepspeed": _deepspeed(job, sharding.stage)}
+    fsdp: dict[str, object] = {"reshard_after_forward": sharding.stage == 3,
                                "offload_params": job.offload == "optimizer+params",
                                "auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "state_dict_type": "FULL_STATE_DICT"}
     if job.ckpt == "full":
@@ -102,14 +108,14 @@ def _sharding(job: TrainJob) -> dict[str, object]:
     return sharded
 
 
-def axolotl_text(job: TrainJob, hub_id: str) -> str:
+def axolotl_text(job: TrainJob, hub_id: str, sharding: Sharding) -> str:
     """The config as a file, headed by how to launch it."""
     launch = f"axolotl train {AXOLOTL_FILE}"
     if job.count > 1:
         launch += " --launcher torchrun -- " + " ".join(torchrun_flags(job))
     head = (f"# axolotl config for {hub_id}, {job.method}, on {job.count} GPU(s), as gpuwise estimated it "
             f"(keys as {AXOLOTL_COMMIT} defines them)\n# save as {AXOLOTL_FILE}, set datasets, then: {launch}\n")
-    return head + yaml.safe_dump(axolotl_config(job, hub_id), sort_keys=False)
+    return head + yaml.safe_dump(axolotl_config(job, hub_id, sharding), sort_keys=False)
 
 
 def _axolotl_expressible(job: TrainJob) -> None:
@@ -122,9 +128,9 @@ def _axolotl_expressible(job: TrainJob) -> None:
                               "or emit torchtune")
 
 
-def _deepspeed(job: TrainJob) -> dict[str, object]:
+def _deepspeed(job: TrainJob, stage: int) -> dict[str, object]:
     """DeepSpeed's ZeRO config inline (axolotl's deepspeed key takes a dict), 'auto' where transformers fills it."""
-    zero: dict[str, object] = {"stage": job.zero_stage}
+    zero: dict[str, object] = {"stage": stage}
     if job.offload != "none":
         zero["offload_optimizer"] = {"device": "cpu"}
     if job.offload == "optimizer+params":
@@ -133,7 +139,7 @@ def _deepspeed(job: TrainJob) -> dict[str, object]:
             "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"}
 
 
-def torchtune_overrides(job: TrainJob) -> list[str]:
+def torchtune_overrides(job: TrainJob, sharding: Sharding) -> list[str]:
     """The key=value overrides (TORCHTUNE_OVERRIDES keys) of ``job`` under torchtune."""
     if job.precision not in ("pure-bf16", "fp32"):
         raise ConfigError(f"torchtune trains without autocast (dtype bf16 or fp32), not --precision {job.precision}: "
@@ -141,9 +147,9 @@ def torchtune_overrides(job: TrainJob) -> list[str]:
     if job.loss not in TORCHTUNE_LOSSES:
         raise ConfigError("torchtune has no fused linear cross-entropy kernel (its LinearCrossEntropyLoss is --loss "
                           "chunked): estimate with --loss chunked")
-    if job.data_parallel > 1 and job.zero_stage not in (2, 3):
+    if job.data_parallel > 1 and (sharding.profile.id != "fsdp2" or sharding.stage not in (2, 3)):
         raise ConfigError("torchtune's distributed recipes shard with FSDP2 (ZeRO-3, or ZeRO-2 without resharding "
-                          f"after forward); --zero {job.zero_stage} over several GPUs has no recipe")
+                          f"after forward); the estimate's {sharding.name} over several GPUs has no recipe")
     values = [f"batch_size={job.batch}", f"gradient_accumulation_steps={accumulation_steps(job)}",
               f"enable_activation_checkpointing={job.ckpt != 'none'}",
               f"enable_activation_offloading={job.activation_offload}",
@@ -159,20 +165,20 @@ def torchtune_overrides(job: TrainJob) -> list[str]:
     else:
         values.append(f"optimizer_in_bwd={job.optimizer_in_backward}")
     if job.count > 1:
-        values += [f"fsdp_cpu_offload={job.offload != 'none'}", f"fsdp_reshard_after_forward={job.zero_stage == 3}"]
+        values += [f"fsdp_cpu_offload={job.offload != 'none'}", f"fsdp_reshard_after_forward={sharding.stage == 3}"]
     if job.tp > 1:
         values.append(f"tensor_parallel_dim={job.tp}")
     return values
 
 
-def torchtune_command(job: TrainJob, preset: str, *, skypilot: bool = False) -> str:
+def torchtune_command(job: TrainJob, preset: str, sharding: Sharding, *, skypilot: bool = False) -> str:
     """``tune run [torchrun flags] RECIPE --config FAMILY/NAME key=value ...`` for ``job`` on a catalog preset."""
     recipe, config, extra = _torchtune_config(job, preset)
     family = TORCHTUNE_MODELS[preset][0]
     extra += [f"checkpointer.checkpoint_dir={TORCHTUNE_MODEL_DIR}"] + [
         f"{key}={TORCHTUNE_MODEL_DIR}/{file}" for key, file in TORCHTUNE_TOKENIZER_FILES[family].items()]
     placement = torchrun_flags(job, skypilot=skypilot) if job.count > 1 else []
-    words = ["tune", "run", *placement, recipe, "--config", config, *torchtune_overrides(job), *extra]
+    words = ["tune", "run", *placement, recipe, "--config", config, *torchtune_overrides(job, sharding), *extra]
     return " ".join(w if "$" in w else shlex.quote(w) for w in words)
 
 
@@ -200,10 +206,10 @@ def _torchtune_config(job: TrainJob, preset: str) -> tuple[str, str, list[str]]:
                       f"its {family[0]} configs: " + ", ".join(sorted(n for n in registered if n.startswith(stem))))
 
 
-def torchtune_text(job: TrainJob, preset: str, hub_id: str) -> str:
+def torchtune_text(job: TrainJob, preset: str, hub_id: str, sharding: Sharding) -> str:
     """The command, headed by where the weights go and why torchtune is installed from a commit."""
     return (f"# {TORCHTUNE_NOTE}\n# {torchtune_download(hub_id)} (and set the config's dataset), then:\n"
-            f"{torchtune_command(job, preset)}\n")
+            f"{torchtune_command(job, preset, sharding)}\n")
 
 
 def torchtune_download(hub_id: str) -> str:

@@ -212,14 +212,6 @@ class TrainJob(_Job):
         return self.global_batch is not None and self.global_batch > self.batch * self.data_parallel
 
     @property
-    def zero_stage(self) -> int:
-        """The ZeRO stage that runs: the user's, else 3 (FSDP full shard) when the job is data-parallel over several
-        GPUs, as torchtune's and torchtitan's distributed recipes do (FSDP2), else 0. The one place this is decided."""
-        if self.zero is not None:
-            return self.zero
-        return 3 if self.data_parallel > 1 else 0
-
-    @property
     def trains_adapters(self) -> bool:
         return self.method in ("lora", "qlora")
 
