@@ -100,7 +100,7 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
     assert isinstance(template, InferJob)
     serve = one_user if workload.min_tokens_per_s is not None else _serve_as
     formats = _free_formats(arch, workload, template, gpu)
-    first: Fit | Rejection | None = None
+    first: Rejection | None = None
     simulated_misses: list[str] = []  # formats tried first that serve-sim's simulation refused (simulated.py)
     for fmt, note in formats:
         job = machines.place(template if fmt is None else template.updated(quant=fmt))
@@ -114,6 +114,7 @@ def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, c
         if outcome.reason.startswith("serve-sim"):
             simulated_misses.append(f"{job.for_checkpoint(arch.checkpoint).weights} weights were tried first: "
                                     f"{outcome.reason}")
+            first = first if first is not None and first.reason.startswith("serve-sim") else outcome  # says most
         first = first or outcome
     assert first is not None
     return first
