@@ -246,3 +246,27 @@ def test_an_emitted_config_shards_as_the_estimate_did() -> None:
     assert fsdp2["fsdp_version"] == 2 and fsdp2["fsdp_config"]["reshard_after_forward"] is False
     refused = runner.invoke(app, [*base, "--zero", "3", "--sharding", "fsdp"])
     assert refused.exit_code == 2 and "FSDP FULL_SHARD" in refused.output
+
+
+def test_estimate_traces_a_sharded_step_and_leaves_the_process_as_it_was() -> None:
+    """`estimate --count 8 --trace` prints the sharded step beside the closed form; its FLOPs are the model's own
+    6 N tokens (Llama 3.2 1B: 6 x 1.236e9 x 2 x 1024 = 15.2 TFLOP); the fake process group is gone afterwards and the
+    interpreter's exception hook is the one it had (init_process_group prefixes tracebacks with "[rank0]:")."""
+    import json
+    import sys
+
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.main import app
+
+    hook = sys.excepthook
+    done = CliRunner().invoke(app, ["estimate", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--count", "8", "--zero",
+                                    "2", "--batch", "2", "--seq", "1024", "--trace", "--json"])
+    assert done.exit_code == 0, done.output
+    trace = json.loads(done.output)["trace"]
+    params = resolve_model("llama-3.2-1b").total_params
+    assert trace["flops_per_step"] >= 6 * params * 2 * 1024 * 0.99
+    assert trace["closed_form_over_trace"] == pytest.approx(1.0, abs=0.08)
+    assert not dist.is_initialized() and sys.excepthook is hook

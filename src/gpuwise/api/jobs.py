@@ -104,6 +104,8 @@ def trace_time(traced: Any, result: Estimate) -> Any:
     operator the model's own code dispatched, and an eager runtime's host cost per dispatch."""
     from gpuwise.estimate.speed.traced import traced_time
 
+    if not traced.ops:  # a sharded step's trace records memory only
+        return None
     return traced_time(traced.ops, result.job, result.gpu)
 
 

@@ -13,11 +13,13 @@ parameters unsharded after forward (``reshard_after_forward=False``), ``--zero 3
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpuwise.errors import ConfigError
+from gpuwise.workload.trace.kernels import recorder_class
 from gpuwise.workload.trace.steps import TRACE_LAYERS_MAX, Trace, _from_config, _quiet_tracker, _torch
 
 # FSDPMemTracker's categories (torch/distributed/_tools/fsdp2_mem_tracker.py _FSDPRefType) by gpuwise's names
@@ -51,18 +53,21 @@ def _check(job: Any, config: Mapping[str, Any], ranks: int, stage: int) -> None:
 
 @contextlib.contextmanager
 def _fake_group(torch: Any, ranks: int) -> Iterator[Any]:
-    """A fake process group of ``ranks`` ranks (this process is rank 0) and its 1-D CPU mesh, torn down after."""
+    """A fake process group of ``ranks`` ranks (this process is rank 0) and its 1-D CPU mesh, torn down after, with
+    the interpreter's exception hook as it was."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if dist.is_initialized():
         raise ConfigError("--trace of a sharded step needs its own fake process group; one is already initialised")
+    hook = sys.excepthook  # init_process_group prefixes every later traceback with "[rank0]:" through it
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=ranks)
     try:
         yield init_device_mesh("cpu", (ranks,))
     finally:
         dist.destroy_process_group()
+        sys.excepthook = hook
 
 
 def _shard(torch: Any, model: Any, mesh: Any, job: Any, reshard: bool) -> None:
@@ -86,6 +91,7 @@ def trace_sharded_training(config: Mapping[str, Any], job: Any, *, ranks: int, s
     _check(job, config, ranks, stage)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    from torch.utils.flop_counter import FlopCounterMode
 
     dtype = torch.bfloat16 if job.precision == "pure-bf16" else torch.float32
     with _fake_group(torch, ranks) as mesh, _quiet_tracker(), warnings.catch_warnings(), \
@@ -108,12 +114,17 @@ def trace_sharded_training(config: Mapping[str, Any], job: Any, *, ranks: int, s
         tracker.track_inputs((tokens,))
         with tracker:
             _step(model, optimizer, tokens)  # creates the optimizer states
+        counter, flops = recorder_class()(), FlopCounterMode(display=False)
+        with counter, flops:  # counted on a step of its own: FlopCounterMode's module hooks keep tensors alive
+            _step(model, optimizer, tokens)
+        with tracker:
             tracker.reset_mod_stats()
             _step(model, optimizer, tokens)
         peak = tracker.get_tracker_snapshot("peak")
         highest = _highest_by_kind(tracker)
     total, by_kind = _by_kind(peak)
-    return Trace(total, by_kind, 0.0, 0, method=METHOD, attention=attention, max_by_kind=highest)
+    return Trace(total, by_kind, float(flops.get_total_flops()), counter.calls, method=METHOD, attention=attention,
+                 ops=counter.traced_ops(), max_by_kind=highest)
 
 
 def _step(model: Any, optimizer: Any, tokens: Any) -> None:
