@@ -334,7 +334,9 @@ def run_inference(config: Mapping[str, Any], job: Any, settings: RunSettings) ->
             raise ConfigError(f"validate: no generate call finished within --time-limit-s {settings.time_limit_s:g}")
         allocated, reserved = _peaks(torch, settings.device, generate(max(job.output_len, 1)), model)
         first, total = statistics.median(prefill), statistics.median(whole)
-        per_token = (total - first) / (job.output_len - 1) if job.output_len > 1 else None
+        # a loaded machine can time the whole generate no slower than its first token: no decode time then, never a
+        # negative one (which a calibration would turn into a negative rate)
+        per_token = (total - first) / (job.output_len - 1) if job.output_len > 1 and total > first else None
         return Measured(allocated, reserved, total, len(whole), stopped, prefill_s=first,
                         decode_s_per_token=per_token, versions=versions(torch, transformers),
                         method=f"transformers generate, {attention} attention, on {settings.device}")
