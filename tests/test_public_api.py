@@ -11,18 +11,18 @@ import gpuwise
 def test_all_is_sorted_and_pinned() -> None:
     """One public door: the package's names are the api's, functions with the job, plan and result types."""
     assert gpuwise.__all__ == sorted(gpuwise.__all__) == gpuwise.api.__all__
-    functions = {"bench", "bench_collective", "burn_in", "calibrate", "compare_gpus", "diagnose", "doctor", "estimate",
-                 "exact_params", "exporter_reader", "find_gpu", "fit", "fleet_report", "hpc_apps", "hpc_estimate",
-                 "image_estimate", "image_fit", "job", "layer_split", "list_gpus", "list_models", "list_pipelines",
-                 "load_catalog", "model", "model_from_config", "monitor", "pipeline", "plan", "recommend", "scale",
-                 "serve_sim", "splits_by_layers", "sync_offers", "tco", "trace", "trace_time",
-                 "validate", "weights_bytes"}
-    types = {"Architecture", "Calibrated", "Catalog", "Diagnosis", "Estimate", "FitReport", "FleetReport", "GPU",
-             "HpcEstimate", "HpcJob", "ImageEstimate", "ImageFit", "ImageJob", "InferJob", "InferPerf", "InferPlan",
-             "Job", "LayerSplit", "LoadTest", "MemoryEstimate", "Recommendation", "ScaleRow", "ServingReport",
-             "TcoReport", "TrainJob", "TrainPerf", "TrainPlan", "Validation"}
-    errors = {"AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "InputTooLarge", "NotEstimable",
-              "ProbeUnavailable", "TimeLimitExceeded", "UnknownGPU", "UnknownModel"}
+    functions = {"bench", "bench_collective", "burn_in", "calibrate", "check_access", "check_arguments", "compare_gpus",
+                 "diagnose", "doctor", "estimate", "exact_params", "exporter_reader", "find_gpu", "fit", "fleet_report",
+                 "hpc_apps", "hpc_estimate", "image_estimate", "image_fit", "job", "layer_split", "list_gpus",
+                 "list_models", "list_pipelines", "load_catalog", "model", "model_from_config", "monitor", "pipeline",
+                 "plan", "recommend", "scale", "serve_sim", "splits_by_layers", "sync_offers", "tco", "trace",
+                 "trace_time", "validate", "weights_bytes"}
+    types = {"AccessPolicy", "Architecture", "Calibrated", "Catalog", "Diagnosis", "Estimate", "FitReport",
+             "FleetReport", "GPU", "HpcEstimate", "HpcJob", "ImageEstimate", "ImageFit", "ImageJob", "InferJob",
+             "InferPerf", "InferPlan", "Job", "LayerSplit", "LoadTest", "MemoryEstimate", "Recommendation", "ScaleRow",
+             "ServingReport", "TcoReport", "TrainJob", "TrainPerf", "TrainPlan", "Validation"}
+    errors = {"AccessDenied", "AmbiguousGPU", "CatalogError", "ConfigError", "GpuwiseError", "InputTooLarge",
+              "NotEstimable", "ProbeUnavailable", "TimeLimitExceeded", "UnknownGPU", "UnknownModel"}
     assert set(gpuwise.__all__) == functions | types | errors
     for name in gpuwise.__all__:  # a name never resolves to a subpackage or submodule of the same name
         assert getattr(gpuwise, name) is getattr(gpuwise.api, name), name

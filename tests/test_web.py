@@ -73,8 +73,9 @@ def test_uploaded_config_instead_of_a_preset() -> None:
 
 
 @pytest.mark.parametrize(("body", "status", "needle"), [
-    ({"model": "/etc/passwd", "gpu": "rtx-4090"}, 422, "never file paths"),
-    ({"model": "../secrets/config.json", "gpu": "rtx-4090"}, 422, "not a preset"),
+    ({"model": "/etc/passwd", "gpu": "rtx-4090"}, 403, "model: '/etc/passwd' is a path"),
+    ({"model": "../secrets/config.json", "gpu": "rtx-4090"}, 403, "or upload the config.json"),
+    ({"model": "meta-llama/Llama-3.2-90B-Vision", "gpu": "rtx-4090"}, 422, "not a preset"),  # a hub id: no file
     ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"batch": 0}}, 422, "--batch"),
     ({"model": "llama-3.1-8b", "gpu": "rtx-4090", "options": {"method": "dora"}}, 422, "--method 'dora'"),
     ({"model": "llama-3.1-8b", "gpu": "h200"}, 422, "ambiguous"),
@@ -105,7 +106,7 @@ def test_recommend_tco_diagnose() -> None:
                                               "top": 3}).json()
     assert len(rec["options"]) == 3 and rec["rejected"] and rec["pareto"]
     bad = client.post("/api/recommend", json={"workloads": [{"model": "/tmp/x.json"}]})
-    assert bad.status_code == 422
+    assert bad.status_code == 403 and bad.json()["detail"].startswith("workloads.model: '/tmp/x.json' is a path")
     tco = client.post("/api/tco", json={"gpu": "rtx-4090", "years": 3}).json()
     assert len(tco["buy"]["by_year_usd"]) == 3
     assert client.post("/api/tco", json={"gpu": "rtx-4090", "count": 0}).status_code == 422
@@ -203,3 +204,21 @@ def test_image_pipelines_answer_like_the_cli() -> None:
     assert client.post("/api/estimate", json=untasked).json() == web  # a pipeline's task is infer
     assert {"id": "sdxl", "hub_ids": ["stabilityai/stable-diffusion-xl-base-1.0"], "kind": "image-pipeline"} in (
         client.get("/api/models").json())
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/api/estimate", {"gpu": "rtx-4090", "task": "hpc", "options": {"app": "amber", "atoms": 1000,
+                                                                     "catalog_files": ["/etc/hostname"]}}),
+    ("/api/estimate", {"gpu": "rtx-4090", "task": "hpc", "options": {"app": "amber", "catalog_files": "/etc"}}),
+    ("/api/fit", {"model": "~/.ssh/config.json", "gpu": "rtx-4090"}),
+    ("/api/fit", {"model": "./config.json", "gpu": "rtx-4090"}),
+    ("/api/serving", {"model": "/etc", "gpu": "rtx-4090"}),
+    ("/api/recommend", {"workloads": [{"model": "../../etc", "task": "infer"}]}),
+])
+def test_no_request_reads_a_path_the_same_policy_as_mcp(path: str, body: dict[str, object]) -> None:
+    """api.check_access with nothing allowed: a task hpc request's options once reached load_catalog's files (the
+    answer named /etc/hostname's contents as not a catalog); every path is now a 403 before anything opens it."""
+    r = client.post(path, json=body)
+    detail = r.json()["detail"]
+    assert r.status_code == 403 and "is a path and this server reads no files" in detail, r.text
+    assert "give a preset id (see /api/models) or upload the config.json" in detail and "--allow-path" not in detail

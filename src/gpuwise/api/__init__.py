@@ -3,6 +3,8 @@
 Every function takes keyword-only options and returns plain dataclasses or pydantic records; none prints. Job
 options are the flags of the typed job (``method="qlora"``, ``seq=4096``), validated once by the same models the
 CLI and the web app build. ``catalog_files`` adds or patches catalog records from the user's own YAML files.
+A server that answers callers other than its user checks what they name with ``check_access`` (an ``AccessPolicy``
+allows no path or URL by default) before any of these functions opens it.
 
 ``import gpuwise`` loads nothing else: each name is imported the first time it is used (PEP 562), so a command
 builds only what it runs. ``gpuwise.__all__`` is this module's ``__all__``.
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 _FROM: dict[str, str] = {
     # functions
+    **dict.fromkeys(("AccessDenied", "AccessPolicy", "check_access", "check_arguments"), "gpuwise.api.access"),
     **dict.fromkeys(("compare_gpus", "find_gpu", "list_gpus", "load_catalog", "sync_offers"), "gpuwise.api.catalog"),
     **dict.fromkeys(("Diagnosis", "diagnose"), "gpuwise.api.diagnosis"),
     **dict.fromkeys(("FleetReport", "fleet_report"), "gpuwise.api.fleet"),
@@ -71,6 +74,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
+    from gpuwise.api.access import AccessDenied as AccessDenied
+    from gpuwise.api.access import AccessPolicy as AccessPolicy
+    from gpuwise.api.access import check_access as check_access
+    from gpuwise.api.access import check_arguments as check_arguments
     from gpuwise.api.catalog import compare_gpus as compare_gpus
     from gpuwise.api.catalog import find_gpu as find_gpu
     from gpuwise.api.catalog import list_gpus as list_gpus

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 import gpuwise
-from gpuwise.cli import catalog, fleet, hardware, jobs, recommend, validate
+from gpuwise.cli import catalog, fleet, hardware, jobs, mcp_server, recommend, validate
 from gpuwise.cli.build import Given, GpuwiseGroup, Source, define
 from gpuwise.errors import ProbeUnavailable
 
@@ -60,15 +60,7 @@ def _register_serve() -> None:
 _register_serve()
 
 
-def _mcp(given: Given) -> None:
-    """gpuwise's tools for agents over MCP on stdio (needs the mcp extra)."""
-    from gpuwise.cli.mcp_server import serve
-
-    serve()
-
-
-define(app, "mcp", "An MCP server on stdio: estimate, fit, recommend, serve_sim, tco, diagnose and catalog as tools "
-                   "for agents (needs the mcp extra).", _mcp)
+mcp_server.register(app)  # its --allow-url may stand alone, which a flag built by define cannot
 
 
 def _version(value: bool) -> None:

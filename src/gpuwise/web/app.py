@@ -1,10 +1,11 @@
 """`gpuwise serve`: the JSON API and the pages, a thin shell over :mod:`gpuwise.api` (no estimation logic here).
 
 Safety: no request names a file (models are preset ids or an uploaded config.json, at most 1 MB, validated by the
-same checks as a local file); every body is validated by pydantic (422 names the field, never echoes the input);
-gpuwise's own errors map to their HTTP status through ``gpuwise.errors.http_status_for``; heavy work runs off the
-event loop with a time limit (``runner``); Host, body size and depth, and security headers are checked for every
-request (``security``).
+same checks as a local file; a path or URL anywhere the api would open one is a 403 from ``gpuwise.api.check_access``
+under a policy that allows none, the MCP server's default); every body is validated by pydantic (422 names the
+field, never echoes the input); gpuwise's own errors map to their HTTP status through
+``gpuwise.errors.http_status_for``; heavy work runs off the event loop with a time limit (``runner``); Host, body size
+and depth, and security headers are checked for every request (``security``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from gpuwise.web.security import Guard
 from gpuwise.web.settings import ServeSettings
 
 MAX_CONFIG_BYTES = 1_000_000
+READS_NOTHING = api.AccessPolicy(remedy="give a preset id (see /api/models) or upload the config.json")
 PAGES = ("fit", "recommend", "serving", "images", "compare", "tco", "doctor", "diagnose")
 STATIC = {"gpuwise.js": "application/javascript", "gpuwise.css": "text/css", "docs.js": "application/javascript"}
 DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
@@ -84,6 +86,7 @@ def _model(body: EstimateBody) -> Any:
                                      "uploaded config.json")
     if not body.model:
         raise HTTPException(422, detail="give 'model' (a preset id such as llama-3.1-8b) or upload 'config'")
+    api.check_access(body.model, field="model", kind="model", policy=READS_NOTHING)
     if body.model.lower() not in hub_index():
         raise HTTPException(422, detail=f"model {body.model[:80]!r} is not a preset; the web app takes preset ids "
                                          "(see /api/models) or an uploaded config.json, never file paths")
@@ -110,7 +113,7 @@ def _hpc(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
 
     if fit or body.model is not None or body.config is not None:
         raise HTTPException(422, detail="task hpc is answered by /api/estimate with options.app (no model or config)")
-    return hpc_json(api.hpc_estimate(gpu=body.gpu, **body.options))
+    return hpc_json(api.hpc_estimate(gpu=body.gpu, **api.check_arguments(body.options, policy=READS_NOTHING)))
 
 
 def _estimate(body: EstimateBody, *, fit: bool) -> dict[str, Any]:
@@ -130,6 +133,7 @@ def _serving(body: ServingBody) -> dict[str, Any]:
     """TTFT and TPOT against concurrency: serve-sim's closed loop of C clients, each C of the body's."""
     from gpuwise.report.perf import serving_json
 
+    api.check_access(body.model, field="model", kind="model", policy=READS_NOTHING)
     if body.model.lower() not in hub_index():
         raise HTTPException(422, detail=f"model {body.model[:80]!r} is not a preset id (see /api/models)")
     if any(not 1 <= c <= 512 for c in body.concurrencies):
@@ -208,7 +212,10 @@ def _api_routes(app: FastAPI, heavy: HeavyRunner) -> None:
     @app.post("/api/recommend")
     async def recommend(body: RecommendRequest, request: Request) -> dict[str, Any]:
         for workload in body.workloads:  # a scientific workload's model is its application, checked by its job
-            if workload.task != "hpc" and workload.model.lower() not in hub_index():
+            if workload.task == "hpc":
+                continue
+            api.check_access(workload.model, field="workloads.model", kind="model", policy=READS_NOTHING)
+            if workload.model.lower() not in hub_index():
                 raise HTTPException(422, detail=f"model {workload.model[:80]!r} is not a preset id")
         return await heavy.run(request, lambda: recommendation_json(api.recommend(body)))
 
