@@ -143,3 +143,15 @@ def test_the_decode_step_reads_the_checkpoints_bytes() -> None:
     assert rate is not None and rate_doubled is not None
     assert rate_doubled < rate
     assert rate_doubled <= 3350e9 / (2 * formula_bytes)  # H100 SXM datasheet: 3.35 TB/s of HBM3
+
+
+def test_a_header_of_no_bytes_divides_nothing_by_zero() -> None:
+    """The reader refuses a header with no weights, but a job that says 0 bytes some other way (model_copy skips
+    validation) is still estimated: the card holds the file's 0 bytes of weights, and the note does not divide by
+    the header's zero scale (it was a ZeroDivisionError)."""
+    from gpuwise.api.shell import InferJob
+
+    job = InferJob(batch=1, quant="bf16").model_copy(update={"weights_bytes": 0.0})
+    result = api.estimate("llama-3.2-1b", gpu="h100-sxm-80gb", job=job)
+    assert result.memory.breakdown_bytes["weights"] == 0
+    assert any("--weights" in note and "an unknown number" in note for note in result.memory.assumptions)

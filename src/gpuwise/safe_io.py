@@ -4,6 +4,7 @@ Every read is capped in size, every parsed structure in depth and (YAML) in alia
 message quotes at most a short excerpt of the input. Every write goes to a temporary file in the same folder,
 is flushed to disk and renamed over the target, so a reader sees the old file or the new one, never a part; SIGINT,
 SIGTERM and SIGHUP during the write remove the temporary file before the process exits (130, 143, 129).
+A network read (an HTTP range request) is bounded in time as a whole, by a deadline, not only per read.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import signal
 import stat
 import tempfile
 import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from http.client import HTTPException, HTTPResponse
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -30,6 +36,7 @@ MAX_DEPTH = 32  # no config.json, scenario, catalog or snapshot gpuwise reads ne
 MAX_YAML_ALIASES = 200
 MAX_NODES = 200_000  # values in one parsed document, aliases counted each time they are used
 MAX_DIGITS = 40  # digits of one number: far beyond any count or price, far below int()'s 4,300-digit limit
+HTTP_READ_TIMEOUT_S = 20.0  # one network read's silence before it fails; the caller's deadline bounds the whole
 
 _EXCERPT = reprlib.Repr()
 _EXCERPT.maxlevel, _EXCERPT.maxdict, _EXCERPT.maxlist, _EXCERPT.maxstring, _EXCERPT.maxother = 2, 4, 4, 40, 40
@@ -198,6 +205,102 @@ def check_size(data: Any, *, origin: str, max_depth: int = MAX_DEPTH, max_nodes:
             stack += [(k, depth + 1) for k in value if isinstance(k, (tuple, frozenset))]
         elif isinstance(value, (list, tuple)):
             stack += [(v, depth + 1) for v in value]
+
+
+# ---- reading over HTTP ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UrlRange:
+    data: bytes
+    file_bytes: int | None  # the whole file's size as the server states it (Content-Range, or a 200's length)
+
+
+def read_url_range(url: str, *, first: int, size: int, deadline: float, what: str) -> UrlRange:
+    """At most ``size`` bytes of ``url`` from byte ``first`` (one HTTP range request), finished by ``deadline`` (a
+    ``time.monotonic()`` value) whatever the server's pace: a server that drips one byte a second is cut off at the
+    deadline, not only after ``HTTP_READ_TIMEOUT_S`` of silence. The request runs in a daemon thread that the caller
+    stops waiting for at the deadline; the thread itself ends at its next chunk or read timeout."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ConfigError(f"{what}: the deadline for reading it passed; try again, or download the file and give "
+                          "its path")
+    outcome: list[UrlRange | Exception] = []
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append(_fetch_range(url, first, size, min(HTTP_READ_TIMEOUT_S, remaining), stop, what))
+        except Exception as exc:  # raised again in the caller's thread, whatever it is
+            outcome.append(exc)
+
+    worker = threading.Thread(target=work, name="gpuwise-url-range", daemon=True)
+    worker.start()
+    worker.join(remaining)
+    if worker.is_alive() or not outcome:
+        stop.set()
+        raise ConfigError(f"{what}: the server had not sent {size:,} bytes from byte {first:,} when the deadline "
+                          f"for reading it passed, {remaining:.3g} s after this request began; it is too slow or "
+                          "stalled: try again, or download the file and give its path")
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """urllib's HTTP(S) handlers, proxies and redirects, and no other scheme (a redirect to ftp: or file: fails)."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
+                    urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(),
+                    urllib.request.HTTPRedirectHandler(), urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
+
+
+def _fetch_range(url: str, first: int, size: int, timeout: float, stop: threading.Event, what: str) -> UrlRange:
+    request = urllib.request.Request(url, headers={"Range": f"bytes={first}-{first + size - 1}",
+                                                   "Accept-Encoding": "identity"})
+    try:
+        with _opener().open(request, timeout=timeout) as response:
+            file_bytes = _file_bytes(response, first, what)
+            chunks: list[bytes] = []
+            got = 0
+            while got < size and not stop.is_set():
+                chunk = response.read1(min(size - got, 2**20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            return UrlRange(b"".join(chunks)[:size], file_bytes)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416:  # asked from the file's end or beyond: nothing there
+            return UrlRange(b"", _range_total(exc.headers.get("Content-Range", "")))
+        raise ConfigError(f"{what}: the server answered HTTP {exc.code} {excerpt(str(exc.reason))}") from None
+    except (OSError, HTTPException, ValueError) as exc:
+        raise ConfigError(f"{what}: cannot read it ({excerpt(str(exc), 120)})") from None
+
+
+_CONTENT_RANGE = re.compile(r"bytes (\d{1,20})-(\d{1,20})/(\d{1,20}|\*)")
+
+
+def _file_bytes(response: HTTPResponse, first: int, what: str) -> int | None:
+    """The file's size from a 206's Content-Range (which must start where asked) or a 200's Content-Length."""
+    if response.status == 200:
+        if first > 0:
+            raise ConfigError(f"{what}: the server does not answer range requests (HTTP 200 for bytes from "
+                              f"{first:,}); download the file and give its path")
+        length = response.getheader("Content-Length", "")
+        return int(length) if length.isdigit() and len(length) <= 20 else None
+    if response.status != 206:
+        raise ConfigError(f"{what}: the server answered HTTP {response.status}, not 206 (a range of the file)")
+    match = _CONTENT_RANGE.fullmatch(response.getheader("Content-Range", "").strip())
+    if match is None or int(match[1]) != first:
+        raise ConfigError(f"{what}: the server sent another range than bytes from {first:,} (Content-Range "
+                          f"{excerpt(response.getheader('Content-Range'))})")
+    return None if match[3] == "*" else int(match[3])
+
+
+def _range_total(header: str) -> int | None:
+    match = re.fullmatch(r"bytes \*/(\d{1,20})", header.strip())
+    return int(match[1]) if match else None
 
 
 # ---- writing ---------------------------------------------------------------------------------------------

@@ -3,190 +3,148 @@ never the tensors themselves.
 
 - safetensors (huggingface/safetensors, the format's README): an 8-byte little-endian header length N, then N bytes
   of JSON, one entry per tensor with ``dtype``, ``shape`` and ``data_offsets`` [start, end) into the data that
-  follows; ``__metadata__`` is not a tensor. A tensor's bytes are end - start, checked against shape x dtype size.
-- GGUF (ggml-org/ggml docs/gguf.md): magic ``GGUF``, version, tensor count and metadata count (u64), the metadata
-  key/value pairs, then per tensor its name, dimensions, type and offset. A tensor's bytes are its elements over
-  the type's block size times the block's bytes (gguf-py's ``GGML_QUANT_SIZES``).
+  follows; ``__metadata__`` is a map of strings, not a tensor. The rules are the library's own
+  (``safetensors/src/tensor.rs``, ``read_metadata`` and ``Metadata::validate`` at 24b0b28): N at most 100,000,000;
+  each tensor's bytes are its elements x the dtype's bits / 8, exactly end - start; the tensors, sorted by offset,
+  lie back to back from 0; and the last one ends where the file ends.
+- GGUF (ggml-org/ggml docs/gguf.md): see :mod:`gpuwise.workload.weights_gguf`.
 
-Every length read is bounded (MAX_HEADER_BYTES), and a header that claims more, ends early, or has the wrong magic
-is a one-line error.
+Every reader is bounded and total: the header's length, its JSON's depth, the number of tensors, a shape's
+dimensions, every name's length and every number are checked as they are read, and a violation is one
+:class:`ConfigError` line that names the file (escaped) and the field. A URL is read within an overall deadline
+(``deadline_s``), not only a per-read timeout.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import struct
-import urllib.request
 from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from gpuwise.errors import ConfigError, ProbeUnavailable
+from gpuwise.errors import ConfigError
+from gpuwise.safe_io import excerpt, parse_json
+from gpuwise.workload.weights_gguf import read_gguf
+from gpuwise.workload.weights_source import (
+    HTTP_DEADLINE_S,
+    MAX_HEADER_BYTES,
+    MAX_NAME_CHARS,
+    MAX_TENSORS,
+    MAX_WEIGHT_BYTES,
+    ExactWeights,
+    Source,
+    product,
+    quoted,
+)
 
-MAX_HEADER_BYTES = 100 * 2**20
-MAX_TENSORS = 1_000_000
-HTTP_TIMEOUT_S = 20.0
-SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8,
-                     "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
+__all__ = ["ExactWeights", "read_weights"]
 
-
-@dataclass(frozen=True)
-class ExactWeights:
-    source: str
-    format: str  # safetensors or gguf
-    total_bytes: int
-    tensors: int
-    by_dtype: dict[str, int]  # bytes per stored dtype (safetensors) or GGML type (GGUF)
-
-
-class _Source:
-    """Bytes at an offset of a local file or a URL (an HTTP range request each read)."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.remote = where.startswith(("http://", "https://"))
-        if not self.remote and not Path(where).is_file():
-            raise ConfigError(f"--weights {where[:200]}: no such file; give a .safetensors or .gguf file or URL")
-
-    def read(self, offset: int, size: int, *, exact: bool = True) -> bytes:
-        """``size`` bytes at ``offset`` (``exact``: all of them, else what the file has up to there)."""
-        if size < 0 or size > MAX_HEADER_BYTES:
-            raise ConfigError(f"{self.where[:200]}: the header claims {size:,} bytes, more than the "
-                              f"{MAX_HEADER_BYTES:,} read: not a checkpoint header")
-        if not self.remote:
-            with open(self.where, "rb") as handle:
-                handle.seek(offset)
-                data = handle.read(size)
-        else:
-            request = urllib.request.Request(self.where, headers={"Range": f"bytes={offset}-{offset + size - 1}"})
-            try:
-                with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-                    data = response.read(size) if response.status == 206 or offset == 0 else b""
-            except OSError as exc:
-                raise ConfigError(f"--weights {self.where[:200]}: {exc}") from None
-        if exact and len(data) < size:
-            raise ConfigError(f"{self.where[:200]}: the file ends inside its header (wanted {size:,} bytes at "
-                              f"{offset:,}); truncated or not a checkpoint")
-        return data
+MAX_DIMS = 64  # numpy 2's NPY_MAXDIMS: no framework that loads safetensors holds a tensor of more dimensions
+SAFETENSORS_BITS = {  # Dtype::bitsize in safetensors/src/tensor.rs (24b0b28)
+    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+    "C64": 64, "F64": 64, "I64": 64, "U64": 64}
 
 
-def _safetensors(source: _Source) -> ExactWeights:
-    (length,) = struct.unpack("<Q", source.read(0, 8))
-    try:
-        header = json.loads(source.read(8, length))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ConfigError(f"{source.where[:200]}: the safetensors header is not JSON") from None
-    if not isinstance(header, dict) or len(header) > MAX_TENSORS:
-        raise ConfigError(f"{source.where[:200]}: the safetensors header is not a map of tensors")
+# ---- safetensors ------------------------------------------------------------------------------------------------
+class _Span(NamedTuple):
+    name: str
+    dtype: str
+    start: int
+    end: int
+
+
+def _safetensors(source: Source) -> ExactWeights:
+    length = int.from_bytes(source.read(0, 8), "little")
+    if length > MAX_HEADER_BYTES or length < 2:
+        raise ConfigError(f"{source.label}: the header claims {length:,} bytes, more than the {MAX_HEADER_BYTES:,} "
+                          "safetensors allows or too few for JSON: not a checkpoint header")
+    header = _header_json(source, source.read(8, length))
+    spans = [_span(source.label, name, entry) for name, entry in header.items() if name != "__metadata__"]
+    _check_layout(source, spans, data_start=8 + length)
     by_dtype: Counter[str] = Counter()
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        by_dtype[str(entry.get("dtype"))] += _safetensors_bytes(source.where, name, entry)
-    return ExactWeights(source.where, "safetensors", sum(by_dtype.values()), sum(1 for k in header if
-                                                                                  k != "__metadata__"),
-                        dict(by_dtype))
+    for span in spans:
+        by_dtype[span.dtype] += span.end - span.start
+    return ExactWeights(source.where, "safetensors", sum(by_dtype.values()), len(spans), dict(by_dtype))
 
 
-def _safetensors_bytes(where: str, name: str, entry: Any) -> int:
+def _header_json(source: Source, data: bytes) -> dict[str, Any]:
+    """The header's JSON: an object of at most MAX_TENSORS entries, three levels deep at most (header, tensor,
+    shape), with ``__metadata__`` a map of strings as the library requires."""
     try:
-        start, end = (int(x) for x in entry["data_offsets"])
-        elements = math.prod(int(d) for d in entry["shape"])
-        size = SAFETENSORS_BYTES[entry["dtype"]]
-    except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"{where[:200]}: tensor {str(name)[:80]!r} has no valid dtype, shape and offsets") from None
-    if end - start != elements * size or start < 0:
-        raise ConfigError(f"{where[:200]}: tensor {str(name)[:80]!r} spans {end - start:,} bytes, not its "
-                          f"{elements:,} x {size}")
-    return end - start
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source.label}: the safetensors header is not UTF-8 JSON (byte {exc.start:,})") from None
+    header = parse_json(text, origin=f"{source.label}: the safetensors header (an object of "
+                        "tensors, each an object with a dtype, a shape list and a data_offsets pair)", max_depth=3)
+    if not isinstance(header, dict):
+        raise ConfigError(f"{source.label}: the safetensors header is {type(header).__name__}, not an object of "
+                          "tensors")
+    if len(header) > MAX_TENSORS:
+        raise ConfigError(f"{source.label}: the safetensors header lists {len(header):,} entries, more than the "
+                          f"{MAX_TENSORS:,} gpuwise reads")
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ConfigError(f"{source.label}: __metadata__ is not a map of strings (the safetensors format's rule)")
+    return header
 
 
-class _Cursor:
-    """Little-endian fields read in order from a GGUF header, fetching more bytes as needed (bounded)."""
-
-    def __init__(self, source: _Source) -> None:
-        self.source, self.offset, self.buffer, self.base = source, 0, b"", 0
-
-    def take(self, size: int) -> bytes:
-        end = self.offset + size
-        if end - self.base > len(self.buffer):
-            want = min(max(end - self.base, 2 * len(self.buffer), 2**16), MAX_HEADER_BYTES)
-            if end - self.base > want:
-                raise ConfigError(f"{self.source.where[:200]}: a GGUF header longer than {MAX_HEADER_BYTES:,} bytes")
-            self.buffer = _grow(self.source, self.base, want)
-        data = self.buffer[self.offset - self.base:end - self.base]
-        if len(data) < size:
-            raise ConfigError(f"{self.source.where[:200]}: the file ends inside its GGUF header")
-        self.offset = end
-        return data
-
-    def number(self, fmt: str) -> Any:
-        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
-
-    def text(self) -> str:
-        return self.take(self.number("Q")).decode("utf-8", errors="replace")
+def _span(name_of_file: str, name: str, entry: Any) -> _Span:
+    field = f"{name_of_file}: tensor {quoted(name)}"
+    if len(name) > MAX_NAME_CHARS:
+        raise ConfigError(f"{field}: a name of {len(name):,} characters, more than {MAX_NAME_CHARS:,}")
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{field} is {type(entry).__name__}, not an object with dtype, shape and data_offsets")
+    dtype = entry.get("dtype")
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_BITS:
+        raise ConfigError(f"{field}: dtype {excerpt(dtype)} is not a safetensors dtype ({', '.join(SAFETENSORS_BITS)})")
+    dims = _counts(field, "shape", entry.get("shape"), most=MAX_DIMS)
+    start, end = _counts(field, "data_offsets", entry.get("data_offsets"), least=2, most=2)
+    elements = product(dims, limit=MAX_WEIGHT_BYTES)
+    if elements is None or end > MAX_WEIGHT_BYTES:
+        raise ConfigError(f"{field}: shape {excerpt(dims)} or data_offsets end {end:,} is beyond "
+                          f"{MAX_WEIGHT_BYTES:,} bytes: no checkpoint is that large")
+    bits = elements * SAFETENSORS_BITS[dtype]
+    if start > end or bits % 8 or end - start != bits // 8:
+        raise ConfigError(f"{field}: data_offsets [{start:,}, {end:,}) spans {end - start:,} bytes, not its "
+                          f"{elements:,} elements x {SAFETENSORS_BITS[dtype]} bits of {dtype}")
+    return _Span(name, dtype, start, end)
 
 
-def _grow(source: _Source, base: int, want: int) -> bytes:
-    """As much of the file as is there, up to ``want`` bytes from ``base``."""
-    return source.read(base, want, exact=False)
+def _counts(field: str, key: str, value: Any, *, least: int = 0, most: int) -> list[int]:
+    """A list of ``least`` to ``most`` whole numbers, none negative (a shape or a pair of offsets)."""
+    if not isinstance(value, list) or not least <= len(value) <= most:
+        size = f"{len(value):,} items" if isinstance(value, list) else type(value).__name__
+        raise ConfigError(f"{field}: {key} is {size}; a list of {least} to {most} whole numbers was expected")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        raise ConfigError(f"{field}: {key} {excerpt(value)} holds something other than whole numbers of 0 or more")
+    return value
 
 
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+def _check_layout(source: Source, spans: list[_Span], *, data_start: int) -> None:
+    """The library's rules: sorted by offsets, the tensors lie back to back from 0, and the last ends at the file's
+    end (``validate``, then ``buffer_end + N_LEN + n != buffer_len`` is MetadataIncompleteBuffer)."""
+    if not spans:
+        raise ConfigError(f"{source.label}: the header lists no tensors, so there are no weights to count; give a "
+                          "model checkpoint")
+    end = 0
+    for span in sorted(spans, key=lambda s: (s.start, s.end)):
+        if span.start != end:
+            raise ConfigError(f"{source.label}: tensor {quoted(span.name)} data_offsets start at {span.start:,}, "
+                              f"not at {end:,} where the previous one ends (safetensors stores tensors back to back)")
+        end = span.end
+    if end == 0:
+        raise ConfigError(f"{source.label}: every tensor in the header is empty: no weights to count")
+    if data_start + end != source.size():
+        raise ConfigError(f"{source.label}: the header's tensors end at byte {data_start + end:,}, but the file "
+                          f"has {source.size():,} bytes; truncated, padded or not this header's file")
 
 
-def _skip_value(cursor: _Cursor, kind: int) -> None:
-    if kind in _SCALARS:
-        cursor.number(_SCALARS[kind])
-    elif kind == 8:
-        cursor.text()
-    elif kind == 9:
-        inner, count = cursor.number("I"), cursor.number("Q")
-        if count > MAX_HEADER_BYTES:
-            raise ConfigError(f"{cursor.source.where[:200]}: a GGUF array claims {count:,} items")
-        for _ in range(count):
-            _skip_value(cursor, inner)
-    else:
-        raise ConfigError(f"{cursor.source.where[:200]}: unknown GGUF value type {kind}")
-
-
-def _gguf(source: _Source) -> ExactWeights:
-    try:
-        import gguf
-    except ImportError:
-        raise ProbeUnavailable("--weights of a GGUF file needs the gguf package: pip install 'gguf>=0.10'") from None
-    cursor = _Cursor(source)
-    if cursor.take(4) != b"GGUF":
-        raise ConfigError(f"{source.where[:200]}: not a GGUF file (its first bytes are not 'GGUF')")
-    cursor.number("I")  # version
-    tensors, pairs = cursor.number("Q"), cursor.number("Q")
-    if tensors > MAX_TENSORS or pairs > MAX_TENSORS:
-        raise ConfigError(f"{source.where[:200]}: the GGUF header claims {tensors:,} tensors and {pairs:,} keys")
-    for _ in range(pairs):
-        cursor.text()
-        _skip_value(cursor, cursor.number("I"))
-    by_type: Counter[str] = Counter()
-    for _ in range(tensors):
-        cursor.text()
-        dims = [cursor.number("Q") for _ in range(cursor.number("I"))]
-        kind, _offset = cursor.number("I"), cursor.number("Q")
-        try:
-            block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(kind)]
-            name = gguf.GGMLQuantizationType(kind).name
-        except (ValueError, KeyError):
-            raise ConfigError(f"{source.where[:200]}: unknown GGML tensor type {kind}") from None
-        by_type[name] += math.prod(dims) // block * size
-    return ExactWeights(source.where, "gguf", sum(by_type.values()), tensors, dict(by_type))
-
-
-def read_weights(where: str) -> ExactWeights:
-    """The exact weight bytes of a .safetensors or .gguf file or URL, from its header."""
-    source = _Source(where)
-    start = source.read(0, 4) if source.remote or Path(where).stat().st_size >= 4 else b""
-    if start == b"GGUF":
-        return _gguf(source)
+# ---- either format ----------------------------------------------------------------------------------------------
+def read_weights(where: str, *, deadline_s: float = HTTP_DEADLINE_S) -> ExactWeights:
+    """The exact weight bytes of a .safetensors or .gguf file or URL, from its header; a URL's every range request
+    finishes within ``deadline_s`` seconds in all."""
+    source = Source(where, deadline_s=deadline_s)
+    if source.read(0, 4, exact=False) == b"GGUF":
+        return read_gguf(source)
     if where.lower().split("?")[0].endswith(".gguf"):
-        raise ConfigError(f"{where[:200]}: not a GGUF file (its first bytes are not 'GGUF')")
+        raise ConfigError(f"{source.label}: not a GGUF file (its first bytes are not 'GGUF')")
     return _safetensors(source)

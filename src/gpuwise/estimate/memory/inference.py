@@ -97,9 +97,11 @@ def _assumptions(plan: InferPlan) -> tuple[str, ...]:
     if job.cpu_moe:
         notes.append(offload_note(plan))
     if job.weights_bytes is not None:
+        # a scale of 0 (a header of no bytes, which the reader refuses) would leave the format's figure unknown
+        formula = f"{plan.stored.bytes / plan.stored.scale:,.0f}" if plan.stored.scale > 0 else "an unknown number"
         notes.append(f"weights: {job.weights_bytes:,.0f} bytes as the checkpoint's header gives them (--weights), "
-                     f"where {job.weights} would store {plan.stored.bytes / plan.stored.scale:,.0f}; held, and read "
-                     "by each decode step, as the file has them")
+                     f"where {job.weights} would store {formula}; held, and read by each decode step, as the file "
+                     "has them")
     return tuple(notes)
 
 
