@@ -31,6 +31,7 @@ from typing import IO, Any
 import yaml
 
 from gpuwise.errors import ConfigError, GpuwiseError, InputTooLarge
+from gpuwise.hosts import GuardedRedirects
 
 MAX_DEPTH = 32  # no config.json, scenario, catalog or snapshot gpuwise reads nests deeper than a dozen levels
 MAX_YAML_ALIASES = 200
@@ -246,11 +247,12 @@ def read_url_range(url: str, *, first: int, size: int, deadline: float, what: st
 
 
 def _opener() -> urllib.request.OpenerDirector:
-    """urllib's HTTP(S) handlers, proxies and redirects, and no other scheme (a redirect to ftp: or file: fails)."""
+    """urllib's HTTP(S) handlers and proxies, and redirects only to http(s) and, from a public host, only to public
+    hosts (hosts.GuardedRedirects)."""
     opener = urllib.request.OpenerDirector()
     for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
                     urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(),
-                    urllib.request.HTTPRedirectHandler(), urllib.request.HTTPErrorProcessor()):
+                    GuardedRedirects(), urllib.request.HTTPErrorProcessor()):
         opener.add_handler(handler)
     return opener
 

@@ -19,16 +19,15 @@ A refusal is :class:`AccessDenied`: one line naming the field and how to allow i
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from gpuwise.errors import ConfigError
+from gpuwise.hosts import host_is_public
 from gpuwise.safe_io import excerpt
 from gpuwise.workload.diffusion.pipeline import find_pipeline
 from gpuwise.workload.model.presets import hub_index
@@ -146,7 +145,7 @@ def _checked_url(value: str, field: str, policy: AccessPolicy) -> str:
     if f"{scheme}://" not in policy.allow_urls:
         raise AccessDenied(f"{field}: {excerpt(value)} starts with none of the allowed URL prefixes "
                            f"({', '.join(policy.allow_urls)}); {policy.how(_URL_REMEDY)}")
-    if not _public(url.hostname or "", url.port):
+    if not host_is_public(url.hostname or "", url.port):
         raise AccessDenied(f"{field}: {excerpt(value)}: its host is not a public address (loopback, private, "
                            "link-local such as the cloud metadata service 169.254.169.254, or unresolvable); "
                            + policy.how(f"start the server with --allow-url {scheme}://{url.hostname}/ to allow it"))
@@ -173,18 +172,6 @@ def _under(url: SplitResult, prefix: str) -> bool:
         return False
     base = allowed.path.rstrip("/")
     return not base or url.path == base or url.path.startswith(base + "/")
-
-
-def _public(host: str, port: int | None) -> bool:
-    """Whether every address ``host`` stands for is a public one (a name is resolved; an address that cannot be
-    resolved is not known to be public). ``2852039166`` and ``0xa9.254.169.254`` are 169.254.169.254 to a resolver."""
-    try:
-        found = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return False
-    addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found}
-    mapped = {a.ipv4_mapped for a in addresses if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped}
-    return bool(addresses) and all(a.is_global and not a.is_multicast for a in addresses | mapped)
 
 
 def check_arguments(arguments: Mapping[str, Any], *, policy: AccessPolicy) -> dict[str, Any]:
