@@ -79,11 +79,24 @@ def main(
 
 
 def run() -> None:
+    """The `gpuwise` command: its exit code is the command's own, and an answer that cannot be written to standard
+    output (full, closed) ends with one line and a defined code instead of a traceback (cli/output.py)."""
     import sys
 
     from gpuwise.cli.build import canonical_argv
+    from gpuwise.cli.output import answer_not_written, finish, open_stdout, stream_failed
 
-    app(args=canonical_argv(sys.argv[1:]))
+    had_stdout = open_stdout()
+    try:
+        app(args=canonical_argv(sys.argv[1:]))
+        code: object = 0
+    except SystemExit as done:
+        code = done.code
+    except OSError as exc:  # --help, --version or a usage error printed outside a command's guard
+        if not stream_failed(exc):
+            raise
+        code = answer_not_written(exc)
+    sys.exit(finish(code if isinstance(code, int) else 0 if code is None else 1, had_stdout=had_stdout))
 
 
 if __name__ == "__main__":

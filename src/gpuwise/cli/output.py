@@ -1,14 +1,28 @@
-"""What every command prints: tables on a console, JSON for scripts, and errors as one line (or one JSON object)."""
+"""What every command prints: tables on a console, JSON for scripts, and errors as one line (or one JSON object).
+
+Two promises hold for every command, whatever it prints:
+
+- **Text is text.** An error message may quote a file's name or contents; before it reaches a terminal or a JSON
+  line it loses its control characters (ESC, so no colour, cursor or OSC hyperlink sequence; C1 bytes; carriage
+  returns), bidirectional overrides and lone surrogates (:func:`printable`), and rich markup in it is escaped.
+- **A full or closed standard output is not a traceback.** When the answer cannot be written (``> /dev/full``,
+  a disk quota, a reader that closed the pipe, a process started with ``>&-``), standard output is pointed at the
+  null device so nothing is tried again at exit, and the command ends with a defined code
+  (:func:`answer_not_written`): 1 and one line on stderr, or 1 quietly for a closed pipe (the reader chose to stop,
+  as click does); an error being reported keeps its own code and still says its line on stderr.
+"""
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, ParamSpec, TypeVar
 
 import typer
@@ -18,10 +32,23 @@ from rich.markup import escape
 from gpuwise.errors import GpuwiseError, exit_code_for
 
 MAX_ERROR_CHARS = 600
+WRITE_FAILED = 1  # the exit code of a command whose answer could not be written to standard output
+# errors of a write that cannot succeed later; a file gpuwise writes goes through safe_io, which names the file
+# (ConfigError), so one of these with no file name is a standard stream's
+_STREAM_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# C0 and C1 controls (ESC starts CSI and OSC sequences; tab and newline become spaces before this applies), the
+# Arabic letter mark, left-to-right/right-to-left marks, embeddings, overrides and isolates, lone surrogates
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def stdout() -> Console:
     return Console(soft_wrap=False)
+
+
+def printable(text: str) -> str:
+    """``text`` as one line that cannot move a terminal's cursor, colour it, link it or reorder what follows:
+    whitespace runs become one space, control characters and bidirectional overrides are dropped."""
+    return _CONTROL.sub("", " ".join(text.split()))
 
 
 def finite(value: Any) -> Any:
@@ -39,15 +66,80 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(finite(value), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
+def stream_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a standard stream that cannot take more: full, over quota, or a pipe nobody reads."""
+    return isinstance(exc, OSError) and exc.errno in _STREAM_ERRNOS and exc.filename is None
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device: what is still buffered would fail again at exit, where the
+    interpreter prints 'Exception ignored' and exits 120."""
+    try:
+        target = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture): nothing fails at exit
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, target)
+    os.close(null)
+
+
+def _say(line: str) -> None:
+    """``error: line`` on stderr; a stderr that cannot take it either is left alone (nowhere else to say it)."""
+    with suppress(OSError):
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(line)}")
+
+
+def answer_not_written(exc: OSError) -> int:
+    """The exit code of a command whose answer could not be written (:data:`WRITE_FAILED`), after one line on
+    stderr that says why; a closed pipe ends quietly."""
+    _silence_stdout()
+    if exc.errno != errno.EPIPE:
+        _say(f"could not write the answer to standard output: {os.strerror(exc.errno or errno.EIO)}")
+    return WRITE_FAILED
+
+
 def emit_error(message: str, code: int, *, as_json: bool) -> None:
-    """One line on stderr; with ``--json`` also ``{"error": message, "exit_code": code}`` as one line on stdout."""
-    line = " ".join(message.split())
+    """One line on stderr; with ``--json`` also ``{"error": message, "exit_code": code}`` as one line on stdout
+    (where standard output cannot take it, the line on stderr still says the error)."""
+    line = printable(message)
     if len(line) > MAX_ERROR_CHARS:  # a usage error quotes the value typed: never echo more than an excerpt
         line = line[: MAX_ERROR_CHARS - 3] + "..."
     if as_json:
-        sys.stdout.write(json.dumps({"error": line, "exit_code": code}, ensure_ascii=False) + "\n")
+        try:
+            sys.stdout.write(json.dumps({"error": line, "exit_code": code}, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        except OSError as exc:
+            if not stream_failed(exc):
+                raise
+            _silence_stdout()
+    _say(line)
+
+
+def open_stdout() -> bool:
+    """Whether the process has a standard output; one started without (``>&-``) gets the null device, so that
+    commands write as usual and :func:`finish` says the answer went nowhere."""
+    if sys.stdout is not None:
+        return True
+    sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 -- the process's stdout until it exits
+    return False
+
+
+def finish(code: int, *, had_stdout: bool = True) -> int:
+    """The process's exit code once what is buffered for standard output is written: ``code``, or
+    :data:`WRITE_FAILED` where a successful answer could not be written (or there was no standard output). A
+    command that already failed keeps its code, and its own line on stderr says why."""
+    try:
+        if not had_stdout:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
         sys.stdout.flush()
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(line)}")
+    except OSError as exc:
+        if not (stream_failed(exc) or exc.errno == errno.EBADF):
+            raise
+        if code != 0:
+            _silence_stdout()
+            return code
+        return answer_not_written(exc)
+    return code
 
 
 @contextmanager
@@ -61,6 +153,8 @@ def guard(*, as_json: bool) -> Iterator[None]:
         emit_error(str(exc), exit_code_for(exc), as_json=as_json)
         raise typer.Exit(exit_code_for(exc)) from None
     except OSError as exc:  # a file we were told to read or write: the OS says why in one line
+        if stream_failed(exc):
+            raise typer.Exit(answer_not_written(exc)) from None
         emit_error(f"{exc.filename or 'file'}: {exc.strerror or exc}", 2, as_json=as_json)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
