@@ -246,3 +246,28 @@ def test_the_memory_advice_is_for_the_card_the_log_names() -> None:
     assert doc["context"]["oom"]["requested_bytes"] == pytest.approx(64 * MIB)
     text = runner.invoke(app, ["diagnose", "-"], input=log, env={"COLUMNS": "200"}).stdout
     assert "38.31 MiB + reserved but unallocated 222.14 MiB = 260.45 MiB >= requested 64.00 MiB" in text
+
+
+# ---- text from the log is text (issue 37) -------------------------------------------------------------------------
+HOSTILE_OOM = ("torch.OutOfMemoryError: CUDA out of memory. \x1b[2J\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+               " \u202egnp.exe\r[/] [link=https://evil.example/]x[/link] [bold]")
+CONTROLS = ("\x1b", "\u202e", "\r", "\x9b")
+
+
+def test_the_logs_lines_reach_the_terminal_and_json_as_plain_text(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.log"
+    path.write_text(HOSTILE_OOM)
+    shown = runner.invoke(app, ["diagnose", str(path)], env={"COLUMNS": "400"})  # one evidence line
+    assert shown.exit_code == 0, shown.output  # was exit 1: rich read the log's "[/]" as a closing tag
+    assert not any(c in shown.stdout for c in CONTROLS), repr(shown.stdout)
+    assert " gnp.exe[/] [link=https://evil.example/]x[/link] [bold]" in shown.stdout  # shown, not obeyed
+    evidence = json.loads(runner.invoke(app, ["diagnose", str(path), "--json"]).stdout)["matches"][0]["evidence"]
+    assert evidence == ["torch.OutOfMemoryError: CUDA out of memory. [2J]8;;https://evil.example/\\click]8;;\\ gnp.exe"
+                        "[/] [link=https://evil.example/]x[/link] [bold]"]
+
+
+def test_the_knowledge_bases_brackets_are_shown_not_read_as_markup() -> None:
+    # the Docker entry quotes `capabilities: [[gpu]]`; rich read [gpu] as a style and printed "capabilities: []"
+    log = 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'
+    shown = runner.invoke(app, ["diagnose", "--text", log], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0 and shown.stdout.count("capabilities: [[gpu]]") >= 2, shown.stdout

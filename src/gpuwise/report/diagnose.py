@@ -1,11 +1,17 @@
-"""Diagnoses as a rich report and as the documented JSON."""
+"""Diagnoses as a rich report and as the documented JSON.
+
+Every text shown is plain text, escaped for rich: the log's lines and the card name it prints (already stripped of
+control characters where they were read, troubleshoot/matcher.py) and the knowledge base's own words, which quote
+log syntax such as ``capabilities: [[gpu]]`` that rich would otherwise read as markup."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 
 from gpuwise.api import Diagnosis
@@ -34,30 +40,40 @@ def _context_line(d: Diagnosis) -> str | None:
     said = [f"card {c.gpu_name} ({c.gpu})" if c.gpu else "", f"method {c.method}" if c.oom else ""]
     if c.oom is not None:
         said.append(c.oom.arithmetic())
-    return "[bold]the log says:[/bold] " + "; ".join(s for s in said if s)
+    return "[bold]the log says:[/bold] " + escape("; ".join(s for s in said if s))
+
+
+def _items(prefix: str, texts: Iterable[str]) -> str:
+    return "\n".join(f"{prefix}{escape(text)}" for text in texts)
+
+
+def _panels(d: Diagnosis, top: int) -> list[Panel]:
+    panels = []
+    for rank, m in enumerate(d.matches[:top], 1):
+        e = m.entry
+        body = [f"[bold]what it means[/bold] {escape(e.cause.strip())}",
+                "[bold]evidence[/bold]\n" + _items("  > ", m.evidence[:3]),
+                "[bold]confirm[/bold]\n" + _items("  - ", e.confirm),
+                "[bold]fix[/bold]\n" + _items("  - ", e.fix)]
+        if e.folklore:
+            body.append(f"[bold]not true[/bold] {escape(e.folklore.strip())}")
+        body += [f"[dim]{escape(note)}[/dim]" for note in m.notes]
+        body.append("[dim]sources: " + escape("; ".join(f"{s.title} <{s.url}>" for s in e.sources)) + "[/dim]")
+        panels.append(Panel("\n".join(body), title=f"#{rank} {escape(e.title)} [dim]({escape(e.id)}, score "
+                                                    f"{m.score:.2f}, {m.lines} line(s))[/dim]", title_align="left"))
+    return panels
 
 
 def diagnosis_view(d: Diagnosis, *, top: int = 5) -> Group:
     if not d.matches:
-        lines = "\n".join(f"- {item}" for item in d.checklist)
-        return Group("[yellow]no known signature in this log.[/yellow] Collect this evidence first:", lines)
-    parts: list[Any] = []
-    for rank, m in enumerate(d.matches[:top], 1):
-        e = m.entry
-        body = [f"[bold]what it means[/bold] {e.cause.strip()}",
-                "[bold]evidence[/bold]\n" + "\n".join(f"  > {line}" for line in m.evidence[:3]),
-                "[bold]confirm[/bold]\n" + "\n".join(f"  - {c}" for c in e.confirm),
-                "[bold]fix[/bold]\n" + "\n".join(f"  - {f}" for f in e.fix)]
-        if e.folklore:
-            body.append(f"[bold]not true[/bold] {e.folklore.strip()}")
-        body += [f"[dim]{note}[/dim]" for note in m.notes]
-        body.append("[dim]sources: " + "; ".join(f"{s.title} <{s.url}>" for s in e.sources) + "[/dim]")
-        parts.append(Panel("\n".join(body), title=f"#{rank} {e.title} [dim]({e.id}, score {m.score:.2f}, "
-                                                  f"{m.lines} line(s))[/dim]", title_align="left"))
+        return Group("[yellow]no known signature in this log.[/yellow] Collect this evidence first:",
+                     _items("- ", d.checklist))
+    parts: list[Any] = list(_panels(d, top))
     if (line := _context_line(d)) is not None:
         parts.append(line)
     if d.memory_advice:
-        parts.append(f"[bold]memory:[/bold] {d.memory_advice}")
+        parts.append(f"[bold]memory:[/bold] {escape(d.memory_advice)}")
     if len(d.matches) > top:
-        parts.append(f"[dim]{len(d.matches) - top} more: " + ", ".join(m.entry.id for m in d.matches[top:]) + "[/dim]")
+        parts.append(f"[dim]{len(d.matches) - top} more: " + escape(", ".join(m.entry.id for m in d.matches[top:]))
+                     + "[/dim]")
     return Group(*parts)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuwise import budget
+from gpuwise.catalog.schema import printable
 from gpuwise.troubleshoot.kb import Entry, entries
 from gpuwise.troubleshoot.oom import read_oom, weigh
 
@@ -175,8 +176,8 @@ def scan(text: str, kb: Sequence[Entry] | None = None) -> dict[str, tuple[Entry,
                 if begin in starts:
                     continue
                 starts.add(begin)
-                if len(evidence) < MAX_EVIDENCE:
-                    evidence.append(text[begin:min(end, begin + 2000)].strip()[:500])
+                if len(evidence) < MAX_EVIDENCE:  # a line of the log is text: no ESC, OSC or bidi override
+                    evidence.append(printable(text[begin:min(end, begin + 2000)]).strip()[:500])
         if starts:
             found[entry.id] = (entry, evidence, len(starts))
     return found
