@@ -336,3 +336,48 @@ def test_fleet_report_answers_or_refuses_in_one_line(tmp_path_factory: pytest.Te
         assert "error" in json.loads(done.stdout)
     else:
         assert "nodes" in json.loads(done.stdout)
+
+
+# ---- what the kept campaign of issue 37 found (975 CLI inputs, 4 wrong exit codes) -------------------------------
+LOG_TEXT = st.one_of(st.text(max_size=300), st.sampled_from(["." * 5000, ".\n" * 2000, "\x1b[31m[/]\u202e", "[[gpu]]"]))
+
+
+@examples(40)
+@given(log=LOG_TEXT, as_json=st.booleans())
+def test_diagnose_answers_any_log_or_refuses_in_one_line(tmp_path_factory: pytest.TempPathFactory, log: str,
+                                                        as_json: bool) -> None:
+    # not check_cli: the answer may say "Traceback" (the checklist names it, a log's lines quote it)
+    path = tmp_path_factory.mktemp("log") / "run.log"
+    path.write_text(log, encoding="utf-8")
+    with time_limit(20):
+        done = runner.invoke(app, ["diagnose", str(path), *(["--json"] if as_json else [])])
+    assert done.exit_code == 0 and done.exception is None and done.stderr == "", (log, done.output)
+    if as_json:
+        assert isinstance(json.loads(done.stdout)["matches"], list)
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout
+
+
+@pytest.mark.parametrize("log", ["." * 10_000, ".\n" * 500, "...", ""], ids=["a-line", "lines", "three", "empty"])
+def test_a_log_of_dots_is_diagnosed_as_nothing_known(tmp_path: Path, log: str) -> None:
+    # a readable log in which nothing is recognised is an answer (exit 0): the checklist of what to collect
+    path = tmp_path / "dots.log"
+    path.write_text(log)
+    shown = runner.invoke(app, ["diagnose", str(path)])
+    assert shown.exit_code == 0 and "no known signature in this log" in shown.stdout, shown.output
+    answered = runner.invoke(app, ["diagnose", str(path), "--json"])
+    document = json.loads(answered.stdout)
+    assert answered.exit_code == 0 and document["matches"] == [] and document["checklist"]
+
+
+@pytest.mark.parametrize("args", [["bench", "--gpu", "nosuch"], ["bench", "--gpu", "nosuch", "--save", "x.json"],
+                                  ["bench", "--gpu", "nosuch", "--save", "x.json", "--json"],
+                                  ["validate", "llama-3.2-1b", "--gpu", "nosuch", "--save", "x.json"]],
+                         ids=" ".join)
+def test_an_unknown_gpu_is_bad_input_before_the_device_is_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 args: list[str]) -> None:
+    # it was exit 3 (no CUDA device) on a machine without a GPU: the name is wrong whatever the machine
+    monkeypatch.chdir(tmp_path)
+    check_cli(args, in_hypothesis=False)
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2 and "unknown GPU 'nosuch'" in done.stderr, done.output
+    assert list(tmp_path.iterdir()) == []

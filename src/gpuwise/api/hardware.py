@@ -74,8 +74,9 @@ def bench(*, save: Path | str | None = None, catalog_files: CatalogFiles = (), *
     if target is not None:
         check_writable(target, what="calibration record")
     catalog = load_catalog(catalog_files=catalog_files)
+    named = catalog.gpu(chosen.gpu) if chosen.gpu else None  # an unknown --gpu is bad input, whatever the machine
     name, memory_mib, driver, torch_version = probe.device_identity(chosen.device)
-    card = catalog.gpu(chosen.gpu) if chosen.gpu else match_catalog(name, memory_mib, catalog)[0]
+    card = named or match_catalog(name, memory_mib, catalog)[0]
     link = catalog.interconnects.get(card.native_link) if card else None
     host, started = node_stamp()
     results = probe.run(card, device=chosen.device, quick=chosen.quick, link_gb_s=link.nominal_gb_s if link else None)

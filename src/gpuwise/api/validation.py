@@ -148,11 +148,12 @@ def _card(catalog: Catalog, device: str, gpu: str | None) -> tuple[GPU, str, Cal
     from gpuwise.probe import bench
     from gpuwise.probe.checks import match_catalog
 
+    named = catalog.gpu(gpu) if gpu else None  # an unknown --gpu is bad input, whatever the machine
     name, memory_mib, _driver, _torch = bench.device_identity(device)
     if device == "cpu":
         card, measured = host_card(catalog, device)
         return card, name, measured
-    found = catalog.gpu(gpu) if gpu else match_catalog(name, memory_mib, catalog)[0]
+    found = named or match_catalog(name, memory_mib, catalog)[0]
     if found is None:
         raise ConfigError(f"{name[:60]} is not in the catalog: give --gpu ID for the prediction (`gpuwise catalog "
                           "list`)")
