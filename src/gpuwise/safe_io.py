@@ -273,9 +273,10 @@ def _fetch_range(url: str, first: int, size: int, timeout: float, stop: threadin
                 got += len(chunk)
             return UrlRange(b"".join(chunks)[:size], file_bytes)
     except urllib.error.HTTPError as exc:
-        if exc.code == 416:  # asked from the file's end or beyond: nothing there
-            return UrlRange(b"", _range_total(exc.headers.get("Content-Range", "")))
-        raise ConfigError(f"{what}: the server answered HTTP {exc.code} {excerpt(str(exc.reason))}") from None
+        with contextlib.closing(exc):  # its response's socket, which nothing else closes
+            if exc.code == 416:  # asked from the file's end or beyond: nothing there
+                return UrlRange(b"", _range_total(exc.headers.get("Content-Range", "")))
+            raise ConfigError(f"{what}: the server answered HTTP {exc.code} {excerpt(str(exc.reason))}") from None
     except (OSError, HTTPException, ValueError) as exc:
         raise ConfigError(f"{what}: cannot read it ({excerpt(str(exc), 120)})") from None
 
