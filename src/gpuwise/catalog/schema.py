@@ -15,12 +15,12 @@ A ``None`` figure means the chip has no such mode or its maker publishes none; `
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from gpuwise.safe_io import outside
+from gpuwise.text import printable as _printable
 
 GB = 1e9
 GIB = 2**30
@@ -36,14 +36,10 @@ Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
 def printable(text: str) -> str:
-    """``text`` without control characters: ESC and the C1 bytes that start terminal escapes (CSI, OSC hyperlinks),
-    carriage returns, bidirectional overrides and lone surrogates (they cannot be written as UTF-8). Tabs and
-    newlines stay (notes wrap); rich markup is escaped where text is rendered (report/), not here."""
-    return _CONTROL.sub("", text)
+    """``text`` as gpuwise shows any text from a file (gpuwise/text.py): no control, format or surrogate characters;
+    tabs and newlines stay (notes wrap); rich markup is escaped where text is rendered (report/), not here."""
+    return _printable(text)
 
 
 def _printable_value(value: Any) -> Any:

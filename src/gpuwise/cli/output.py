@@ -19,7 +19,6 @@ import functools
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -30,25 +29,21 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpuwise.errors import GpuwiseError, exit_code_for
+from gpuwise.text import printable as _printable
 
 MAX_ERROR_CHARS = 600
 WRITE_FAILED = 1  # the exit code of a command whose answer could not be written to standard output
 # errors of a write that cannot succeed later; a file gpuwise writes goes through safe_io, which names the file
 # (ConfigError), so one of these with no file name is a standard stream's
 _STREAM_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-# C0 and C1 controls (ESC starts CSI and OSC sequences; tab and newline become spaces before this applies), the
-# Arabic letter mark, left-to-right/right-to-left marks, embeddings, overrides and isolates, lone surrogates
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
 def stdout() -> Console:
     return Console(soft_wrap=False)
 
 
 def printable(text: str) -> str:
-    """``text`` as one line that cannot move a terminal's cursor, colour it, link it or reorder what follows:
-    whitespace runs become one space, control characters and bidirectional overrides are dropped."""
-    return _CONTROL.sub("", " ".join(text.split()))
+    """``text`` as one line that cannot move a terminal's cursor, colour it, link it or reorder what follows
+    (gpuwise/text.py, the rule every reader applies too)."""
+    return _printable(text, one_line=True)
 
 
 def finite(value: Any) -> Any:

@@ -18,7 +18,6 @@ Formats, each read from the tool's documented output and source:
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpuwise.errors import ConfigError, InputTooLarge
 from gpuwise.flags import Flag
 from gpuwise.safe_io import excerpt, parse_json, read_text
+from gpuwise.text import printable
 
 MAX_EXPORT_BYTES = 50 * 2**20
 MAX_RUNS = 10_000
@@ -78,9 +78,7 @@ def text(value: Any, limit: int = MAX_TEXT) -> str | None:
     runs of spaces collapsed, at most ``limit`` characters; None for anything but a non-empty string."""
     if not isinstance(value, str):
         return None
-    kept = "".join(c if unicodedata.category(c)[0] not in "CZ" or c == " " else " " for c in value[: limit * 4])
-    cleaned = " ".join(kept.split())[:limit]
-    return cleaned or None
+    return printable(value[: limit * 4], one_line=True)[:limit] or None
 
 
 def _refuse(where: str, key: str, value: Any, why: str) -> ConfigError:
