@@ -80,3 +80,12 @@ def test_a_real_read_refuses_a_redirect_to_a_file_in_one_line(server: str) -> No
     with pytest.raises(ConfigError, match="302") as caught:  # urllib itself stops a redirect to file: first
         read_url_range(f"{server}/start", first=0, size=8, deadline=time.monotonic() + 10, what="--weights")
     assert "\n" not in str(caught.value)
+
+
+def test_an_error_names_a_url_without_its_credentials_or_signature() -> None:
+    """A signed download URL's token and a URL's password are not repeated in an error message or a log."""
+    from gpuwise.workload.weights_source import label
+
+    named = label("https://user:secret@example.org/m/model.safetensors?X-Amz-Signature=abc123#part")
+    assert named == "'https://example.org/m/model.safetensors'"
+    assert "secret" not in named and "abc123" not in named

@@ -224,7 +224,8 @@ def with_weights_file(job: Job, weights: str | None) -> Job:
         return job
     if not isinstance(job, InferJob):
         raise ConfigError("--weights gives an inference checkpoint's exact bytes: use it with --task infer")
-    return job.model_copy(update={"weights_bytes": weights_bytes(weights)})
+    updated: Job = job.updated(weights_bytes=weights_bytes(weights))  # validated: a positive, bounded byte count
+    return updated
 
 
 def plan(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+import urllib.parse
 from dataclasses import dataclass
 
 from gpuwise.errors import ConfigError
@@ -28,8 +29,21 @@ class ExactWeights:
 
 
 def label(where: str) -> str:
-    """A file or URL as an error message names it: at most 200 characters, control characters escaped."""
+    """A file or URL as an error message names it: at most 200 characters, control characters escaped, and a URL
+    without its user, password, query and fragment (a signed URL's token or a password is not repeated)."""
+    if "://" in where:
+        parts = urllib.parse.urlsplit(where[:2000])
+        host = parts.hostname or ""
+        where = urllib.parse.urlunsplit((parts.scheme, host + (f":{parts.port}" if _port(parts) else ""),
+                                         parts.path, "", ""))
     return repr(where[:200] + ("..." if len(where) > 200 else ""))
+
+
+def _port(parts: urllib.parse.SplitResult) -> int | None:
+    try:
+        return parts.port
+    except ValueError:  # a port that is not a number: left out of the label
+        return None
 
 
 def quoted(name: str) -> str:
