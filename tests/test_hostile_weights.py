@@ -252,12 +252,13 @@ def test_a_gguf_of_many_short_strings_is_read_whole(tmp_path: Path) -> None:
 Reply = Callable[[BaseHTTPRequestHandler, int, int], None]
 
 
-def ranges_of(data: bytes) -> Reply:
-    """A well-behaved server of ``data``: 206 with the range asked for and the file's size."""
+def ranges_of(data: bytes, *, total: str | None = None) -> Reply:
+    """A well-behaved server of ``data``: 206 with the range asked for and the file's size (or ``total`` in its
+    place: ``*`` for a server that does not say)."""
     def reply(handler: BaseHTTPRequestHandler, first: int, last: int) -> None:
         part = data[first:last + 1]
         handler.send_response(206)
-        handler.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{len(data)}")
+        handler.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{total or len(data)}")
         handler.send_header("Content-Length", str(len(part)))
         handler.end_headers()
         handler.wfile.write(part)
@@ -334,16 +335,8 @@ def test_a_server_that_ignores_ranges_or_hides_the_size_is_refused(tmp_path: Pat
         handler.end_headers()
         handler.wfile.write(data)
 
-    def no_size(handler: BaseHTTPRequestHandler, first: int, last: int) -> None:
-        part = data[first:last + 1]
-        handler.send_response(206)
-        handler.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/*")
-        handler.send_header("Content-Length", str(len(part)))
-        handler.end_headers()
-        handler.wfile.write(part)
-
     refused(serve(whole), r"does not answer range requests \(HTTP 200 for bytes from 8\)")
-    refused(serve(no_size), r"does not give the file's size")
+    refused(serve(ranges_of(data, total="*")), r"does not give the file's size")
 
 
 def test_a_url_whose_tensors_lie_beyond_its_end_is_refused(tmp_path: Path, serve: Callable[[Reply], str]) -> None:

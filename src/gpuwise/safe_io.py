@@ -381,8 +381,7 @@ def _fsync_folder(folder: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):  # a filesystem that cannot sync a folder keeps the rename as it is
+            os.fsync(fd)
     finally:
         os.close(fd)
