@@ -29,9 +29,7 @@ from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 from gpuwise.errors import ConfigError
 from gpuwise.hosts import host_is_public
 from gpuwise.safe_io import excerpt
-from gpuwise.workload.diffusion.pipeline import find_pipeline
-from gpuwise.workload.model.presets import hub_index
-from gpuwise.workload.model.resolve import HUB_ID
+from gpuwise.workload.model.resolve import names_a_file
 
 Kind = Literal["model", "file", "file-or-url"]
 ANY_URL = ("http://", "https://")  # what a bare --allow-url allows: any http(s) URL to a public address
@@ -94,7 +92,7 @@ def check_access(value: object, *, field: str, kind: Kind, policy: AccessPolicy)
     """
     if not isinstance(value, str) or not value.strip() or "\x00" in value or len(value) > 4096:
         raise ConfigError(f"{field}: expected a name, path or URL as text, got {excerpt(value, 40)}")
-    if kind == "model" and not _model_opens_a_file(value):
+    if kind == "model" and not names_a_file(value):
         return value
     if _SCHEME.match(value):
         if kind == "file-or-url":
@@ -102,18 +100,6 @@ def check_access(value: object, *, field: str, kind: Kind, policy: AccessPolicy)
         raise AccessDenied(f"{field}: {excerpt(value)} is a URL; this field takes a preset id or hub id"
                            if kind == "model" else f"{field}: {excerpt(value)} is a URL; this field takes a file")
     return _checked_path(value, field, policy)
-
-
-def _model_opens_a_file(name: str) -> bool:
-    """Whether the model resolver (workload/model/resolve.py) would read ``name`` from disk: not a preset or a
-    pipeline, and a name that exists there or is spelled as a path rather than a hub repo id."""
-    if name.strip().lower() in hub_index() or find_pipeline(name) is not None:
-        return False
-    if os.path.lexists(os.path.expanduser(name)):
-        return True
-    hub_id = HUB_ID.fullmatch(name) is not None and not set(name.split("/")) & {".", ".."}
-    spelled_as_path = name.startswith(("/", "~", ".")) or "\\" in name or name.endswith(".json")
-    return spelled_as_path or ("/" in name and not hub_id)
 
 
 def _checked_path(value: str, field: str, policy: AccessPolicy) -> str:

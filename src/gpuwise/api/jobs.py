@@ -39,10 +39,10 @@ from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture, from_config
 from gpuwise.workload.model.presets import Preset, presets
 from gpuwise.workload.model.resolve import resolve_model
+from gpuwise.workload.run_limits import beyond_datasheet
 
 ModelRef = str | Architecture
 CALIBRATION_ABOVE_PEAK = 1.25  # GeForce boost clocks run matmuls up to ~1.05x the spec; more is not this card
-CALIBRATION_BELOW_PEAK = 0.01  # a working card, even throttled, reaches more than 1% of its datasheet rates
 
 
 def model(name: ModelRef) -> Architecture:
@@ -165,15 +165,12 @@ def _same_card(path: Path | str, measured_on: str, card: GPU, catalog: Catalog) 
 
 def _plausible(path: Path | str, card: GPU, gemm_tflops: Mapping[Any, float], memory_gb_s: float | None,
                above: float = CALIBRATION_ABOVE_PEAK) -> None:
-    for dtype, tflops in gemm_tflops.items():
-        peak = card.peak_flops(dtype)
-        if peak and not CALIBRATION_BELOW_PEAK * peak <= tflops * 1e12 <= above * peak:
-            raise ConfigError(f"calibration {str(path)!r}: {dtype} {tflops:,.3g} TFLOPS is not within 1%-{above:.0%} "
-                              f"of {card.id}'s {peak / 1e12:,.1f} dense peak: not a measurement of this card")
-    datasheet = card.memory_bandwidth_gb_s
-    if memory_gb_s and not CALIBRATION_BELOW_PEAK * datasheet <= memory_gb_s <= above * datasheet:
-        raise ConfigError(f"calibration {str(path)!r}: {memory_gb_s:,.3g} GB/s is not within 1%-{above:.0%} of "
-                          f"{card.id}'s {datasheet:,.0f} GB/s datasheet bandwidth")
+    for what, rate, sheet in beyond_datasheet(card, gemm_tflops, memory_gb_s, above=above)[:1]:
+        if what == "memory":
+            raise ConfigError(f"calibration {str(path)!r}: {rate:,.3g} GB/s is not within 1%-{above:.0%} of "
+                              f"{card.id}'s {sheet:,.0f} GB/s datasheet bandwidth")
+        raise ConfigError(f"calibration {str(path)!r}: {what} {rate:,.3g} TFLOPS is not within 1%-{above:.0%} "
+                          f"of {card.id}'s {sheet:,.1f} dense peak: not a measurement of this card")
 
 
 def _validated(path: Path | str, record: Mapping[str, Any], card: GPU, catalog: Catalog) -> Calibration:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from gpuwise.catalog import FEATURES, SEGMENTS, VENDORS
 from gpuwise.estimate.cost.report import Purchase
 from gpuwise.estimate.cost.tco import Usage
+from gpuwise.estimate.sharding import Sharding
 from gpuwise.probe.settings import (
     BenchSettings,
     BurnInSettings,
@@ -30,7 +31,7 @@ from gpuwise.workload.model.presets import hub_index
 __all__ = [
     "FEATURES", "HARDWARE", "HPC_SHARED", "JOB_MODELS", "SEGMENTS", "SHARED", "VENDORS", "BenchSettings",
     "BurnInSettings", "CalibrateSettings", "CollectiveSettings", "Constraints", "DoctorSettings", "ExporterSettings",
-    "HpcJob", "ImageJob", "InferJob", "LoadTest", "MonitorSettings", "Purchase", "Request", "TrainJob", "Usage",
-    "ValidateSettings", "Workload", "hub_index", "job_flag_fields", "load_scenario", "make_hpc_job", "make_image_job",
-    "make_job", "parse_request", "template_count", "workload_kind",
+    "HpcJob", "ImageJob", "InferJob", "LoadTest", "MonitorSettings", "Purchase", "Request", "Sharding", "TrainJob",
+    "Usage", "ValidateSettings", "Workload", "hub_index", "job_flag_fields", "load_scenario", "make_hpc_job",
+    "make_image_job", "make_job", "parse_request", "template_count", "workload_kind",
 ]

@@ -50,7 +50,6 @@ class DeviceMatch:
 
     gpu: str
     count: int
-    printed: str
     how: str  # "table" (gpu_names.yaml) or "catalog" (ids, product names and aliases)
     note: str = ""
 
@@ -123,4 +122,4 @@ def match_device(printed: str, catalog: Catalog) -> DeviceMatch:
         raise ConfigError(f"the GPU name {printed[:80]!r} lists different cards ({', '.join(ids)}); gpuwise "
                           f"calibrates one kind of card: {GIVE_GPU}")
     gpu, note, how = resolved[0]
-    return DeviceMatch(gpu, len(parts), printed, how, note)
+    return DeviceMatch(gpu, len(parts), how, note)

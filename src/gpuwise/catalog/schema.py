@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from gpuwise.safe_io import outside
-from gpuwise.text import printable as _printable
+from gpuwise.text import printable
 
 GB = 1e9
 GIB = 2**30
@@ -34,12 +34,6 @@ Cooling = Literal["axial", "blower", "passive", "liquid", "module"]
 Stack = Literal["cuda", "rocm", "oneapi", "synapseai", "metal"]
 Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
-
-
-def printable(text: str) -> str:
-    """``text`` as gpuwise shows any text from a file (gpuwise/text.py): no control, format or surrogate characters;
-    tabs and newlines stay (notes wrap); rich markup is escaped where text is rendered (report/), not here."""
-    return _printable(text)
 
 
 def _printable_value(value: Any) -> Any:

@@ -29,7 +29,6 @@ from typing import IO
 
 from gpuwise.catalog.catalog import Catalog, load_catalog
 from gpuwise.catalog.loading import MAX_OVERRIDE_BYTES, SYNCED_PREFIX, discover_override_files, user_catalog_dir
-from gpuwise.catalog.schema import printable
 from gpuwise.catalog.sync_match import matcher
 from gpuwise.catalog.sync_rows import (
     MAX_SYNCED_OFFERS,
@@ -45,6 +44,7 @@ from gpuwise.catalog.sync_rows import (
 )
 from gpuwise.errors import CatalogError, ConfigError, InputTooLarge
 from gpuwise.safe_io import atomic_write, check_writable
+from gpuwise.text import printable
 
 __all__ = ["MAX_SYNCED_OFFERS", "SYNCED_FILE", "Synced", "matching_catalog", "offer_id_of", "read_offers",
            "sync_target", "write_offers"]

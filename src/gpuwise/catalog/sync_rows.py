@@ -20,9 +20,10 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from gpuwise.catalog.loading import validation_message
-from gpuwise.catalog.schema import FIGURE_MAX, FIGURE_MIN, GPU, CloudOffer, printable
+from gpuwise.catalog.schema import FIGURE_MAX, FIGURE_MIN, GPU, CloudOffer
 from gpuwise.catalog.sync_match import Hints, form_factor_of, skypilot_hints
 from gpuwise.errors import CatalogError, InputTooLarge
+from gpuwise.text import printable
 
 MAX_NAME_CHARS = 200
 MAX_SYNCED_OFFERS = 100_000
@@ -107,7 +108,7 @@ def record_of(offer_id: str, offer: Offer) -> CloudOffer:
 # ---- what a row says --------------------------------------------------------------------------------------
 def _name(row: Row, key: str) -> str:
     """A name from the file as one line of printable text."""
-    text = " ".join(printable(row.get(key) or "").split())
+    text = printable(row.get(key) or "", one_line=True)
     if len(text) > MAX_NAME_CHARS:
         raise Skip(f"a name longer than {MAX_NAME_CHARS} characters")
     return text

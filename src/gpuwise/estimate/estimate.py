@@ -27,9 +27,9 @@ class Estimate:
     job: Job
     memory: MemoryEstimate
     warnings: tuple[str, ...]
+    plan: TrainPlan | InferPlan  # the job as resolved on the card: what every figure was computed from
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
-    plan: TrainPlan | InferPlan | None = None  # the job as resolved on the card: what every figure was computed from
 
     @property
     def task(self) -> str:

@@ -45,10 +45,6 @@ class Sharding:
         parameters the runtime holds or gathers."""
         return self.profile.compute_params.value == "fp32_autocast"
 
-    @property
-    def sharded(self) -> bool:
-        return self.stage >= 1 and self.ranks > 1
-
     def describe(self) -> str:
         over = f" over {self.ranks:,} data-parallel ranks" if self.stage else ""
         origin = f" ({self.origin})" if self.origin else ""

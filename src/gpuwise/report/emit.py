@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuwise import api
-from gpuwise.api.shell import InferJob, TrainJob
+from gpuwise.api import TrainPlan
+from gpuwise.api.shell import InferJob, Sharding, TrainJob
 from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.sharding import Sharding
 from gpuwise.report.finetune_launch import (
     AXOLOTL_FILE,
     axolotl_text,
@@ -19,7 +19,7 @@ from gpuwise.report.finetune_launch import (
     torchtune_download,
     torchtune_text,
 )
-from gpuwise.report.launch import ENGINE_NAMES, Slots, hub_id, launch_command
+from gpuwise.report.launch import Slots, engine_name, hub_id, launch_command
 from gpuwise.report.skypilot import MASTER_ADDR, Deployment, skypilot_task
 from gpuwise.runtimes.finetune_launch import AXOLOTL_INSTALL, TORCHTUNE_INSTALL, TRAINING_LAUNCHERS
 from gpuwise.runtimes.launch import LAUNCHES
@@ -134,10 +134,11 @@ def _replica(option: Any, workload: Any, job: InferJob, settings: Mapping[str, o
     update = {k: settings[k] for k in ("tp", "quant", "kv_dtype") if k in settings}
     tp = int(str(update.get("tp", job.tp)))
     replica = job.updated(**update, count=tp, nodes=1, batch=1)
-    cap = int(getattr(api.plan(workload.model, gpu=option.gpu, job=replica), "max_num_seqs", 1))
-    held = api.estimate(workload.model, gpu=option.gpu, job=replica).memory.max_concurrency or 1
+    one = api.estimate(workload.model, gpu=option.gpu, job=replica)  # its plan and its KV room, at batch 1
+    cap = int(getattr(one.plan, "max_num_seqs", 1))
+    held = one.memory.max_concurrency or 1
     limit = max(1, min(cap, held))
-    engine = ENGINE_NAMES.get(job.engine, job.engine)
+    engine = engine_name(job.engine)
     why = (f"the batch this option was planned at under load, the fewer of {engine}'s cap on {option.gpu} ({cap:,}) "
            f"and the whole {job.context:,}-token sequences its KV cache holds ({held:,})")
     return api.estimate(workload.model, gpu=option.gpu, job=replica.updated(batch=limit)), Slots(limit, why)
@@ -153,10 +154,9 @@ def _training_text(estimate: Estimate, model: str, tool: str) -> str:
 
 
 def _sharding(estimate: Estimate) -> Sharding:
-    sharding = getattr(estimate.plan, "sharding", None)
-    if not isinstance(sharding, Sharding):
+    if not isinstance(estimate.plan, TrainPlan):
         raise ConfigError("no data-parallel plan for this job: it is not a training estimate")
-    return sharding
+    return estimate.plan.sharding
 
 
 def _serving_deployment(replica: Estimate, model: str, offer: Any, per_node: int, nodes: int,

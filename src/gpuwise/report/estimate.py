@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from gpuwise.api import TrainPlan
 from gpuwise.estimate.cost.price import CostFigures
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.memory.fit import FitReport
@@ -65,7 +66,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         workload["checkpoint_format"] = {"quant": arch.checkpoint.quant, "covers": arch.checkpoint.scope,
                                          "source": arch.checkpoint.source}
     if isinstance(job, TrainJob):
-        sharding = getattr(est.plan, "sharding", None)
+        sharding = est.plan.sharding if isinstance(est.plan, TrainPlan) else None
         if sharding is not None:  # the stage and runtime the plan decided
             workload.update(zero=sharding.stage, sharding=sharding.profile.id, sharding_ranks=sharding.ranks,
                             data_parallel=sharding.name)

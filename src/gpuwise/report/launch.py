@@ -10,16 +10,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwise import runtimes
 from gpuwise.errors import ConfigError
 from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.plan import InferPlan, resolve
+from gpuwise.estimate.plan import InferPlan
 from gpuwise.runtimes.launch import LAUNCHES, Launch
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.presets import Preset, hub_index, presets
 from gpuwise.workload.model.quantized import GGUF_TAGS, QuantizedCheckpoint, listed_for, quantized_checkpoint
 
 SIXTEEN_BIT = frozenset({"bf16", "fp16", "fp32"})
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
+
+
+def engine_name(engine: str) -> str:
+    """The engine as its profile names it (vLLM, SGLang, llama.cpp)."""
+    return runtimes.engine(engine).name
 
 
 @dataclass(frozen=True)
@@ -70,12 +75,12 @@ def serving_plan(result: Estimate, engine: str) -> tuple[InferJob, InferPlan]:
         raise ConfigError(f"--emit {engine} launches {engine}: estimate it with --engine {engine}")
     if engine not in LAUNCHES:
         raise ConfigError(f"--emit {engine[:40]} launches a serving engine: use vllm, sglang or llamacpp")
-    plan = result.plan if isinstance(result.plan, InferPlan) else resolve(result.model, job, result.gpu)
+    plan = result.plan
     assert isinstance(plan, InferPlan)
     limit = result.model.max_positions
     if limit and plan.job.context > limit:
         raise ConfigError(f"--input-len {job.input_len} + --output-len {job.output_len} = {plan.job.context:,} tokens "
-                          f"exceed {result.model.name}'s {limit:,} positions, which {ENGINE_NAMES[engine]} will not "
+                          f"exceed {result.model.name}'s {limit:,} positions, which {engine_name(engine)} will not "
                           "serve past: shorten the request")
     return plan.job, plan
 
@@ -101,7 +106,7 @@ def _checkpoint(result: Estimate, model: str, engine: str, job: InferJob) -> Che
     that have one."""
     weights, spec = job.weights, LAUNCHES[engine]
     preset = _preset(model, result)
-    if engine == "llamacpp":
+    if "gguf" in spec.loads:  # an engine that loads GGUF files only (llama.cpp)
         return _gguf(model, preset, weights)
     shipped = result.model.checkpoint.quant if result.model.checkpoint is not None else "bf16"
     if weights == shipped or (weights in SIXTEEN_BIT and shipped in SIXTEEN_BIT):
@@ -133,7 +138,7 @@ def _quantized_on_load(result: Estimate, model: str, engine: str, job: InferJob)
     gib, name = f"{sixteen_bit / 2**30:,.1f} GiB per GPU", result.model.name
     if sixteen_bit > usable:
         raise ConfigError(f"no {weights} checkpoint of {name} is listed ({_offer(name, engine)}), and "
-                          f"{ENGINE_NAMES[engine]} quantizes to {weights} on load only after loading the 16-bit weights"
+                          f"{engine_name(engine)} quantizes to {weights} on load only after loading the 16-bit weights"
                           f" ({gib} at TP {job.tp} > {usable / 2**30:,.1f} GiB): not emitted; raise --tp, or "
                           "quantize it offline (llm-compressor) and give its path as MODEL")
     note = (f"{weights} weights: {hub_id(model)} quantized on load (--quantization {spec.quantize_on_load[weights]}, "
@@ -151,7 +156,7 @@ def _none_known(result: Estimate, preset: Preset | None, weights: str, engine: s
     offer = _offer(name, engine)
     load = ", ".join(LAUNCHES[engine].quantize_on_load) or "nothing"
     return (f"no pre-quantized {weights} checkpoint of {name} is known to gpuwise (workload/model/quantized.yaml; "
-            f"{offer}) and {ENGINE_NAMES[engine]} quantizes only {load} on load: not emitted; estimate another "
+            f"{offer}) and {engine_name(engine)} quantizes only {load} on load: not emitted; estimate another "
             "--quant, or quantize it yourself and give its path or hub id as MODEL")
 
 

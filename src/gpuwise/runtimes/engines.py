@@ -42,6 +42,10 @@ FUSED_MOE_CALL = Sourced(27e-6, "vLLM's Triton fused_moe timed by benchmarks/ker
 
 VLLM = EngineProfile(
     id="vllm", name="vLLM",
+    prefix_caching=Sourced("vLLM caches prompt prefixes by default since v0.8, and a sweep that sends the same "
+                           "prompts at several rates finds them cached",
+                           "vllm-project/vllm vllm/engine/arg_utils.py EngineArgs.enable_prefix_caching: on by "
+                           "default in the V1 engine (docs/features/automatic_prefix_caching.md)"),
     weight_formats=Sourced(ALL_FORMATS, "vllm-project/vllm@05d90956 vllm/model_executor/layers/quantization/"
                                         "__init__.py QuantizationMethods (awq, gptq, fp8, mxfp4, modelopt_fp4, gguf "
                                         "...)"),
@@ -82,6 +86,9 @@ VLLM = EngineProfile(
 
 SGLANG = EngineProfile(
     id="sglang", name="SGLang",
+    prefix_caching=Sourced("SGLang's radix cache keeps prompt prefixes unless started with --disable-radix-cache",
+                           "sgl-project/sglang python/sglang/srt/server_args.py ServerArgs.disable_radix_cache: "
+                           "False by default (RadixAttention)"),
     weight_formats=Sourced(ALL_FORMATS, "SGLang docs, quantization: fp8, awq, gptq, mxfp4, modelopt fp4, gguf"),
     formats_instead="",
     kv_formats=Sourced(frozenset({"fp16", "bf16", "fp8"}),

@@ -176,6 +176,7 @@ class EngineProfile:
     disaggregates: Sourced[bool] = Sourced(False, "no separate prefill and decode workers")
     image: ImageRuntime | None = None  # an image-pipeline runtime: how it holds the pipeline
     expert_offload: Sourced[str] | None = None  # keeps chosen layers' routed experts in host RAM (its flag)
+    prefix_caching: Sourced[str] | None = None  # reuses cached prompt prefixes unless told not to (how, in words)
 
     @property
     def pooled(self) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuwise import budget
-from gpuwise.catalog.schema import printable
+from gpuwise.text import printable
 from gpuwise.troubleshoot.kb import Entry, entries
 from gpuwise.troubleshoot.oom import read_oom, weigh
 

@@ -17,7 +17,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import CHECKPOINTING, CHUNKED_LOSS, EIGHT_BIT_ADAM, FUSED_LOSS, Knob
-from gpuwise.estimate.plan import TrainPlan, resolve
+from gpuwise.estimate.plan import TrainPlan
 from gpuwise.runtimes import engine_runs
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 from gpuwise.workload.model.architecture import Architecture
@@ -78,10 +78,10 @@ def _edit(knob: Knob) -> tuple[str, str, str, dict[str, Any]]:
     return knob.flag, knob.what, knob.cost, dict(knob.changes)
 
 
-def _training_edits(arch: Architecture, job: TrainJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
+def _training_edits(job: TrainJob, gpu: GPU, done: Estimate) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The training edits worth trying on ``job``, whose estimate (its plan's ZeRO stage included) is ``done``."""
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
-    resolved = resolve(arch, job, gpu)
-    stage = resolved.sharding.stage if isinstance(resolved, TrainPlan) else 0
+    stage = done.plan.sharding.stage if isinstance(done.plan, TrainPlan) else 0
     if job.ckpt != "full":
         edits.append(_edit(CHECKPOINTING))
     flash = Knob("--flash-attn", "FlashAttention-2", "none (faster)", {"flash_attn": True})
@@ -187,8 +187,9 @@ def _fewest_cpu_moe(arch: Architecture, job: InferJob, gpu: GPU) -> int | None:
 
 def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
     """Single-flag edits ranked by the memory they save (largest first); edits that save nothing are dropped."""
-    base = estimate(arch, job, gpu).memory.per_gpu_bytes
-    edits = _training_edits(arch, job, gpu) if isinstance(job, TrainJob) else _inference_edits(arch, job, gpu)
+    done = estimate(arch, job, gpu)
+    base = done.memory.per_gpu_bytes
+    edits = _training_edits(job, gpu, done) if isinstance(job, TrainJob) else _inference_edits(arch, job, gpu)
     found = []
     for flags, description, tradeoff, update in edits:
         budget.checkpoint()
@@ -217,9 +218,10 @@ def _greedy(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int,
     flags: list[str] = []
     current = job
     for _ in range(max_steps):
-        if estimate(arch, current, gpu).memory.fits:
+        done = estimate(arch, current, gpu)
+        if done.memory.fits:
             return tuple(flags), current
-        edits = (_training_edits(arch, current, gpu) if isinstance(current, TrainJob)
+        edits = (_training_edits(current, gpu, done) if isinstance(current, TrainJob)
                  else _inference_edits(arch, current, gpu))
         best: tuple[float, str, Job] | None = None
         for flag, _d, _t, update in edits:

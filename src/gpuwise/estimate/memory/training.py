@@ -83,8 +83,7 @@ def training_memory(plan: TrainPlan) -> MemoryEstimate:
     job, capacity_bytes = plan.job, plan.gpu.usable_memory_bytes
     parts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     states = model_states(plan)
-    parts.update(weights=states.weights, master_weights=states.master, gradients=states.gradients,
-                 optimizer=states.optimizer)
+    parts.update(states.parts)
     moment, at_peak = peak_moment(plan, states)
     parts.update(at_peak)
     paged_bytes, paged = _page_out(parts, job, capacity_bytes)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -15,11 +14,11 @@ from typing import Any
 import yaml
 
 from gpuwise.errors import ConfigError
+from gpuwise.workload.model.resolve import HUB_ID
 
 METHODS = frozenset({"compressed-tensors", "awq", "gptq", "fp8", "modelopt_fp4", "gguf"})
 """How an engine recognises a checkpoint: config.json's quantization_config.quant_method (compressed-tensors, awq,
 gptq, fp8), ModelOpt's hf_quant_config.json (modelopt_fp4), or the GGUF file format."""
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")  # <user>/<model>, as the Hub spells repository ids
 GGUF_TAGS = {"gguf-q4_k_m": "Q4_K_M", "gguf-q8_0": "Q8_0"}  # llama.cpp's names for the GGUF formats gpuwise models
 
 
@@ -55,7 +54,7 @@ def _entry(preset: str, quant: str, record: Mapping[str, Any]) -> QuantizedCheck
 
 
 def _check(where: str, c: QuantizedCheckpoint) -> None:
-    if not REPO_ID.match(c.repo) or not REPO_ID.match(c.quantizes):
+    if not HUB_ID.fullmatch(c.repo) or not HUB_ID.fullmatch(c.quantizes):
         raise ConfigError(f"{where}: {c.repo!r} / {c.quantizes!r} is not a <user>/<model> repository id")
     if c.method not in METHODS:
         raise ConfigError(f"{where}: method {c.method!r} is not one of {', '.join(sorted(METHODS))}")

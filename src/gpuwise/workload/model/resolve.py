@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 import socket
 import threading
@@ -176,6 +177,21 @@ def _variant(name: str) -> Architecture | None:
     note = f"{name} -> preset {preset_id} ({suffixes}: " + (f"{implied} weights)" if implied else
                                                             "the same architecture)")
     return replace(arch, name=name, checkpoint=checkpoint, resolved_as=note)
+
+
+def names_a_file(name: str) -> bool:
+    """Whether :func:`resolve_model` reads ``name`` from disk, or would try to: not a preset or an image pipeline, and
+    a name that exists there or is written as a path rather than a hub repo id. The servers' access policy
+    (api/access.py) asks this, so that what it checks is what this resolver opens."""
+    from gpuwise.workload.diffusion.pipeline import find_pipeline
+
+    if name.strip().lower() in hub_index() or find_pipeline(name) is not None:
+        return False
+    if os.path.lexists(os.path.expanduser(name)):
+        return True
+    hub_id = HUB_ID.fullmatch(name) is not None and not set(name.split("/")) & {".", ".."}
+    spelled_as_path = name.startswith(("/", "~", ".")) or "\\" in name or name.endswith(".json")
+    return spelled_as_path or ("/" in name and not hub_id)
 
 
 def resolve_model(name: str) -> Architecture:
