@@ -69,7 +69,7 @@ def _runtime(job: TrainJob, framework: FrameworkProfile, stage: int) -> tuple[st
         return job.sharding, ""
     if framework.sharding is not None:
         own = framework.sharding.value
-        if stage == 0 and own in ("fsdp", "fsdp2"):
+        if stage not in SHARDERS[own].stages.value:  # FSDP has no stage 0: without sharding it is plain DDP
             return "ddp", f"{framework.name} without sharding runs plain data parallel"
         return own, f"{framework.name}'s: {framework.sharding.source}"
     if stage == 1 or job.offload == "optimizer":
@@ -98,12 +98,13 @@ def _require_offload(job: TrainJob, profile: ShardingProfile, stage: int) -> Non
         raise ConfigError(f"--offload {job.offload} needs --zero 1, 2 or 3 (ZeRO-Offload / FSDP CPU offload)")
     if job.offload == "optimizer+params" and stage != 3:
         raise ConfigError("--offload optimizer+params needs --zero 3 (parameters are offloaded only when sharded)")
-    if job.offload == "optimizer" and profile.id != "deepspeed":
-        raise ConfigError(f"--offload optimizer is DeepSpeed's ZeRO-Offload; {profile.name} offloads parameters, "
+    offloads = profile.offloads.value
+    if not offloads:
+        raise ConfigError(f"--offload {job.offload}: {profile.name} does not offload; use --sharding deepspeed")
+    if job.offload not in offloads:
+        raise ConfigError(f"--offload {job.offload} is DeepSpeed's ZeRO-Offload; {profile.name} offloads parameters, "
                           "gradients and optimizer states together: use --offload optimizer+params --zero 3, or "
                           "--sharding deepspeed")
-    if profile.id in ("ddp", "megatron"):
-        raise ConfigError(f"--offload {job.offload}: {profile.name} does not offload; use --sharding deepspeed")
 
 
 def _hybrid_ranks(job: TrainJob, profile: ShardingProfile, stage: int) -> int:

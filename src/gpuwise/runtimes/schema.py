@@ -262,3 +262,4 @@ class ShardingProfile:
     buckets_kept: Sourced[frozenset[int]] = Sourced(frozenset(), "its buckets live only while backward reduces")
     pipeline_below_stage: Sourced[int] | None = None  # with --pp, only stages below this run
     hybrid: Sourced[bool] = Sourced(False, "shards over every data-parallel rank")
+    offloads: Sourced[frozenset[str]] = Sourced(frozenset(), "keeps every state on the GPU")  # --offload values

@@ -75,6 +75,9 @@ DEEPSPEED_ZERO = ShardingProfile(
     buckets_kept=Sourced(frozenset({3}), f"{DEEPSPEED} stage3.py __init__ allocates the reduce bucket once; "
                                          "stage_1_and_2.py setup_buckets allocates it per backward and "
                                          "_release_ipg_buffers frees it in the backward's epilogue"),
+    offloads=Sourced(frozenset({"optimizer", "optimizer+params"}),
+                     f"{DEEPSPEED} zero/offload_config.py: offload_optimizer (ZeRO-Offload, stages 1-3) and "
+                     "offload_param (stage 3)"),
     pipeline_below_stage=Sourced(2, f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are "
                                     "incompatible with pipeline parallelism'"),
 )
@@ -97,6 +100,9 @@ FSDP = ShardingProfile(
     reduce_scatter_layer=Sourced(True, f"{TORCH} _runtime_utils.py _post_backward_hook: a unit's unsharded gradient "
                                        "is reduce-scattered into a new sharded one"),
     hybrid=Sourced(True, f"{TORCH} torch/distributed/fsdp/api.py ShardingStrategy.HYBRID_SHARD"),
+    offloads=Sourced(frozenset({"optimizer+params"}),
+                     f"{TORCH} torch/distributed/fsdp/api.py CPUOffload(offload_params=True): parameters, gradients "
+                     "and optimizer states together"),
 )
 
 FSDP2 = ShardingProfile(
@@ -117,6 +123,8 @@ FSDP2 = ShardingProfile(
                                "layer's, prefetched); traced under a fake process group (tests/test_sharding.py)"),
     reduce_scatter_layer=Sourced(True, FSDP2_BUFFERS),
     hybrid=Sourced(True, f"{TORCH} fully_shard: a 2-D mesh (Replicate(), Shard(0)) is HSDP"),
+    offloads=Sourced(frozenset({"optimizer+params"}), f"{TORCH} _fully_shard/_fsdp_api.py CPUOffloadPolicy: "
+                                                      "parameters, gradients and optimizer states together"),
 )
 
 MEGATRON = ShardingProfile(
