@@ -55,7 +55,11 @@ class MemoryEstimate:
         return self.capacity_bytes - self.per_gpu_bytes
 
 
-def framework_overhead(count: int) -> float:
+def framework_overhead(count: int, gpu: GPU) -> float:
+    """The CUDA context, cuBLAS workspace and (several GPUs) NCCL buffers a process holds; none on a stack that makes
+    no CUDA context (NO_CUDA_STACKS), so every figure computed from it (a KV pool, what fits) sees that too."""
+    if gpu.software.stack in NO_CUDA_STACKS:
+        return 0.0
     nccl = C.NCCL_BUFFERS.value if count > 1 else 0.0
     return C.CUDA_CONTEXT.value + C.CUBLAS_WORKSPACE.value + nccl
 

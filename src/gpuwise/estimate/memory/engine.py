@@ -87,7 +87,7 @@ def engine_overhead_bytes(plan: InferPlan) -> float:
     if overhead == "measured_python_engine":
         non_torch = C.VLLM_NON_TORCH_TP.value if plan.job.tp > 1 else C.VLLM_NON_TORCH.value
         return non_torch + C.VLLM_CUDA_GRAPHS.value
-    return framework_overhead(plan.job.tp)
+    return framework_overhead(plan.job.tp, plan.gpu)
 
 
 def kv_budget_bytes(plan: InferPlan, weights: float, activations: float, overheads: float) -> float:

@@ -86,9 +86,9 @@ def training_memory(plan: TrainPlan) -> MemoryEstimate:
     parts.update(states.parts)
     moment, at_peak = peak_moment(plan, states)
     parts.update(at_peak)
-    paged_bytes, paged = _page_out(parts, job, capacity_bytes)
+    paged_bytes, paged = _page_out(parts, job, capacity_bytes, framework_overhead(job.count, plan.gpu))
     allocated = sum(parts.values())
-    parts["framework_overhead"] = framework_overhead(job.count)
+    parts["framework_overhead"] = framework_overhead(job.count, plan.gpu)
     parts["allocator_reserve"] = allocated * C.ALLOCATOR_RESERVE.value
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
@@ -164,14 +164,15 @@ def _moment_note(moment: str, parts: Mapping[str, float], gradients: float) -> t
 PAGED = ("paged-adamw", "paged-adamw-8bit")
 
 
-def _page_out(parts: dict[str, float], job: TrainJob, capacity_bytes: float) -> tuple[float, tuple[str, ...]]:
+def _page_out(parts: dict[str, float], job: TrainJob, capacity_bytes: float,
+              overhead: float) -> tuple[float, tuple[str, ...]]:
     """bitsandbytes' paged optimizers keep their states in CUDA unified memory, which the driver evicts to host RAM
     under pressure (bitsandbytes docs, 'Paged optimizers'): the states take only the room the rest leaves. Returns
     the bytes paged out and the note."""
     if job.optimizer not in PAGED or not parts["optimizer"]:
         return 0.0, ()
     rest = sum(parts.values()) - parts["optimizer"]
-    room = capacity_bytes / (1 + C.ALLOCATOR_RESERVE.value) - rest - framework_overhead(job.count)
+    room = capacity_bytes / (1 + C.ALLOCATOR_RESERVE.value) - rest - overhead
     if room >= parts["optimizer"]:
         return 0.0, ()
     paged = parts["optimizer"] - max(room, 0.0)
