@@ -77,8 +77,8 @@ def diagnose(text: str, *, doctor_report: Mapping[str, object] | None = None,
         raise ConfigError(f"the log has {len(text):,} characters; diagnose reads at most {MAX_LOG_CHARS:,} (give "
                           "the part around the first error)")
     facts = _doctor_facts(dict(doctor_report)) if doctor_report is not None else None
-    matches = diagnose_text(text, facts=facts)
     context = read_context(text, dict(hub_index()), lambda: load_catalog(catalog_files=catalog_files))
+    matches = diagnose_text(text, facts=facts, oom=context.oom)  # the OOM message read once, by the context
     advice = None
     if any("oom" in m.entry.id or "out-of-memory" in m.entry.id for m in matches):
         advice = _memory_advice(context, catalog_files)

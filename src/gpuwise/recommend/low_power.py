@@ -89,17 +89,13 @@ def low_power_finding(request: Request, options: Sequence[Option], rejected: Seq
     if request.objective != "perf-per-watt" or not all(_serving(w) for w in request.workloads):
         return None
     needed = needed_rate(request)
-
-    def per_watt(option: Option) -> float:
-        return delivered_per_watt(option, needed)
-
     low, big = compared(request, options, catalog)
     if low is None:
         return _no_low_power(request, rejected, catalog)
     if big is None:
         return (f"only slot-powered cards meet {_target(request)}: {low.count} x {low.gpu}, "
                 f"{per_watt_text(low, needed)}")
-    ratio = per_watt(low) / per_watt(big)
+    ratio = delivered_per_watt(low, needed) / delivered_per_watt(big, needed)
     verdict = (f"the {C.SLOT_POWER_W.value:g} W class wins per watt by {ratio:.2f}x" if ratio >= 1 else
                f"the bigger card wins per watt by {1 / ratio:.2f}x")
     return (f"at {_target(request)}: {low.count} x {low.gpu} ({low.acquisition}), {per_watt_text(low, needed)}, "

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpuwise.catalog import GPU, CloudOffer, Comparison, price_usd
 from gpuwise.report.format import number, quantity, ratio
-from gpuwise.report.narrow import BORDER, Column, narrow_table, terminal_width
+from gpuwise.report.narrow import Column, narrow_table, span, terminal_width
 
 
 def gpu_json(gpu: GPU) -> dict[str, Any]:
@@ -156,9 +156,9 @@ def comparison_table(comparison: Comparison, *, width: int | None = None) -> Gro
 def _groups(label_width: int, widths: list[int], limit: int) -> list[list[int]]:
     """The GPU columns in runs whose table (the metric column, then each GPU's) fits ``limit`` characters."""
     groups: list[list[int]] = [[]]
-    for i, w in enumerate(widths):
-        span = label_width + BORDER + sum(widths[j] + BORDER for j in groups[-1]) + w + BORDER + 1
-        if groups[-1] and span > limit:
+    columns = [label_width, *widths]  # the metric column first, then each GPU's
+    for i in range(len(widths)):
+        if groups[-1] and span(columns, [0, *(j + 1 for j in groups[-1]), i + 1]) > limit:
             groups.append([])
         groups[-1].append(i)
     return groups

@@ -42,7 +42,8 @@ def _width(column: Column, cells: Sequence[str], *, least: bool = False) -> int:
     return max(_longest_word(column.header), *widths) if widths else _longest_word(column.header)
 
 
-def _span(widths: Sequence[int], kept: Sequence[int]) -> int:
+def span(widths: Sequence[int], kept: Sequence[int]) -> int:
+    """A table's width in characters: its kept columns' widths, their borders and the closing one."""
     return sum(widths[i] + BORDER for i in kept) + 1
 
 
@@ -55,11 +56,11 @@ def fit_widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, drop
     natural = [_width(c, [r[i] for r in rows]) for i, c in enumerate(columns)]
     kept = list(range(len(columns)))
     for index in [i for name in drop for i, c in enumerate(columns) if c.header == name]:  # bounded by drop
-        if _span(least, kept) <= limit:
+        if span(least, kept) <= limit:
             break
         kept.remove(index)
     widths = {i: least[i] for i in kept}
-    room = limit - _span(least, kept)
+    room = limit - span(least, kept)
     for i in kept:  # the room left goes to prose, first column first
         grow = max(0, min(room, natural[i] - least[i]))
         widths[i] += grow

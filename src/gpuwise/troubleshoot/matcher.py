@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from gpuwise import budget
 from gpuwise.text import printable
 from gpuwise.troubleshoot.kb import Entry, entries
-from gpuwise.troubleshoot.oom import read_oom, weigh
+from gpuwise.troubleshoot.oom import OomFigures, read_oom, weigh
 
 MAX_EVIDENCE = 5
 GENERIC_CHECKLIST = (
@@ -197,12 +197,13 @@ def _fact_factor(entry: Entry, facts: Mapping[str, str]) -> tuple[float, tuple[s
     return factor, tuple(notes)
 
 
-def diagnose_text(text: str, *, facts: Mapping[str, str] | None = None,
-                  kb: Sequence[Entry] | None = None) -> list[Match]:
-    """Every matching entry, best first; ``facts`` maps doctor check ids to their worst status."""
+def diagnose_text(text: str, *, facts: Mapping[str, str] | None = None, kb: Sequence[Entry] | None = None,
+                  oom: OomFigures | None = None) -> list[Match]:
+    """Every matching entry, best first; ``facts`` maps doctor check ids to their worst status; ``oom`` the OOM
+    message's figures when the caller has read them already (else they are read here when an OOM entry matches)."""
     matches = []
     found = scan(text, kb)
-    figures = read_oom(text) if any("oom" in entry_id for entry_id in found) else None
+    figures = oom or (read_oom(text) if any("oom" in entry_id for entry_id in found) else None)
     for entry, evidence, count in found.values():
         factor, notes = _fact_factor(entry, facts or {})
         by_figures, arithmetic = weigh(entry.id, figures)
