@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.memory.fit import changes
+from gpuwise.estimate.fit import changes
 from gpuwise.estimate.memory.knobs import EIGHT_BIT_ADAM, free_knobs
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.resolve import resolve_model
@@ -42,7 +42,7 @@ def test_recommend_keeps_what_the_user_set(shipped: Catalog) -> None:
 def test_a_fit_plan_names_each_flag_once_and_says_the_job_it_reaches(shipped: Catalog) -> None:
     """Halving a 131,072-token prompt twice is --input-len 32768, printed once: the flags, applied to the user's
     command, give exactly the job the plan estimated."""
-    from gpuwise.estimate.memory.fit import plan
+    from gpuwise.estimate.fit import plan
     from gpuwise.workload.jobs.job import InferJob
 
     job = InferJob(engine="vllm", quant="awq-int4", input_len=131072, output_len=512, batch=8)
@@ -56,7 +56,7 @@ def test_a_fit_plan_names_each_flag_once_and_says_the_job_it_reaches(shipped: Ca
 def test_fit_suggests_only_what_llama_cpp_runs(shipped: Catalog) -> None:
     """llama.cpp splits a model by layers (no tensor parallelism), keeps its KV cache in f16/q8_0/q4_0 (no fp8:
     common/arg.cpp kv_cache_types), and gpt-oss ships MXFP4 (4.25 bits): Q4_K_M (4.89) would add bytes."""
-    from gpuwise.estimate.memory.fit import changes
+    from gpuwise.estimate.fit import changes
     from gpuwise.workload.jobs.job import InferJob
 
     arch = resolve_model("gpt-oss-120b")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from gpuwise.catalog import Catalog
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.memory.activations import layer_activation_bytes
-from gpuwise.estimate.memory.fit import fit, gradient_accumulation, largest_batch
+from gpuwise.estimate.fit import fit, gradient_accumulation, largest_batch
 from gpuwise.estimate.memory.inference import kv_bytes_per_token
 from gpuwise.estimate.memory.model_states import model_states
 from gpuwise.estimate.plan import adapter_params

@@ -110,7 +110,7 @@ def test_torchtune_with_accumulation_keeps_its_plain_optimizer_step() -> None:
 
 
 def test_fit_plans_with_knobs_that_keep_full_fine_tuning_before_changing_the_method(shipped: Catalog) -> None:
-    from gpuwise.estimate.memory.fit import plan
+    from gpuwise.estimate.fit import plan
 
     job = TrainJob(method="full", precision="pure-bf16", optimizer="paged-adamw-8bit", batch=2, seq=2048,
                    ckpt="full")

@@ -11,7 +11,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.dtypes import BITS
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.memory.weights import matmul_dtype, weights
+from gpuwise.estimate.weights import matmul_dtype, weights
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.checkpoint import from_quantization_config, strip_variant
 from gpuwise.workload.model.resolve import resolve_model

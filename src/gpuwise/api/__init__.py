@@ -39,11 +39,11 @@ _FROM: dict[str, str] = {
     "Architecture": "gpuwise.workload.model.architecture",
     **dict.fromkeys(("InferPlan", "TrainPlan"), "gpuwise.estimate.plan"),
     "Estimate": "gpuwise.estimate.estimate",
-    "FitReport": "gpuwise.estimate.memory.fit",
+    "FitReport": "gpuwise.estimate.fit",
     "MemoryEstimate": "gpuwise.estimate.memory.breakdown",
     "TrainPerf": "gpuwise.estimate.speed.training",
     "InferPerf": "gpuwise.estimate.speed.inference",
-    "ScaleRow": "gpuwise.estimate.speed.scaling",
+    "ScaleRow": "gpuwise.estimate.scaling",
     "ServingReport": "gpuwise.estimate.serving.simulate",
     "LayerSplit": "gpuwise.estimate.serving.layer_split",
     "TcoReport": "gpuwise.estimate.cost.report",
@@ -138,13 +138,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.estimate.image.pipeline import ImageEstimate as ImageEstimate
     from gpuwise.estimate.image.pipeline import ImageFit as ImageFit
     from gpuwise.estimate.memory.breakdown import MemoryEstimate as MemoryEstimate
-    from gpuwise.estimate.memory.fit import FitReport as FitReport
+    from gpuwise.estimate.fit import FitReport as FitReport
     from gpuwise.estimate.plan import InferPlan as InferPlan
     from gpuwise.estimate.plan import TrainPlan as TrainPlan
     from gpuwise.estimate.serving.layer_split import LayerSplit as LayerSplit
     from gpuwise.estimate.serving.simulate import ServingReport as ServingReport
     from gpuwise.estimate.speed.inference import InferPerf as InferPerf
-    from gpuwise.estimate.speed.scaling import ScaleRow as ScaleRow
+    from gpuwise.estimate.scaling import ScaleRow as ScaleRow
     from gpuwise.estimate.speed.training import TrainPerf as TrainPerf
     from gpuwise.recommend.engine import Recommendation as Recommendation
     from gpuwise.workload.jobs.hpc import HpcJob as HpcJob

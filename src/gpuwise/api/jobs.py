@@ -19,8 +19,8 @@ from gpuwise.estimate.cost.report import Purchase, TcoReport, tco_report
 from gpuwise.estimate.cost.tco import Usage
 from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.estimate import estimate as _estimate
-from gpuwise.estimate.memory.fit import FitReport
-from gpuwise.estimate.memory.fit import fit as _fit
+from gpuwise.estimate.fit import FitReport
+from gpuwise.estimate.fit import fit as _fit
 from gpuwise.estimate.plan import InferPlan, TrainPlan
 from gpuwise.estimate.plan import resolve as _resolve
 from gpuwise.estimate.serving.layer_split import LayerSplit
@@ -28,7 +28,7 @@ from gpuwise.estimate.serving.layer_split import layer_split as _layer_split
 from gpuwise.estimate.serving.load import serving_report
 from gpuwise.estimate.serving.simulate import ServingReport
 from gpuwise.estimate.speed.roofline import Calibration
-from gpuwise.estimate.speed.scaling import ScaleRow, scaling
+from gpuwise.estimate.scaling import ScaleRow, scaling
 from gpuwise.flags import build
 from gpuwise.recommend.engine import Recommendation
 from gpuwise.recommend.rank import recommend as _recommend

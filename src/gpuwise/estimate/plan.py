@@ -18,7 +18,7 @@ from gpuwise import runtimes
 from gpuwise.catalog import GPU
 from gpuwise.errors import ConfigError, NotEstimable
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
-from gpuwise.estimate.memory.weights import Weights, as_header_says, weights
+from gpuwise.estimate.weights import Weights, as_header_says, weights
 from gpuwise.estimate.sharding import Sharding, resolve_sharding
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile

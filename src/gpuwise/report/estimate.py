@@ -10,7 +10,7 @@ from rich.table import Table
 from gpuwise.api import TrainPlan
 from gpuwise.estimate.cost.price import CostFigures
 from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.memory.fit import FitReport
+from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.inference import InferPerf
 from gpuwise.estimate.speed.training import TrainPerf

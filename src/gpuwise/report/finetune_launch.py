@@ -9,7 +9,7 @@ import yaml
 
 from gpuwise.api.shell import Sharding
 from gpuwise.errors import ConfigError
-from gpuwise.estimate.memory.fit import gradient_accumulation
+from gpuwise.estimate.fit import gradient_accumulation
 from gpuwise.runtimes.finetune_launch import (
     AXOLOTL_COMMIT,
     AXOLOTL_CUT_CROSS_ENTROPY,

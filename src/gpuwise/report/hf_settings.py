@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwise.estimate.memory.fit import FitReport
+from gpuwise.estimate.fit import FitReport
 from gpuwise.runtimes.finetune_launch import TRANSFORMERS_OPTIMIZERS
 from gpuwise.workload.jobs.job import TrainJob
 

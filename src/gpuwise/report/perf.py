@@ -12,7 +12,7 @@ from gpuwise.estimate.estimate import Estimate
 from gpuwise.estimate.serving.simulate import LoadResult, ServingReport
 from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.scaling import ScaleRow
+from gpuwise.estimate.scaling import ScaleRow
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.report.narrow import Column, narrow_table
 

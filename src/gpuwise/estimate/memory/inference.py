@@ -20,7 +20,7 @@ from gpuwise.estimate.memory.engine import (
     kv_budget_bytes,
 )
 from gpuwise.estimate.memory.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
-from gpuwise.estimate.memory.weights import weights
+from gpuwise.estimate.weights import weights
 from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.speed.expert_offload import host_expert_bytes, offload_note
 from gpuwise.workload.jobs.job import InferJob

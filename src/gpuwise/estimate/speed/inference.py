@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element
-from gpuwise.estimate.memory.weights import matmul_dtype
+from gpuwise.estimate.weights import matmul_dtype
 from gpuwise.estimate.plan import InferPlan, resolve
 from gpuwise.estimate.speed.breakdown import top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU
-from gpuwise.estimate.memory.weights import matmul_dtype
+from gpuwise.estimate.weights import matmul_dtype
 from gpuwise.estimate.speed.eager import host_s_per_dispatch
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.training import train_dtype
