@@ -29,7 +29,8 @@ estimate llama-3.1-70b --gpu h100-sxm-80gb --count 768 --nodes 96 --tp 2 --batch
 estimate llama-3.1-70b --gpu h100-sxm-80gb --count 64 --nodes 8 --tp 8 --pp 2 --zero 1 --ckpt full --json
 estimate qwen3-8b --gpu h100-sxm-80gb --count 8 --framework torchtune --json
 estimate qwen2.5-7b --gpu rtx-4090 --method qlora --framework axolotl --json
-estimate qwen2.5-14b --gpu rtx-a6000 --count 4 --tp 2 --method full --optimizer adamw-8bit --ckpt full --json
+estimate qwen2.5-14b --gpu rtx-a6000 --count 4 --tp 2 --method full --optimizer adamw-8bit \\
+  --ckpt full --json
 estimate mixtral-8x7b --gpu h100-sxm-80gb --count 8 --ep 8 --method lora --json
 estimate qwen3-30b-a3b --gpu h100-sxm-80gb --method lora --framework unsloth --json
 estimate gpt2 --gpu t4 --method full --batch 8 --json
@@ -51,7 +52,8 @@ estimate llama-3.1-8b --gpu apple-m4-max-128gb --task infer --engine llamacpp --
 estimate llama-3.1-8b --gpu mi300x --task infer --batch 32 --json
 estimate llama-3.1-8b --gpu h100-sxm-80gb --task infer --kv-dtype fp8 --batch 128 --json
 estimate llama-3.1-8b --gpu h100-sxm-80gb --task infer --spec-tokens 3 --spec-accept 0.7 --json
-estimate deepseek-v3 --gpu h200-sxm-141gb --task infer --count 8 --tp 1 --dp-attention 8 --quant fp8 --engine sglang --json
+estimate deepseek-v3 --gpu h200-sxm-141gb --task infer --count 8 --tp 1 --dp-attention 8 --quant fp8 \\
+  --engine sglang --json
 estimate qwen3-8b --gpu l40s --task infer --quant nvfp4 --json
 estimate llama-3.1-8b --gpu b200-sxm-180gb --task infer --quant nvfp4 --batch 32 --json
 estimate sdxl --gpu rtx-4090 --task infer --json
@@ -70,7 +72,8 @@ serve-sim llama-3.1-70b --gpu h100-sxm-80gb --count 4 --tp 4 --qps 5 --quant fp8
 recommend meta-llama/Llama-3.1-8B --method qlora --grad-ckpt --budget-usd 3000 --json
 recommend llama-3.1-70b --task infer --qps 20 --rent --json
 recommend qwen2.5-14b --method full --tokens 1e9 --deadline-hours 48 --json
-recommend llama-3.1-70b --task train --method full --tokens 2e12 --deadline-hours 1440 --hours-per-day 24 --max-gpus 4096 --usage one-off --json
+recommend llama-3.1-70b --task train --method full --tokens 2e12 --deadline-hours 1440 \\
+  --hours-per-day 24 --max-gpus 4096 --usage one-off --json
 recommend sdxl --task infer --json
 tco h100-sxm-80gb --count 8 --json
 catalog show h100-sxm-80gb --json
@@ -89,7 +92,8 @@ recommend llama-3.1-70b --task infer --qps 20 --rent --spot --emit skypilot
 
 
 def calls() -> list[list[str]]:
-    return [shlex.split(line) for line in CALLS.strip().splitlines() if line.strip()]
+    joined = CALLS.replace("\\\n", " ")  # a call may continue on the next line after a backslash
+    return [shlex.split(line) for line in joined.strip().splitlines() if line.strip()]
 
 
 def run_call(args: list[str]) -> dict[str, Any]:
@@ -111,7 +115,7 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
     if isinstance(old, list) and isinstance(new, list):
         if len(old) != len(new):
             return [f"{where}: {len(old)} items before, {len(new)} after"]
-        return [d for i, (a, b) in enumerate(zip(old, new)) for d in differences(a, b, f"{where}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=False)) for d in differences(a, b, f"{where}[{i}]")]
     numbers = (int, float)
     if isinstance(old, numbers) and isinstance(new, numbers) and not isinstance(old, bool):
         if math.isclose(old, new, rel_tol=1e-9, abs_tol=1e-12):
@@ -127,7 +131,7 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         return differences(json.loads(before["output"]), json.loads(after["output"]))
     except ValueError:
         old, new = before["output"].splitlines(), after["output"].splitlines()
-        return [f"line {i}: {a!r} -> {b!r}" for i, (a, b) in enumerate(zip(old, new)) if a != b][:20] + (
+        return [f"line {i}: {a!r} -> {b!r}" for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b][:20] + (
             [f"{len(old)} lines before, {len(new)} after"] if len(old) != len(new) else [])
 
 

@@ -9,9 +9,9 @@ from gpuwise.catalog import Catalog
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.weights import weights
 from gpuwise.estimate.speed.inference import _tp_comm_s
 from gpuwise.estimate.speed.parallel import intra_node_link
+from gpuwise.estimate.weights import weights
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
 

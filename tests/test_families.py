@@ -13,6 +13,7 @@ from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.presets import presets
 from gpuwise.workload.model.resolve import resolve_model
+from plans import infer_plan
 
 PUBLISHED = sorted(p for p, v in presets().items() if v.published and (v.published.total or v.published.active))
 
@@ -67,9 +68,9 @@ def test_deepseek_v3_mla_attention_and_cache_follow_the_paper() -> None:
     assert {b.ffn.experts for b in arch.blocks} == {0, 256} and sum(b.count for b in arch.blocks if b.ffn.experts) == 58
     # the cache holds the latent and the RoPE key per layer: 61 x (512 + 64) values per token (V2 sec. 2.1.2-3)
     job = InferJob(kv_dtype="bf16")
-    assert kv_bytes_per_token(arch, job) == 61 * (512 + 64) * 2
+    assert kv_bytes_per_token(infer_plan(arch, job)) == 61 * (512 + 64) * 2
     # tensor parallelism does not split the latent: every rank holds it whole
-    assert kv_bytes_per_token(arch, InferJob(kv_dtype="bf16", tp=8, count=8)) == 61 * 576 * 2
+    assert kv_bytes_per_token(infer_plan(arch, InferJob(kv_dtype="bf16", tp=8, count=8))) == 61 * 576 * 2
 
 
 def test_glm5_caches_the_indexer_key_beside_the_latent() -> None:
@@ -86,7 +87,7 @@ def test_gpt_oss_sliding_layers_hold_only_their_window() -> None:
     assert _kinds(arch) == {("gqa", 128): 12, ("gqa", None): 12}
     job = InferJob(kv_dtype="bf16")
     per_layer_token = 2 * 8 * 64 * 2
-    assert sequence_cache_bytes(arch, job, 8192) == 12 * 8192 * per_layer_token + 12 * 128 * per_layer_token
+    assert sequence_cache_bytes(infer_plan(arch, job), 8192) == 12 * 8192 * per_layer_token + 12 * 128 * per_layer_token
     assert all(b.attention.sinks == 64 for b in arch.blocks)
 
 
@@ -97,8 +98,8 @@ def test_qwen3_next_linear_layers_hold_a_fixed_state() -> None:
     assert _kinds(arch) == {("linear", None): 36, ("gqa", None): 12}
     job = InferJob(kv_dtype="bf16")
     state = 36 * (32 * 128 * 128 * 4 + 8192 * 4 * 2)
-    assert state_bytes_per_sequence(arch, job) == state == 77_856_768
-    assert sequence_cache_bytes(arch, job, 10_000) - sequence_cache_bytes(arch, job, 1_000) == (
+    assert state_bytes_per_sequence(infer_plan(arch, job)) == state == 77_856_768
+    assert sequence_cache_bytes(infer_plan(arch, job), 10_000) - sequence_cache_bytes(infer_plan(arch, job), 1_000) == (
         9_000 * 12 * 2 * 2 * 256 * 2)  # only the full-attention layers grow
 
 

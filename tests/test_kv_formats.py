@@ -10,6 +10,7 @@ from gpuwise.errors import ConfigError
 from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
+from plans import infer_plan
 
 
 @pytest.mark.parametrize(("kv", "bytes_per_value"), [("fp16", 2.0), ("q8_0", 34 / 32), ("q4_0", 18 / 32)])
@@ -17,7 +18,8 @@ def test_llama_cpp_quantized_kv_blocks(kv: str, bytes_per_value: float) -> None:
     """ggml-common.h: block_q8_0 is 32 int8 values and an fp16 scale (34 bytes), block_q4_0 32 4-bit values and
     an fp16 scale (18 bytes). Llama-3.1-8B keeps 2 x 32 layers x 8 KV heads x 128 values per token."""
     job = InferJob(engine="llamacpp", quant="gguf-q4_k_m", kv_dtype=kv)
-    assert kv_bytes_per_token(resolve_model("llama-3.1-8b"), job) == pytest.approx(2 * 32 * 8 * 128 * bytes_per_value)
+    plan = infer_plan(resolve_model("llama-3.1-8b"), job)
+    assert kv_bytes_per_token(plan) == pytest.approx(2 * 32 * 8 * 128 * bytes_per_value)
 
 
 @pytest.mark.parametrize(("engine", "kv"), [("llamacpp", "fp8"), ("vllm", "q8_0"), ("hf", "fp8")])

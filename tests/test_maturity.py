@@ -55,7 +55,7 @@ def _train(card: str, catalog: Catalog) -> TrainPerf:
 def test_training_on_an_unmeasured_stack_is_discounted_and_says_so(shipped: Catalog) -> None:
     """RDNA cards have matmul measurements but no published end-to-end training run: the stated 30% cut applies and
     the assumptions name it; CUDA and data-center ROCm keep the model's speed."""
-    from gpuwise.estimate.speed.roofline import Calibration
+    from gpuwise.estimate.calibration import Calibration
 
     rdna = _train("rx-7900-xtx", shipped)
     assert any("no published end-to-end training measurement for rocm" in a for a in rdna.assumptions)

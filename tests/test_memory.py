@@ -8,15 +8,15 @@ from hypothesis import strategies as st
 
 from gpuwise.catalog import Catalog
 from gpuwise.estimate.estimate import estimate
-from gpuwise.estimate.memory.activations import layer_activation_bytes
 from gpuwise.estimate.fit import fit, gradient_accumulation, largest_batch
-from gpuwise.estimate.memory.inference import kv_bytes_per_token
+from gpuwise.estimate.memory.activations import layer_activation_bytes
+from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
 from gpuwise.estimate.memory.model_states import model_states
 from gpuwise.estimate.plan import adapter_params
 from gpuwise.workload.jobs.job import InferJob, TrainJob
 from gpuwise.workload.model.architecture import from_config
 from gpuwise.workload.model.resolve import resolve_model
-from plans import train_plan
+from plans import infer_plan, train_plan
 
 LLAMA3_8B = 8_030_261_248
 
@@ -78,13 +78,13 @@ def test_flash_attention_removes_the_quadratic_term() -> None:
 
 def test_kv_cache_of_llama_2_7b_for_10k_tokens_is_about_5_gb() -> None:
     # 2 (K, V) x 32 layers x 32 heads x 128 dims x 2 bytes = 524,288 B/token (huggingface/blog PR #2045: ~5 GB)
-    per_token = kv_bytes_per_token(resolve_model("llama-2-7b"), InferJob())
+    per_token = kv_bytes_per_token(infer_plan(resolve_model("llama-2-7b"), InferJob()))
     assert per_token == 524_288
     assert per_token * 10_000 / 1e9 == pytest.approx(5.24, abs=0.01)
     # GQA: Llama-3-8B has 8 KV heads, so 4x less
-    assert kv_bytes_per_token(resolve_model("llama-3-8b"), InferJob()) == 131_072
-    assert kv_bytes_per_token(resolve_model("llama-3-8b"), InferJob(kv_dtype="fp8")) == 65_536
-    assert kv_bytes_per_token(resolve_model("llama-3-70b"), InferJob(tp=8, count=8)) == 2 * 80 * 1 * 128 * 2
+    assert kv_bytes_per_token(infer_plan(resolve_model("llama-3-8b"), InferJob())) == 131_072
+    assert kv_bytes_per_token(infer_plan(resolve_model("llama-3-8b"), InferJob(kv_dtype="fp8"))) == 65_536
+    assert kv_bytes_per_token(infer_plan(resolve_model("llama-3-70b"), InferJob(tp=8, count=8))) == 2 * 80 * 1 * 128 * 2
 
 
 def test_int4_weights_of_a_70b_model(shipped: Catalog) -> None:

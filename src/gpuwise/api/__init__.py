@@ -134,17 +134,17 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from gpuwise.errors import UnknownModel as UnknownModel
     from gpuwise.estimate.cost.report import TcoReport as TcoReport
     from gpuwise.estimate.estimate import Estimate as Estimate
+    from gpuwise.estimate.fit import FitReport as FitReport
     from gpuwise.estimate.hpc.estimate import HpcEstimate as HpcEstimate
     from gpuwise.estimate.image.pipeline import ImageEstimate as ImageEstimate
     from gpuwise.estimate.image.pipeline import ImageFit as ImageFit
     from gpuwise.estimate.memory.breakdown import MemoryEstimate as MemoryEstimate
-    from gpuwise.estimate.fit import FitReport as FitReport
     from gpuwise.estimate.plan import InferPlan as InferPlan
     from gpuwise.estimate.plan import TrainPlan as TrainPlan
+    from gpuwise.estimate.scaling import ScaleRow as ScaleRow
     from gpuwise.estimate.serving.layer_split import LayerSplit as LayerSplit
     from gpuwise.estimate.serving.simulate import ServingReport as ServingReport
     from gpuwise.estimate.speed.inference import InferPerf as InferPerf
-    from gpuwise.estimate.scaling import ScaleRow as ScaleRow
     from gpuwise.estimate.speed.training import TrainPerf as TrainPerf
     from gpuwise.recommend.engine import Recommendation as Recommendation
     from gpuwise.workload.jobs.hpc import HpcJob as HpcJob

@@ -7,6 +7,7 @@ formats carry their block scales in their bits per weight (see constants.py for 
 
 from __future__ import annotations
 
+from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
 
 BITS: dict[str, float] = {
@@ -46,3 +47,8 @@ def training_weight_bytes(precision: str) -> int:
 def training_state_bytes(precision: str) -> int:
     """Gradients, optimizer states and adapters: bf16 only in a pure-bf16 run, else fp32."""
     return 2 if precision == "pure-bf16" else 4
+
+
+def train_dtype(precision: str) -> Dtype:
+    """The dtype a training step's matmuls run in for --precision: fp8, fp32 or fp16 as named, else bf16."""
+    return {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16"}.get(precision, "bf16")  # type: ignore[return-value]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuwise.catalog import GPU, Catalog
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.cost.price import CostFigures, costs
 from gpuwise.estimate.memory.breakdown import MemoryEstimate, for_card
@@ -13,9 +14,7 @@ from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.training import training_memory
 from gpuwise.estimate.plan import InferPlan, TrainPlan, resolve
 from gpuwise.estimate.speed.inference import InferPerf, infer_perf
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.estimate.speed.training import TrainPerf, train_perf
-from gpuwise.runtimes.schema import Sourced
 from gpuwise.workload.jobs.job import Job, TrainJob
 from gpuwise.workload.model.architecture import Architecture
 
@@ -55,48 +54,22 @@ def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str,
 def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = None, *,
              calibration: Calibration | None = None) -> Estimate:
     """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
-    plan = with_host_op_cost(resolve(arch, job, gpu), calibration)
+    plan = resolve(arch, job, gpu, calibration)
     job = plan.job
     memory = for_card(training_memory(plan) if isinstance(plan, TrainPlan) else inference_memory(plan), gpu)
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
     if catalog is not None:
         paged = float(memory.details.get("paged_out_bytes", 0.0))
-        perf = (train_perf(plan, catalog, calibration=calibration, paged_out_bytes=paged)
-                if isinstance(plan, TrainPlan)
-                else replace(infer_perf(plan, catalog, calibration=calibration),
+        perf = (train_perf(plan, catalog, paged_out_bytes=paged) if isinstance(plan, TrainPlan)
+                else replace(infer_perf(plan, catalog),
                              replicas=plan.job.count // plan.job.replica_gpus))
     if perf is not None and calibration is not None and calibration.source:
-        calibrated = f"calibrated by {calibration.source}: {_what(calibration)}"
+        calibrated = f"calibrated by {calibration.source}: {calibration.replaced}"
         perf = replace(perf, assumptions=(*perf.assumptions, calibrated))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
     return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost, plan=plan,
                     warnings=memory.warnings + compatibility_warnings(arch, job, gpu) + _feeding(arch, job, perf))
-
-
-def _what(calibration: Calibration) -> str:
-    """What a calibration replaced, in words."""
-    parts = [f"{dtype} matmuls at {rate / 1e12:,.3g} TFLOP/s" for dtype, rate in calibration.gemm_flops.items()]
-    if calibration.memory_bytes_per_s:
-        parts.append(f"memory at {calibration.memory_bytes_per_s / 1e9:,.0f} GB/s")
-    if calibration.host_op_s:
-        parts.append(f"{calibration.host_op_s * 1e6:,.1f} us of host time per dispatched operator")
-    return ", ".join(parts) or "nothing it could apply"
-
-
-def with_host_op_cost(plan: TrainPlan | InferPlan, calibration: Calibration | None) -> TrainPlan | InferPlan:
-    """The plan with its runtime's host seconds per operator as a validate run measured them (an eager runtime's
-    dispatch floor, re-derived for this job's operators), else as its profile says."""
-    if calibration is None or calibration.host_op_s is None:
-        return plan
-    measured = Sourced(calibration.host_op_s, f"measured: {calibration.source or 'a validate record'}")
-    if isinstance(plan, TrainPlan):
-        if plan.framework.launch_cost_s is None:
-            return plan
-        return replace(plan, framework=replace(plan.framework, launch_cost_s=measured))
-    if plan.engine.launch_cost_s is None:
-        return plan
-    return replace(plan, engine=replace(plan.engine, launch_cost_s=measured))
 
 
 def _feeding(arch: Architecture, job: Job, perf: TrainPerf | InferPerf | None) -> tuple[str, ...]:

@@ -16,12 +16,20 @@ from typing import Any
 
 from gpuwise import runtimes
 from gpuwise.catalog import GPU
+from gpuwise.catalog.schema import Dtype
 from gpuwise.errors import ConfigError, NotEstimable
-from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element, training_state_bytes, training_weight_bytes
-from gpuwise.estimate.weights import Weights, as_header_says, weights
+from gpuwise.estimate.calibration import Calibration
+from gpuwise.estimate.dtypes import (
+    activation_bytes,
+    bytes_per_element,
+    train_dtype,
+    training_state_bytes,
+    training_weight_bytes,
+)
 from gpuwise.estimate.sharding import Sharding, resolve_sharding
+from gpuwise.estimate.weights import Weights, as_header_says, matmul_dtype, weights
 from gpuwise.runtimes import rules
-from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile
+from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile, Sourced
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.counts import Linear
@@ -59,6 +67,12 @@ class TrainPlan:
     trainable_params: float  # of the whole model: LoRA's adapters, or every parameter
     sharding: Sharding  # the data-parallel runtime, its ZeRO stage and the ranks it shards over
     choices: tuple[Choice, ...] = ()
+    calibration: Calibration | None = None  # the user's measured rates for this card (bench, validate, calibrate)
+
+    @property
+    def matmul_dtype(self) -> Dtype:
+        """The dtype the training matmuls run in: --precision's (bf16 for the mixed-precision recipes)."""
+        return train_dtype(self.job.precision)
 
     @property
     def layers_per_stage(self) -> float:
@@ -150,6 +164,7 @@ class InferPlan:
     memory_fraction: float | None  # the share the KV pool is sized from (None: the engine keeps no pool)
     stored: Weights  # the weights as the format stores them, by class
     choices: tuple[Choice, ...] = ()
+    calibration: Calibration | None = None  # the user's measured rates for this card (bench, validate, calibrate)
 
     @property
     def max_batched_tokens(self) -> int | None:
@@ -163,6 +178,12 @@ class InferPlan:
     @property
     def kv_bytes(self) -> float:
         return bytes_per_element(self.job.kv_dtype)
+
+    @property
+    def matmul_dtype(self) -> Dtype:
+        """The dtype the matmuls run in on this card: the weights' format where the card multiplies it natively,
+        else the 16-bit type they are dequantized to."""
+        return matmul_dtype(self.job.weights, self.gpu)
 
     def captured_sizes(self, query: int = 1) -> tuple[int, ...] | None:
         """The decode batches the engine replays as CUDA graphs (None: it captures none)."""
@@ -198,18 +219,36 @@ def peft_targets_experts(arch: Architecture) -> bool:
     return bool(arch.experts) and arch.family not in NATIVELY_FUSED_EXPERTS
 
 
-def resolve(arch: Architecture, job: Job, gpu: GPU) -> TrainPlan | InferPlan:
+def resolve(arch: Architecture, job: Job, gpu: GPU, calibration: Calibration | None = None) -> TrainPlan | InferPlan:
     """``job`` on ``gpu`` resolved once (ConfigError for a flag the model cannot take, NotEstimable for a model
-    gpuwise does not model)."""
+    gpuwise does not model), with the user's ``calibration`` of the card: its rates, and its runtime's measured host
+    seconds per operator in place of the profile's."""
     if arch.kind == "unet":
         raise NotEstimable(f"{arch.name} is a UNET model: gpuwise models transformers and ResNets only "
                            f"({arch.total_params:,} parameters, {weights(arch, 'fp16').bytes / 1e9:.2f} GB of fp16 "
                            "weights)")
     job = for_encoder(arch, for_images(arch, job))  # a ViT's sequence is its patches; an encoder generates nothing
     require_tp(arch, job.tp)
-    if isinstance(job, TrainJob):
-        return _train_plan(arch, job, gpu)
-    return _infer_plan(arch, job, gpu)
+    plan = _train_plan(arch, job, gpu) if isinstance(job, TrainJob) else _infer_plan(arch, job, gpu)
+    return _calibrated(plan, calibration)
+
+
+def _calibrated(plan: TrainPlan | InferPlan, calibration: Calibration | None) -> TrainPlan | InferPlan:
+    """The plan carrying the user's calibration, and its runtime's host seconds per operator as a validate run
+    measured them (an eager runtime's dispatch floor, re-derived for this job's operators)."""
+    if calibration is None:
+        return plan
+    plan = replace(plan, calibration=calibration)
+    if calibration.host_op_s is None:
+        return plan
+    measured = Sourced(calibration.host_op_s, f"measured: {calibration.source or 'a validate record'}")
+    if isinstance(plan, TrainPlan):
+        if plan.framework.launch_cost_s is None:
+            return plan
+        return replace(plan, framework=replace(plan.framework, launch_cost_s=measured))
+    if plan.engine.launch_cost_s is None:
+        return plan
+    return replace(plan, engine=replace(plan.engine, launch_cost_s=measured))
 
 
 def _train_plan(arch: Architecture, job: TrainJob, gpu: GPU) -> TrainPlan:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwise.catalog import GPU, Catalog
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.serving.capacity import batch_capacity
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.recommend.fit import Rejection, too_big
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture

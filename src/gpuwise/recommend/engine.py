@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from gpuwise import budget
 from gpuwise.catalog import FEATURES, GPU, Catalog, CloudOffer
 from gpuwise.catalog.schema import STREET_MAX_AGE_DAYS
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.cost import tco as tco
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.recommend.evaluate import evaluate
 from gpuwise.recommend.fit import Fit, Rejection
 from gpuwise.recommend.hpc import hpc_card_rejection, talks_between_gpus

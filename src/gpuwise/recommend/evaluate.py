@@ -19,12 +19,12 @@ from dataclasses import replace
 from gpuwise import runtimes
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.plan import InferPlan, resolve, tp_divides
 from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
 from gpuwise.estimate.serving.disagg import kv_transfer_s
 from gpuwise.estimate.serving.disagg_plan import PlannedSplit, plan_split
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.flags import command_line
 from gpuwise.recommend.batch_serving import BatchPlan, plan_batches
 from gpuwise.recommend.fit import Fit, Rejection, too_big
@@ -70,9 +70,9 @@ def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
 
 def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
                   calibration: Calibration | None) -> BatchPlan | Rejection:
-    plan = resolve(arch, job, gpu)
+    plan = resolve(arch, job, gpu, calibration)
     assert isinstance(plan, InferPlan)
-    rep = replica(plan, catalog, calibration=calibration)
+    rep = replica(plan, catalog)
     if not rep.holds_a_sequence:
         return too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
             "memory", f"no KV-cache room for one {job.input_len}+{job.output_len}-token sequence at TP {job.tp}")
@@ -240,9 +240,9 @@ def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: G
            id(calibration))
 
     def planned() -> PlannedSplit | None:
-        plan = resolve(arch, job.updated(count=job.tp * replicas), gpu)
+        plan = resolve(arch, job.updated(count=job.tp * replicas), gpu, calibration)
         assert isinstance(plan, InferPlan)
-        rep = replica(plan, catalog, calibration=calibration)
+        rep = replica(plan, catalog)
         if not rep.holds_a_sequence:
             return None
         return plan_split(rep, replicas, kv_s=kv_transfer_s(plan, catalog), slo_s=_slo_s(workload),

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from gpuwise import runtimes
 from gpuwise.catalog import GPU, Catalog
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.plan import tp_divides
 from gpuwise.estimate.serving.layer_split import SPLIT_MAX_CARDS, layer_split
 from gpuwise.estimate.speed.bands import band
 from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.flags import command_line
 from gpuwise.recommend.fit import GIB, Fit, Rejection, fullness, too_big
 from gpuwise.recommend.machines import Machines

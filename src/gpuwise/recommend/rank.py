@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 
 from gpuwise.catalog import Catalog
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.plan import require_training_knobs
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.recommend.defaults import left_free
 from gpuwise.recommend.engine import (
     Option,

@@ -24,9 +24,9 @@ from contextvars import ContextVar
 from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.serving.load import serving_report
 from gpuwise.estimate.serving.simulate import LoadResult, ServingReport
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.flags import command_line
 from gpuwise.recommend.fit import Fit, Rejection
 from gpuwise.recommend.request import Workload

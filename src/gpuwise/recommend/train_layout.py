@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from gpuwise import runtimes
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import free_knobs
 from gpuwise.estimate.plan import TrainPlan, tp_divides
 from gpuwise.estimate.sharding import Sharding
 from gpuwise.estimate.speed.bands import band
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.estimate.speed.stacks import unmeasured_stack_note
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.flags import command_line

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.dtypes import activation_bytes
 from gpuwise.estimate.memory.breakdown import COMPONENTS, MemoryEstimate
 from gpuwise.estimate.memory.engine import (
     engine_activations,
@@ -20,18 +19,18 @@ from gpuwise.estimate.memory.engine import (
     kv_budget_bytes,
 )
 from gpuwise.estimate.memory.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
-from gpuwise.estimate.weights import weights
 from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.speed.expert_offload import host_expert_bytes, offload_note
+from gpuwise.estimate.weights import weights
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.vision.convnets import network
 
 
-def workspace_bytes(arch: Architecture, job: InferJob) -> float:
+def workspace_bytes(plan: InferPlan) -> float:
     """Live activations of the prefill of the whole batch: residual, MLP tensors, scores without FlashAttention,
     and fp32 logits of the last position of each sequence."""
-    e = activation_bytes(job.weights)
+    arch, job, e = plan.arch, plan.job, plan.act_bytes
     if arch.kind == "cnn":
         return 2.0 * job.batch * largest_map_elements(arch.config, job.image_size) * e
     tokens = job.local_batch * job.input_len
@@ -50,12 +49,12 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     # the dense part sharded over --tp; routed experts over --ep GPUs when set, else TP-sharded with the rest
     experts_per_gpu = stored.expert_bytes / (job.ep if job.ep > 1 else job.tp)
     parts["weights"] = (stored.bytes - stored.expert_bytes) / job.tp + experts_per_gpu - host_expert_bytes(plan)
-    per_sequence = sequence_cache_bytes(arch, job, job.context)
+    per_sequence = sequence_cache_bytes(plan, job.context)
     if job.mtp and arch.params.mtp:  # the MTP layers: stored like the model's average weight, one more cache layer
         parts["weights"] += arch.params.mtp * stored.bytes / arch.total_params / job.tp
         per_sequence *= 1 + 1 / max(arch.decoder_layers, 1)
     parts["kv_cache"] = per_sequence * job.local_batch
-    engine = engine_activations(plan, workspace_bytes(arch, job))
+    engine = engine_activations(plan, workspace_bytes(plan))
     parts["activations"] = engine.bytes
     parts["framework_overhead"] = engine_overhead_bytes(plan)
     if plan.engine.allocator_reserve:  # an engine that sizes its pool exactly keeps no allocator slack
@@ -66,7 +65,7 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     kv_budget = kv_budget_bytes(plan, parts["weights"], parts["activations"], needed - parts[
         "kv_cache"] - parts["weights"] - parts["activations"])
     max_concurrency = int(kv_budget // per_sequence) if per_sequence > 0 and kv_budget > 0 else 0
-    per_token = kv_bytes_per_token(arch, job)
+    per_token = kv_bytes_per_token(plan)
     max_context = int(kv_budget // (per_token * job.batch)) if per_token > 0 and kv_budget > 0 else 0
     details = {"kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence}
     if job.cpu_moe:

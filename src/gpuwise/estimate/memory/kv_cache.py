@@ -10,8 +10,7 @@ dim x value dim in fp32, plus the last conv-kernel inputs (transformers cache_ut
 
 from __future__ import annotations
 
-from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element
-from gpuwise.workload.jobs.job import InferJob
+from gpuwise.estimate.plan import InferPlan
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Attention
 
@@ -27,36 +26,28 @@ def elements_on_gpu(attention: Attention, tp: int) -> float:
     return max(attention.kv_heads / tp, 1.0) * (attention.head_dim + attention.value_dim)
 
 
-def kv_bytes_per_token(arch: Architecture, job: InferJob) -> float:
-    """Cache bytes one token adds on one GPU, every caching layer holding it (a window not yet full)."""
-    per_element = bytes_per_element(job.kv_dtype)
-    return sum(b.count * elements_on_gpu(b.attention, job.tp) for b in arch.caching_blocks) * per_element
+def kv_bytes_per_token(plan: InferPlan) -> float:
+    """Cache bytes one token adds on one GPU, every caching layer holding it (a window not yet full), in the
+    plan's KV format."""
+    tp = plan.job.tp
+    return sum(b.count * elements_on_gpu(b.attention, tp) for b in plan.arch.caching_blocks) * plan.kv_bytes
 
 
-def state_bytes_per_sequence(arch: Architecture, job: InferJob) -> float:
+def state_bytes_per_sequence(plan: InferPlan) -> float:
     """The fixed linear-attention state of one sequence on one GPU (value heads split over tensor parallelism)."""
     total = 0.0
-    for block in arch.caching_blocks:
+    for block in plan.arch.caching_blocks:
         recurrent, conv = block.attention.state_elements
-        total += block.count * (recurrent * RECURRENT_STATE_BYTES + conv * activation_bytes(job.weights))
-    return total / job.tp
+        total += block.count * (recurrent * RECURRENT_STATE_BYTES + conv * plan.act_bytes)
+    return total / plan.job.tp
 
 
-def sequence_cache_bytes(arch: Architecture, job: InferJob, context: float) -> float:
+def sequence_cache_bytes(plan: InferPlan, context: float) -> float:
     """Everything one sequence of ``context`` tokens keeps on one GPU: windows hold at most their window."""
-    per_element = bytes_per_element(job.kv_dtype)
-    cache = sum(b.count * elements_on_gpu(b.attention, job.tp) * min(context, b.attention.window or context)
-                for b in arch.caching_blocks)
-    return cache * per_element + state_bytes_per_sequence(arch, job)
-
-
-def cached_tokens(arch: Architecture, context: float) -> float:
-    """Tokens a sequence keeps, averaged over its caching layers by their cache size: the whole context, or the
-    window on the layers that slide (all of Mistral's; the local ones of Gemma 2 and 3, of gpt-oss)."""
-    weights = [(b.count * elements_on_gpu(b.attention, 1), min(context, b.attention.window or context))
-               for b in arch.caching_blocks]
-    total = sum(w for w, _ in weights)
-    return float(context) if not total else sum(w * t for w, t in weights) / total
+    tp = plan.job.tp
+    cache = sum(b.count * elements_on_gpu(b.attention, tp) * min(context, b.attention.window or context)
+                for b in plan.arch.caching_blocks)
+    return cache * plan.kv_bytes + state_bytes_per_sequence(plan)
 
 
 def describe_cache(arch: Architecture) -> str:

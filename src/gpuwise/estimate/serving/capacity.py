@@ -3,7 +3,7 @@
 :func:`replica` sets up what both the discrete-event simulation (``serving.simulate``, used by ``serve-sim``) and
 the closed form here (used by ``recommend``, and by ``serve-sim`` to bracket its search) run on: the memory of one
 replica of ``job.tp`` GPUs, the KV-cache room it leaves (computed once, in ``memory/inference``), the engine's batch
-limit, and the roofline's prefill and decode-step times (with the user's ``bench`` calibration when given).
+limit, and the roofline's prefill and decode-step times (with the user's ``bench`` calibration the plan carries).
 
 The closed form (continuous batching, Poisson arrivals at rate r; Orca/vLLM iteration-level scheduling):
     P   prefill of one request's prompt;  S(B)  one decode step of a batch of B;  O  output tokens
@@ -33,7 +33,6 @@ from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
 from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.serving.simulate import step_table
 from gpuwise.estimate.speed.inference import decode_step_s, prefill_s
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 
@@ -71,23 +70,24 @@ class Replica:
 
 
 PREFILL_GRAIN = 64  # tokens: prefill times are computed once per 64-token step of chunk size (at most budget / 64)
-def replica(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | None = None) -> Replica:
+def replica(plan: InferPlan, catalog: Catalog) -> Replica:
     """The replica the plan describes (its ``tp`` GPUs); see ``holds_a_sequence`` before using it."""
-    arch, job = plan.arch, plan.job
+    job = plan.job
     one_plan = plan.with_job(batch=1, count=job.replica_gpus, nodes=1)
     one = one_plan.job
     memory = inference_memory(one_plan)
     room = max(memory.kv_budget_bytes or 0.0, 0.0)
-    kv_tokens = room / kv_bytes_per_token(arch, one) if kv_bytes_per_token(arch, one) > 0 else math.inf
+    per_token = kv_bytes_per_token(one_plan)
+    kv_tokens = room / per_token if per_token > 0 else math.inf
     max_seqs = plan.max_num_seqs
-    step = step_table(lambda b, c: decode_step_s(one_plan, catalog, batch=b, context=c, calibration=calibration),
+    step = step_table(lambda b, c: decode_step_s(one_plan, catalog, batch=b, context=c),
                       max_seqs, job.input_len + job.output_len / 2)
     prefills: dict[int, float] = {}
 
     def prefill(tokens: int) -> float:
         bucket = -(-max(tokens, 1) // PREFILL_GRAIN) * PREFILL_GRAIN  # chunks rounded up; whole prompts stay whole
         if bucket not in prefills:
-            prefills[bucket] = prefill_s(one_plan, catalog, tokens=bucket, calibration=calibration)
+            prefills[bucket] = prefill_s(one_plan, catalog, tokens=bucket)
         return prefills[bucket]
 
     return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step,

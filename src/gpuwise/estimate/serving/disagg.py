@@ -55,7 +55,7 @@ def kv_transfer_s(plan: InferPlan, catalog: Catalog) -> float:
     nodes = math.ceil(job.count / GPUS_PER_NODE)
     path = links(plan.gpu, catalog, network=job.network, nodes=nodes, slot_link=job.slot_link)
     link = path.inter if nodes > 1 and path.inter is not None else path.intra
-    size = job.input_len * kv_bytes_per_token(plan.arch, job)
+    size = job.input_len * kv_bytes_per_token(plan)
     return size / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
 
 

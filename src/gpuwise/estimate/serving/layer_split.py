@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 

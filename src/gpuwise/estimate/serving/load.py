@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.plan import InferPlan, require_tp, resolve
 from gpuwise.estimate.serving import disagg
 from gpuwise.estimate.serving.capacity import Replica, capacity, replica, require_room
@@ -24,7 +25,6 @@ from gpuwise.estimate.serving.simulate import (
     poisson_requests,
     simulate,
 )
-from gpuwise.estimate.speed.roofline import Calibration
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture
@@ -67,9 +67,9 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} is more than the "
                           f"{MAX_SIMULATED_TOKENS:,} tokens serve-sim simulates; use at most "
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
-    plan = resolve(arch, job, gpu)
+    plan = resolve(arch, job, gpu, calibration)
     assert isinstance(plan, InferPlan)
-    rep = replica(plan, catalog, calibration=calibration)
+    rep = replica(plan, catalog)
     require_room(rep, arch, gpu)
     replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
 

@@ -9,11 +9,9 @@ some 2,500 operators. The operators per module are the runtime profile's :class:
 
 from __future__ import annotations
 
-from gpuwise import runtimes
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.plan import TrainPlan, adapted_linears
+from gpuwise.estimate.plan import InferPlan, Plan, TrainPlan, adapted_linears
 from gpuwise.runtimes.schema import EngineProfile, HostOps
-from gpuwise.workload.jobs.job import InferJob, Job
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Block
 
@@ -74,13 +72,14 @@ def training_forward_host_s(plan: TrainPlan) -> float:
     return ops * framework.launch_cost_s.value
 
 
-def host_s_per_dispatch(job: Job) -> float:
-    """What the host spends per dispatched operator: the engine's measured launch cost (transformers), the eager
-    PyTorch floor for a training step that is not compiled, nothing for a compiled or graph-replaying runtime."""
-    if job.compile:
+def host_s_per_dispatch(plan: Plan) -> float:
+    """What the host spends per dispatched operator: the engine's measured launch cost (transformers; a validate
+    record's where the plan is calibrated), the eager PyTorch floor for a training step that is not compiled, nothing
+    for a compiled or graph-replaying runtime."""
+    if plan.job.compile:
         return 0.0
-    if isinstance(job, InferJob):
-        engine = runtimes.engine(job.engine)
+    if isinstance(plan, InferPlan):
+        engine = plan.engine
         if engine.launch_cost_s is not None:
             return engine.launch_cost_s.value
         return C.EAGER_OVERHEAD.value if engine.eager.value else 0.0

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.dtypes import activation_bytes, bytes_per_element
-from gpuwise.estimate.weights import matmul_dtype
 from gpuwise.estimate.plan import InferPlan, resolve
 from gpuwise.estimate.speed.breakdown import top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops
@@ -23,9 +21,8 @@ from gpuwise.estimate.speed.parallel import (
     all_to_all_s,
     links,
 )
-from gpuwise.estimate.speed.roofline import Calibration, Machine, Op, PhaseTime, machine, phase_time
+from gpuwise.estimate.speed.roofline import Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.workload.jobs.job import InferJob
-from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.resolve import resolve_model
 
 
@@ -48,12 +45,12 @@ def _infer_pass(plan: InferPlan, job: InferJob, *, query: int, context: float, l
     """One forward of the replica running ``job`` (the plan's job or a copy at another batch); ``logits`` positions
     per sequence reach the LM head (a verifying step scores every drafted token)."""
     w = plan.stored
-    return Pass(batch=job.local_batch, query=query, context=context, act_bytes=activation_bytes(job.weights),
-                weight_bytes=w.dense_bytes_per_weight, kv_bytes=bytes_per_element(job.kv_dtype), tp=job.tp,
+    return Pass(batch=job.local_batch, query=query, context=context, act_bytes=plan.act_bytes,
+                weight_bytes=w.dense_bytes_per_weight, kv_bytes=plan.kv_bytes, tp=job.tp,
                 flash=job.flash_attn, logits_tokens=job.local_batch * logits,
                 absorb_mla=plan.engine.absorbs_mla.value, expert_bytes=w.expert_bytes_per_weight, ep=job.ep,
                 dp=job.attention_dp, moe_call_s=_moe_call_s(plan),
-                act_quant=job.weights != "fp32" and matmul_dtype(job.weights, plan.gpu) in ("fp8", "int8", "fp4"))
+                act_quant=job.weights != "fp32" and plan.matmul_dtype in ("fp8", "int8", "fp4"))
 
 
 def _moe_call_s(plan: InferPlan) -> float:
@@ -72,15 +69,16 @@ def _dequantize(plan: InferPlan, job: InferJob) -> list[Op]:
     return [Op("dequantize", "memory", 0.0, quantized * (w.bits / 8 * w.scale + 2 + 2), 7 * arch.layers)]
 
 
-def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog: Catalog) -> float:
+def _tp_comm_s(plan: InferPlan, job: InferJob, tokens: int, catalog: Catalog) -> float:
     """Per layer under TP: an all-reduce after attention and one after a dense MLP; under --ep a dispatch and a
     combine all-to-all per MoE layer instead of its all-reduce, each GPU sending the top-k copies of its own tokens'
     hidden states (``tokens`` is the replica's, split over the attention groups)."""
     if job.replica_gpus <= 1:
         return 0.0
+    arch, gpu = plan.arch, plan.gpu
     nodes = max(job.nodes, math.ceil(job.replica_gpus / GPUS_PER_NODE))  # a replica larger than a node spans nodes
     path = links(gpu, catalog, network=job.network, nodes=nodes, slot_link=job.slot_link)
-    size = tokens / job.attention_dp * arch.hidden * activation_bytes(job.weights)
+    size = tokens / job.attention_dp * arch.hidden * plan.act_bytes
     moe_layers = sum(b.count for b in arch.blocks if b.ffn.experts) if job.ep > 1 else 0
     seconds = 0.0
     if job.ep > 1:
@@ -93,19 +91,18 @@ def _tp_comm_s(arch: Architecture, job: InferJob, tokens: int, gpu: GPU, catalog
     return seconds
 
 
-def _machine(plan: InferPlan, calibration: Calibration | None) -> Machine:
+def _machine(plan: InferPlan) -> Machine:
     """The card's rates; an eager engine without a traced host inventory keeps the eager per-kernel floor (one with
     an inventory pays its host's dispatch as a whole, ``_host_s``)."""
     eager = plan.engine.eager.value and plan.engine.host_ops is None
-    return machine(plan.gpu, matmul_dtype(plan.job.weights, plan.gpu), eager=eager, calibration=calibration)
+    return machine(plan.gpu, plan.matmul_dtype, eager=eager, calibration=plan.calibration)
 
 
-def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | None = None,
-               backend_scaled: bool = True) -> InferPerf:
+def infer_perf(plan: InferPlan, catalog: Catalog, *, backend_scaled: bool = True) -> InferPerf:
     arch, job, gpu = plan.arch, plan.job, plan.gpu
-    m = _machine(plan, calibration)
+    m = _machine(plan)
     if arch.kind == "cnn":
-        m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
+        m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=plan.calibration)
 
         images = phase_time(conv_ops(arch.config, batch=job.batch, act_bytes=2, train=False, image=job.image_size), m)
         return InferPerf(bound=images.bound, top_ops=top_ops(images.by_op, images.seconds),
@@ -113,13 +110,13 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, calibration: Calibration | 
     causal = arch.kind == "decoder"
     prefill = _prefill_phase(plan, catalog, m, job, query=job.input_len,
                              context=job.input_len / 2 if causal else job.input_len)
-    prefill_s = prefill.seconds + _tp_comm_s(arch, job, job.batch * job.input_len, gpu, catalog)
+    prefill_s = prefill.seconds + _tp_comm_s(plan, job, job.batch * job.input_len, catalog)
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=top_ops(prefill.by_op, prefill.seconds),
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
     average_context = job.input_len + job.output_len / 2  # a sliding-window layer reads at most its window
     decode = phase_time(forward_ops(arch, _infer_pass(plan, job, query=1, context=average_context)), m)
-    factor = decode_factor(plan, catalog) if backend_scaled and calibration is None else 1.0
+    factor = decode_factor(plan, catalog) if backend_scaled and plan.calibration is None else 1.0
     tpot = _decode_s(plan, catalog, m, batch=job.batch, context=average_context, factor=factor)
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
     scaled = (f"{plan.engine.name} decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement "
@@ -151,10 +148,9 @@ def _host_note(plan: InferPlan, host_s: float, gpu_s: float) -> tuple[str, ...]:
             "runtimes/engines.py; --compile removes it)",)
 
 
-def decode_step_s(plan: InferPlan, catalog: Catalog, *, batch: int, context: float,
-                  calibration: Calibration | None = None) -> float:
+def decode_step_s(plan: InferPlan, catalog: Catalog, *, batch: int, context: float) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
-    return _decode_s(plan, catalog, _machine(plan, calibration), batch=batch, context=context)
+    return _decode_s(plan, catalog, _machine(plan), batch=batch, context=context)
 
 
 def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, context: float,
@@ -177,15 +173,15 @@ def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, cont
     step = max(phase_time(ops, m).seconds / factor, _host_s(plan) * (1 + job.spec_tokens))
     if sizes is not None and graphed is None:
         step = max(step, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value)
-    step += _tp_comm_s(arch, shaped, shaped.batch * query, plan.gpu, catalog)
+    step += _tp_comm_s(plan, shaped, shaped.batch * query, catalog)
     step += decode_host_s(plan, local * query)  # --n-cpu-moe: the CPU runs those layers' experts, the GPU waits
     return step / job.tokens_per_step
 
 
-def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int, calibration: Calibration | None = None) -> float:
+def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int) -> float:
     """Prefill of ``tokens`` prompt tokens: whole prompts of the job's input length batched together, and what is
     left as one chunk of a prompt (chunked prefill), its queries attending to about half a prompt of keys."""
-    arch, job, m = plan.arch, plan.job, _machine(plan, calibration)
+    job, m = plan.job, _machine(plan)
     whole, rest = divmod(max(tokens, 1), job.input_len)
     seconds = 0.0
     for batch, query in ((whole, job.input_len), (1 if rest else 0, rest)):
@@ -193,7 +189,7 @@ def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int, calibration: Ca
             continue
         shaped = job.model_copy(update={"batch": batch})
         seconds += _prefill_phase(plan, catalog, m, shaped, query=query, context=job.input_len / 2).seconds
-        seconds += _tp_comm_s(arch, shaped, batch * query, plan.gpu, catalog)
+        seconds += _tp_comm_s(plan, shaped, batch * query, catalog)
     return seconds
 
 
@@ -222,7 +218,7 @@ def _host_s(plan: InferPlan) -> float:
     model (--compile) replays CUDA graphs instead."""
     if plan.job.compile:
         return 0.0
-    return host_seconds(plan.engine, plan.arch, sixteen_bit=activation_bytes(plan.job.weights) == 2)
+    return host_seconds(plan.engine, plan.arch, sixteen_bit=plan.act_bytes == 2)
 
 
 def _infer_assumptions(m: Machine) -> tuple[str, ...]:

@@ -7,12 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpuwise.catalog import GPU
-from gpuwise.estimate.weights import matmul_dtype
+from gpuwise.estimate.plan import Plan
 from gpuwise.estimate.speed.eager import host_s_per_dispatch
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
-from gpuwise.estimate.speed.training import train_dtype
-from gpuwise.workload.jobs.job import InferJob, Job
 from gpuwise.workload.trace.kernels import TracedOp
 
 
@@ -25,12 +22,12 @@ class TracedTime:
     dispatches: int
 
 
-def traced_time(ops: Mapping[str, TracedOp], job: Job, gpu: GPU) -> TracedTime:
-    """The roofline over the traced operators of one step of ``job`` on ``gpu``."""
-    dtype = matmul_dtype(job.weights, gpu) if isinstance(job, InferJob) else train_dtype(job.precision)
-    m = machine(gpu, dtype)
+def traced_time(ops: Mapping[str, TracedOp], plan: Plan) -> TracedTime:
+    """The roofline over the traced operators of one step of the plan's job on its card, at the rates the user's
+    calibration measured where the plan carries one."""
+    m = machine(plan.gpu, plan.matmul_dtype, calibration=plan.calibration)
     listed = [Op(name, op.kind, op.flops, op.bytes, op.launches) for name, op in ops.items()]
     gpu_s = phase_time(listed, m).seconds
     dispatches = sum(op.dispatches for op in ops.values())
-    host_s = dispatches * host_s_per_dispatch(job)
+    host_s = dispatches * host_s_per_dispatch(plan)
     return TracedTime(max(gpu_s, host_s), gpu_s, host_s, sum(op.launches for op in ops.values()), dispatches)

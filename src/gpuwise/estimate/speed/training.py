@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog import Catalog
-from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.plan import TrainPlan, adapted_linears
@@ -29,7 +28,7 @@ from gpuwise.estimate.speed.parallel import (
     links,
     pipeline_bubble,
 )
-from gpuwise.estimate.speed.roofline import Calibration, Machine, Op, PhaseTime, machine, phase_time
+from gpuwise.estimate.speed.roofline import Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.counts import Linear
@@ -54,10 +53,6 @@ class TrainPerf:
     bubble_s: float
     top_ops: tuple[tuple[str, float], ...]
     assumptions: tuple[str, ...] = ()
-
-
-def train_dtype(precision: str) -> Dtype:
-    return {"fp8": "fp8", "fp32": "fp32", "fp16": "fp16"}.get(precision, "bf16")  # type: ignore[return-value]
 
 
 def _backward(ops: list[Op], *, frozen_gemms: bool) -> list[Op]:
@@ -271,8 +266,7 @@ def _paging_s(plan: TrainPlan, catalog: Catalog, paged_out_bytes: float) -> floa
     return 2 * paged_out_bytes / link.achieved_bytes_per_s
 
 
-def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibration | None,
-          paged_out_bytes: float = 0.0) -> _Step:
+def _step(plan: TrainPlan, catalog: Catalog, m: Machine, paged_out_bytes: float = 0.0) -> _Step:
     arch, job, microbatches = plan.arch, plan.job, plan.microbatches
     fwd, bwd, recompute = _cnn_ops(plan) if arch.kind == "cnn" else _micro_batch_ops(plan)
     t_fwd, t_bwd, t_re = (phase_time(ops, m) for ops in (fwd, bwd, recompute))
@@ -289,7 +283,7 @@ def _step(plan: TrainPlan, catalog: Catalog, m: Machine, calibration: Calibratio
         job.pp, microbatches)) if job.pp > 1 else 0.0
     window = microbatches * (t_bwd.seconds + (t_fwd.seconds if _gathers_per_micro_batch(plan) else 0.0))
     comm, slowdown = _communication(plan, catalog, window)
-    compute = (microbatches * per_micro + update.seconds) / unmeasured_stack_factor(plan.gpu, calibration)
+    compute = (microbatches * per_micro + update.seconds) / unmeasured_stack_factor(plan.gpu, plan.calibration)
     by_op = merged_seconds([t_fwd.by_op, t_bwd.by_op, t_re.by_op], microbatches)
     by_op["optimizer_step"] = update.seconds
     if comm + slowdown > 0:
@@ -311,15 +305,14 @@ def _mfu(plan: TrainPlan, m: Machine, tokens_per_s: float) -> float:
     return flops_per_token * tokens_per_s / (job.count * (peak or m.peak_flops))
 
 
-def train_perf(plan: TrainPlan, catalog: Catalog, *, calibration: Calibration | None = None,
-               paged_out_bytes: float = 0.0) -> TrainPerf:
+def train_perf(plan: TrainPlan, catalog: Catalog, *, paged_out_bytes: float = 0.0) -> TrainPerf:
     """Speed of one optimizer step of ``plan``; ``paged_out_bytes``: a paged optimizer's states the memory model
     found no room for on the card."""
     arch, job, gpu = plan.arch, plan.job, plan.gpu
-    m = machine(gpu, train_dtype(job.precision), calibration=calibration)
+    m = machine(gpu, plan.matmul_dtype, calibration=plan.calibration)
     if arch.kind == "cnn":
-        m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=calibration)
-    step = _step(plan, catalog, m, calibration, paged_out_bytes)
+        m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=plan.calibration)
+    step = _step(plan, catalog, m, paged_out_bytes)
     seq = 1 if arch.kind == "cnn" else job.seq  # a CNN "token" is an image
     tokens_per_s = job.data_parallel * plan.microbatches * job.batch * seq / step.seconds
     mfu = _mfu(plan, m, tokens_per_s)
@@ -329,7 +322,7 @@ def train_perf(plan: TrainPlan, catalog: Catalog, *, calibration: Calibration | 
         epoch_time_s=job.tokens / tokens_per_s if job.tokens else None, bound=step.bound, compute_s=step.compute_s,
         communication_s=step.communication_s + step.slowdown_s, bubble_s=step.bubble_s,
         top_ops=top_ops(step.by_op, step.seconds),
-        assumptions=_train_assumptions(m, job, plan.microbatches) + unmeasured_stack_note(gpu, calibration,
+        assumptions=_train_assumptions(m, job, plan.microbatches) + unmeasured_stack_note(gpu, plan.calibration,
                                                                                           "training") + (
             ("MFU counts the full s x s attention matrix (PaLM appendix B, as llm-foundry and torchtitan report "
              "it); a causal kernel computes half of it, so at this sequence length MFU overstates the hardware's "
