@@ -10,8 +10,9 @@ from gpuwise import api, runtimes
 from gpuwise.catalog import load_catalog
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
-from gpuwise.estimate.image.pipeline import component_bytes, denoiser_bytes, image_estimate, resolved
+from gpuwise.estimate.image.pipeline import component_bytes, denoiser_bytes, image_estimate
 from gpuwise.estimate.image.streaming import residency, tiled_area_ratio, weight_budget
+from gpuwise.estimate.plan import resolve
 from gpuwise.runtimes.schema import TiledDecode
 from gpuwise.workload.diffusion.pipeline import find_pipeline
 from gpuwise.workload.jobs.image import ImageJob, make_image_job
@@ -94,8 +95,9 @@ def test_each_runtime_refuses_what_it_does_not_have() -> None:
         make_image_job(offload="auto")
     with pytest.raises(ConfigError, match="does not run on ComfyUI"):
         make_image_job(engine="comfyui", quant="nf4")
-    assert resolved(_flux(), ImageJob(engine="comfyui")).offload == "auto"
-    assert component_bytes(_flux(), resolved(_flux(), ImageJob(engine="comfyui")))
+    plan = resolve(_flux(), ImageJob(engine="comfyui"), load_catalog(use_user_dir=False).gpus["rtx-4090"])
+    assert plan.offload == plan.job.offload == "auto"
+    assert component_bytes(plan)
 
 
 def test_the_cli_takes_the_engine_and_refuses_it_for_a_language_model() -> None:

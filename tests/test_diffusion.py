@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpuwise import api
-from gpuwise.catalog import Catalog
-from gpuwise.estimate.image.pipeline import component_bytes, denoiser_bytes, image_estimate, image_fit, resolved
+from gpuwise.catalog import Catalog, load_catalog
+from gpuwise.estimate.image.pipeline import component_bytes, denoiser_bytes, image_estimate, image_fit
+from gpuwise.estimate.plan import resolve
 from gpuwise.workload.diffusion.pipeline import find_pipeline
 from gpuwise.workload.jobs.image import ImageJob
 
@@ -76,11 +77,11 @@ def test_weights_in_each_format() -> None:
     assert denoiser_bytes(tally, "fp8") == 8_653_744_128 + 2 * 3_247_664_192
     # bitsandbytes NF4: every nn.Linear weight at 4 + 32/64 bits, biases and norms bf16
     assert denoiser_bytes(tally, "nf4") == 11_898_322_944 * 4.5 / 8 + (tally.params - 11_898_322_944) * 2
-    job = resolved(flux, ImageJob())
+    card = load_catalog(use_user_dir=False).gpus["h100-sxm-80gb"]
     # HF blog diffusers-quantization.md: bf16 pipeline "approximately 31.447 GB" after loading (printed / 1024**3)
-    assert sum(component_bytes(flux, job).values()) / GIB == pytest.approx(31.447, rel=0.005)
+    assert sum(component_bytes(resolve(flux, ImageJob(), card)).values()) / GIB == pytest.approx(31.447, rel=0.005)
     sdxl = _pipeline("sdxl")
-    weights = component_bytes(sdxl, resolved(sdxl, ImageJob()))
+    weights = component_bytes(resolve(sdxl, ImageJob(), card))
     # the single-file fp16 sd_xl_base_1.0.safetensors (UNet + text encoders + VAE): 6,938,078,334 B; our VAE is fp32
     assert sum(weights.values()) - weights["vae"] / 2 == pytest.approx(6_938_078_334, rel=0.001)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpuwise import runtimes
 from gpuwise.catalog import FEATURES, GPU
+from gpuwise.runtimes.schema import EngineProfile
 from gpuwise.workload.jobs.hpc import HpcJob
 from gpuwise.workload.jobs.image import ImageJob
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
@@ -56,16 +57,17 @@ _FLASH = Requirement("flash-attention-2", False, "stack",
                      "FlashAttention-2 does not support {gpu}; PyTorch SDPA (memory-efficient) is the fallback")
 
 
-def requirements(job: Job | ImageJob | HpcJob) -> tuple[Requirement, ...]:
+def requirements(job: Job | ImageJob | HpcJob, engine: EngineProfile | None = None) -> tuple[Requirement, ...]:
     """Every feature ``job`` relies on, in table order (an image pipeline: none -- diffusers runs on PyTorch's
-    CUDA, ROCm and MPS backends, and fp8/nf4 weights are only stored so)."""
+    CUDA, ROCm and MPS backends, and fp8/nf4 weights are only stored so). ``engine``: the plan's engine profile; a
+    job not yet resolved (recommend's search, before it has a plan) names its engine's shipped profile."""
     if isinstance(job, (ImageJob, HpcJob)):
         return ()  # an HPC job's needs are its profile's (ports, FP64): estimate/hpc/estimate.py, recommend/engine.py
     if isinstance(job, TrainJob):
         needed = [r for applies, r in _TRAIN_ROWS if applies(job)]
         own_attention = False
     else:
-        engine = runtimes.engine(job.engine)
+        engine = engine if engine is not None else runtimes.engine(job.engine)
         needs = [Requirement(engine.needs.feature, True, "stack", engine.needs.message)] if engine.needs else []
         needed = needs + [r for applies, r in _INFER_ROWS if applies(job)]
         own_attention = engine.own_attention.value
@@ -73,9 +75,9 @@ def requirements(job: Job | ImageJob | HpcJob) -> tuple[Requirement, ...]:
     return (*needed, _FLASH) if job.flash_attn and not own_attention else tuple(needed)
 
 
-def unmet(job: Job | ImageJob | HpcJob, gpu: GPU) -> tuple[Requirement, ...]:
+def unmet(job: Job | ImageJob | HpcJob, gpu: GPU, engine: EngineProfile | None = None) -> tuple[Requirement, ...]:
     """The requirements ``gpu`` (its chip and its software stack as the catalog records them) does not meet."""
-    return tuple(r for r in requirements(job) if not FEATURES[r.feature](gpu))
+    return tuple(r for r in requirements(job, engine) if not FEATURES[r.feature](gpu))
 
 
 def describe(requirement: Requirement, gpu: GPU) -> str:

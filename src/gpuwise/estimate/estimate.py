@@ -35,10 +35,11 @@ class Estimate:
         return self.job.task
 
 
-def compatibility_warnings(arch: Architecture, job: Job, gpu: GPU) -> tuple[str, ...]:
+def compatibility_warnings(plan: TrainPlan | InferPlan) -> tuple[str, ...]:
     """What the hardware or stack cannot do as asked (the compatibility table, estimate/compat.py), and limits of the
     model itself; the estimate still runs."""
-    notes = [describe(r, gpu) for r in unmet(job, gpu)]
+    arch, job, gpu = plan.arch, plan.job, plan.gpu
+    notes = [describe(r, gpu) for r in unmet(job, gpu, plan.engine if isinstance(plan, InferPlan) else None)]
     length = job.seq if isinstance(job, TrainJob) else job.context
     if arch.max_positions and length > arch.max_positions:
         notes.append(f"sequence {length} exceeds {arch.name}'s {arch.max_positions} positions")
@@ -69,7 +70,7 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
         perf = replace(perf, assumptions=(*perf.assumptions, calibrated))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
     return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost, plan=plan,
-                    warnings=memory.warnings + compatibility_warnings(arch, job, gpu) + _feeding(arch, job, perf))
+                    warnings=memory.warnings + compatibility_warnings(plan) + _feeding(arch, job, perf))
 
 
 def _feeding(arch: Architecture, job: Job, perf: TrainPerf | InferPerf | None) -> tuple[str, ...]:

@@ -11,13 +11,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise import budget, runtimes
+from gpuwise import budget
 from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import CHECKPOINTING, CHUNKED_LOSS, EIGHT_BIT_ADAM, FUSED_LOSS, Knob
-from gpuwise.estimate.plan import TrainPlan
+from gpuwise.estimate.plan import InferPlan, TrainPlan
 from gpuwise.runtimes import engine_runs
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 from gpuwise.workload.model.architecture import Architecture
@@ -133,10 +133,12 @@ def _smaller_than_shipped(arch: Architecture, quant: str) -> bool:
     return bytes_per_element(quant) < bytes_per_element(shipped)
 
 
-def _inference_edits(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[str, str, str, dict[str, Any]]]:
-    """Edits the job's engine runs: its weight formats (none larger than the checkpoint ships), its KV-cache
+def _inference_edits(done: Estimate) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Edits the plan's engine runs: its weight formats (none larger than the checkpoint ships), its KV-cache
     formats, and tensor parallelism only where it splits a model by heads (llama.cpp and exllamav2 split layers)."""
-    profile = runtimes.engine(job.engine)
+    plan = done.plan
+    assert isinstance(plan, InferPlan)
+    arch, job, gpu, profile = plan.arch, plan.job, plan.gpu, plan.engine
     edits: list[tuple[str, str, str, dict[str, Any]]] = []
     layers = _fewest_cpu_moe(arch, job, gpu) if profile.expert_offload is not None and arch.experts else None
     if layers:
@@ -151,7 +153,7 @@ def _inference_edits(arch: Architecture, job: InferJob, gpu: GPU) -> list[tuple[
     if job.weights in ("fp32", "bf16", "fp16") and gpu.software.fp8:
         edits.append(("--quant fp8", "FP8 weights", "minimal quality loss", {"quant": "fp8"}))
     eight_bit = next((f for f in ("fp8", "q8_0") if f in profile.kv_formats.value), None)  # the engine's 8-bit KV
-    if eight_bit is not None and bytes_per_element(job.kv_dtype) > 1.0625:
+    if eight_bit is not None and plan.kv_bytes > 1.0625:
         edits.append((f"--kv-dtype {eight_bit}", f"8-bit KV cache ({eight_bit})", "minimal quality loss",
                       {"kv_dtype": eight_bit}))
     if job.batch > 1:
@@ -189,7 +191,7 @@ def changes(arch: Architecture, job: Job, gpu: GPU) -> list[Change]:
     """Single-flag edits ranked by the memory they save (largest first); edits that save nothing are dropped."""
     done = estimate(arch, job, gpu)
     base = done.memory.per_gpu_bytes
-    edits = _training_edits(job, gpu, done) if isinstance(job, TrainJob) else _inference_edits(arch, job, gpu)
+    edits = _training_edits(job, gpu, done) if isinstance(job, TrainJob) else _inference_edits(done)
     found = []
     for flags, description, tradeoff, update in edits:
         budget.checkpoint()
@@ -221,8 +223,7 @@ def _greedy(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int,
         done = estimate(arch, current, gpu)
         if done.memory.fits:
             return tuple(flags), current
-        edits = (_training_edits(current, gpu, done) if isinstance(current, TrainJob)
-                 else _inference_edits(arch, current, gpu))
+        edits = _training_edits(current, gpu, done) if isinstance(current, TrainJob) else _inference_edits(done)
         best: tuple[float, str, Job] | None = None
         for flag, _d, _t, update in edits:
             budget.checkpoint()
@@ -276,9 +277,8 @@ class FitReport:
 
 
 def fit(arch: Architecture, job: Job, gpu: GPU) -> FitReport:
-    if isinstance(job, InferJob):
-        job = job.for_checkpoint(arch.checkpoint)
     result = estimate(arch, job, gpu)
+    job = result.plan.job  # as resolved: an inference job's weights in the checkpoint's format unless --quant says
     biggest = largest_batch(arch, job, gpu)
     accumulation = None
     if isinstance(job, TrainJob) and job.global_batch and biggest:  # nothing fits: no accumulation to speak of

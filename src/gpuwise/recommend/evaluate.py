@@ -234,14 +234,14 @@ def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: G
         return None
     if not machines.linked:
         return None
-    if not runtimes.engine(job.engine).disaggregates.value:
-        return None
     key = ("disagg", gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, workload.slo, replicas,
            id(calibration))
 
     def planned() -> PlannedSplit | None:
         plan = resolve(arch, job.updated(count=job.tp * replicas), gpu, calibration)
         assert isinstance(plan, InferPlan)
+        if not plan.engine.disaggregates.value:  # the engine runs no prefill/decode split
+            return None
         rep = replica(plan, catalog)
         if not rep.holds_a_sequence:
             return None

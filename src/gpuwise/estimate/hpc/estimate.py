@@ -15,13 +15,13 @@ from gpuwise.estimate.hpc.model import (
     host_link_bytes_per_s,
     hpc_memory,
     kernels_of,
-    resolve,
     step_time,
     steps_per_run,
     value_of,
 )
 from gpuwise.estimate.hpc.rates import AppCalibration, calibration, fp64_cut, fp64_ratio_text, uses_fp64
 from gpuwise.estimate.memory.breakdown import MemoryEstimate
+from gpuwise.estimate.plan import HpcPlan, resolve
 from gpuwise.workload.hpc.apps import HpcApp
 from gpuwise.workload.jobs.hpc import HpcJob
 
@@ -59,6 +59,7 @@ class HpcEstimate:
     cost: CostFigures | None
     warnings: tuple[str, ...]
     assumptions: tuple[str, ...]
+    plan: HpcPlan  # the job as resolved: the application's profile and its reference problem where left out
 
     @property
     def task(self) -> str:
@@ -71,7 +72,8 @@ class HpcEstimate:
 
 def hpc_estimate(job: HpcJob, gpu: GPU, catalog: Catalog) -> HpcEstimate:
     """Memory and speed of ``job`` on ``job.count`` x ``gpu``."""
-    app, job = resolve(job)
+    plan = resolve(None, job, gpu)
+    app, job = plan.app, plan.job
     cal = calibration(app, gpu)
     per_run = gpus_per_run(app, job, gpu)
     memory = hpc_memory(app, job, gpu, per_run)
@@ -81,8 +83,8 @@ def hpc_estimate(job: HpcJob, gpu: GPU, catalog: Catalog) -> HpcEstimate:
     cost = None
     if price is not None:
         cost = CostFigures(price[0], price[1], usd_per_job=price[0] * perf.job_hours if perf is not None else None)
-    estimate = HpcEstimate(app, gpu, job, cal, memory, perf, cost, (), ())
-    return HpcEstimate(app, gpu, job, cal, memory, perf, cost, _warnings(estimate, step), _assumptions(estimate))
+    estimate = HpcEstimate(app, gpu, job, cal, memory, perf, cost, (), (), plan)
+    return HpcEstimate(app, gpu, job, cal, memory, perf, cost, _warnings(estimate, step), _assumptions(estimate), plan)
 
 
 def _perf(app: HpcApp, job: HpcJob, cal: AppCalibration, step: StepTime, per_run: int) -> HpcPerf:

@@ -24,7 +24,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.hpc.rates import AppCalibration, flop_rate
 from gpuwise.estimate.memory.breakdown import MemoryEstimate
-from gpuwise.workload.hpc.apps import HpcApp, Kernel, Precision, app_profile, resolved, size_of, work_of
+from gpuwise.workload.hpc.apps import HpcApp, Kernel, Precision, size_of, work_of
 from gpuwise.workload.jobs.hpc import HpcJob
 
 SECONDS_PER_DAY = 86400.0
@@ -160,11 +160,6 @@ def gpus_per_run(app: HpcApp, job: HpcJob, gpu: GPU) -> int:
     room = gpu.usable_memory_bytes - C.CUDA_CONTEXT.value
     needed = math.ceil(problem_bytes(app, job) / room) if room > 0 else job.count
     return min(job.count, max(share, needed))
-
-
-def resolve(job: HpcJob) -> tuple[HpcApp, HpcJob]:
-    """The job's profile and the job with the profile's defaults filled in."""
-    return app_profile(job), resolved(job)
 
 
 def host_link_bytes_per_s(gpu: GPU, catalog: Catalog) -> float | None:

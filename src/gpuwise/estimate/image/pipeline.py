@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, Catalog
-from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import BITS, activation_bytes
 from gpuwise.estimate.image.streaming import (
@@ -37,6 +36,7 @@ from gpuwise.estimate.image.streaming import (
     with_overheads,
 )
 from gpuwise.estimate.memory.breakdown import MemoryEstimate, for_card
+from gpuwise.estimate.plan import ImagePlan, resolve
 from gpuwise.estimate.speed.eager import encoder_layer_ops
 from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
@@ -50,13 +50,14 @@ from gpuwise.workload.jobs.image import ImageJob
 class ImageEstimate:
     pipeline: Pipeline
     gpu: GPU
-    job: ImageJob  # with the pipeline's defaults filled in
+    job: ImageJob  # with the pipeline's defaults filled in (the plan's)
     memory: MemoryEstimate
     weights_bytes: Mapping[str, float]  # each component as stored for this job
     seconds_per_call: float | None  # one pipeline call of job.batch images
     phases_s: Mapping[str, float]  # text, denoise, decode, host copies
     warnings: tuple[str, ...]
     assumptions: tuple[str, ...]
+    plan: ImagePlan  # the job as resolved on the card: what every figure was computed from
     working_set_bytes: float | None = None  # a runtime that loads by free memory: the most one phase needs loaded
 
     @property
@@ -67,13 +68,6 @@ class ImageEstimate:
     def images_per_s(self) -> float | None:
         per = self.seconds_per_image
         return 1 / per if per else None
-
-
-def resolved(pipeline: Pipeline, job: ImageJob) -> ImageJob:
-    d = pipeline.defaults
-    return job.model_copy(update={"resolution": job.resolution or d.resolution, "steps": job.steps or d.steps,
-                                  "guidance_passes": job.guidance_passes or d.guidance_passes,
-                                  "quant": job.quant or d.dtype, "offload": job.offload_mode})
 
 
 def denoiser_bytes(tally: Tally, quant: str, fp8_every_linear: bool = False) -> float:
@@ -91,90 +85,77 @@ def denoiser_bytes(tally: Tally, quant: str, fp8_every_linear: bool = False) -> 
     return tally.params * activation_bytes(quant)
 
 
-def component_bytes(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
-    assert job.resolution is not None and job.quant is not None
-    encoder, decoder = pipeline.vae_parts(job.resolution)
-    image = job.runtime.image
-    assert image is not None
-    parts = {pipeline.denoiser_name: denoiser_bytes(pipeline.denoiser(job.resolution), job.quant,
-                                                    image.fp8_every_linear.value)}
-    parts.update({t.name: t.params * activation_bytes(pipeline.defaults.dtype) for t in pipeline.text_encoders})
-    parts["vae"] = (encoder.params + decoder.params) * activation_bytes(pipeline.defaults.vae_dtype)
+def component_bytes(plan: ImagePlan) -> dict[str, float]:
+    pipeline = plan.pipeline
+    encoder, decoder = pipeline.vae_parts(plan.resolution)
+    parts = {pipeline.denoiser_name: denoiser_bytes(pipeline.denoiser(plan.resolution), plan.quant,
+                                                    plan.image.fp8_every_linear.value)}
+    parts.update({t.name: t.params * plan.act_bytes for t in pipeline.text_encoders})
+    parts["vae"] = (encoder.params + decoder.params) * plan.vae_act_bytes
     return parts
 
 
-def activations_by_component(pipeline: Pipeline, job: ImageJob) -> dict[str, float]:
+def activations_by_component(plan: ImagePlan) -> dict[str, float]:
     """Peak activation bytes of each component: the most tensors alive in one layer plus what is held across
     layers, for every image the forward carries."""
-    assert job.resolution is not None and job.guidance_passes is not None
-    den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
-    images = job.batch * job.guidance_passes
-    act = activation_bytes(pipeline.defaults.dtype)
-    found = {pipeline.denoiser_name: (den.live_elements + den.held_elements) * images * act,
-             "vae": dec.live_elements * job.batch * activation_bytes(pipeline.defaults.vae_dtype)}
+    pipeline, batch = plan.pipeline, plan.job.batch
+    den, (_, dec) = pipeline.denoiser(plan.resolution), pipeline.vae_parts(plan.resolution)
+    images = batch * plan.guidance_passes
+    found = {pipeline.denoiser_name: (den.live_elements + den.held_elements) * images * plan.act_bytes,
+             "vae": dec.live_elements * batch * plan.vae_act_bytes}
     found.update({t.name: 0.0 for t in pipeline.text_encoders})  # 77-512 tokens: megabytes
     return found
 
 
-def shares_host_memory(gpu: GPU) -> bool:
-    """The GPU and the CPU use one DRAM (Apple, DGX Spark, Strix Halo, Jetson): offloading to the CPU frees none."""
-    return gpu.unified_memory is not None or gpu.form_factor == "module"
-
-
-def _peak_parts(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], shared: bool) -> dict[str, float]:
-    acts = activations_by_component(pipeline, job)
-    if job.offload == "none" or shared:
+def _peak_parts(plan: ImagePlan, weights: Mapping[str, float]) -> dict[str, float]:
+    acts = activations_by_component(plan)
+    if plan.offload == "none" or plan.shares_host_memory:
         parts = {f"weights: {name}": b for name, b in weights.items()}
         parts["activations"] = max(acts.values())
         return parts
-    if job.offload == "model-cpu":
+    if plan.offload == "model-cpu":
         biggest = max(weights, key=lambda n: weights[n] + acts[n])
         return {f"weights: {biggest} (the others on the CPU)": weights[biggest], "activations": acts[biggest]}
-    assert job.resolution is not None and job.quant is not None
-    den = pipeline.denoiser(job.resolution)
-    block = max(den.blocks) * denoiser_bytes(den, job.quant) / den.params
+    den = plan.pipeline.denoiser(plan.resolution)
+    block = max(den.blocks) * denoiser_bytes(den, plan.quant) / den.params
     return {"weights: the largest block (streamed)": block, "activations": max(acts.values())}
 
 
-def holding(pipeline: Pipeline, job: ImageJob, gpu: GPU, weights: Mapping[str, float]) -> Residency | None:
-    """How a runtime that loads by free memory (ComfyUI) holds the pipeline on ``gpu``; None for diffusers, and on a
-    machine whose GPU shares the host's memory (nothing to stream from)."""
-    image = job.runtime.image
-    if image is None or not image.streams_by_free_memory.value or shares_host_memory(gpu):
+def holding(plan: ImagePlan, weights: Mapping[str, float]) -> Residency | None:
+    """How a runtime that loads by free memory (ComfyUI) holds the pipeline on the plan's card; None for diffusers,
+    and on a machine whose GPU shares the host's memory (nothing to stream from)."""
+    image = plan.image
+    if not image.streams_by_free_memory.value or plan.shares_host_memory:
         return None
-    assert job.resolution is not None
     tiling = image.tiled_decode
-    tile_share = tiled_area_ratio(job.resolution, tiling.value)[1] if tiling is not None else None
-    return residency(weights, activations_by_component(pipeline, job), job.offload_mode, gpu.usable_memory_bytes, image,
+    tile_share = tiled_area_ratio(plan.resolution, tiling.value)[1] if tiling is not None else None
+    return residency(weights, activations_by_component(plan), plan.offload, plan.gpu.usable_memory_bytes, image,
                      tile_share)
 
 
-def _offload_words(job: ImageJob) -> str:
-    image = job.runtime.image
-    assert image is not None
-    own = image.offload_modes.value[job.offload_mode]
-    return f"offload {job.offload_mode} ({job.runtime.name}: {own}): " + {
+def _offload_words(plan: ImagePlan) -> str:
+    own = plan.image.offload_modes.value[plan.offload]
+    return f"offload {plan.offload} ({plan.runtime.name}: {own}): " + {
         "none": "every component stays on the GPU", "auto": "what fits in free memory stays, the rest streams",
         "model-cpu": "one component on the GPU at a time", "sequential": "weights streamed per submodule"
-    }[job.offload_mode]
+    }[plan.offload]
 
 
-def image_memory(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> tuple[MemoryEstimate, dict[str, float]]:
-    weights = component_bytes(pipeline, job)
-    held = holding(pipeline, job, gpu, weights)
-    image = job.runtime.image
-    assert image is not None
-    acts = activations_by_component(pipeline, job)
-    parts = (peak_parts(held, weights, acts, image, pipeline.denoiser_name) if held else
-             _peak_parts(pipeline, job, weights, shares_host_memory(gpu)))
+def image_memory(plan: ImagePlan) -> tuple[MemoryEstimate, dict[str, float]]:
+    pipeline, gpu = plan.pipeline, plan.gpu
+    weights = component_bytes(plan)
+    held = holding(plan, weights)
+    acts = activations_by_component(plan)
+    parts = (peak_parts(held, weights, acts, plan.image, pipeline.denoiser_name) if held else
+             _peak_parts(plan, weights))
     parts["CUDA context, workspaces"] = C.CUDA_CONTEXT.value + C.CUBLAS_WORKSPACE.value
     parts["allocator reserve"] = sum(parts.values()) * C.ALLOCATOR_RESERVE.value
     assumptions = (
         f"{pipeline.name}: {pipeline.total_params:,} parameters ("
         + ", ".join(f"{n} {p:,}" for n, p in pipeline.params().items()) + "), counted from each config.json",
-        f"denoiser weights {job.quant}; text encoders {pipeline.defaults.dtype}; VAE decodes in "
+        f"denoiser weights {plan.quant}; text encoders {pipeline.defaults.dtype}; VAE decodes in "
         f"{pipeline.defaults.vae_dtype} ({pipeline.defaults.source.split(':')[0]})",
-        _offload_words(job) + (f"; {loads_note(held, weights)}" if held else ""),
+        _offload_words(plan) + (f"; {loads_note(held, weights)}" if held else ""),
         "attention through PyTorch SDPA (flash / memory-efficient): no score matrix is kept",
     ) + (("the VAE decode runs in tiles (it does not fit whole): ComfyUI's retry after an out-of-memory error",)
          if held and held.tiled_decode else ())
@@ -199,69 +180,62 @@ def _dequant_op(tally: Tally, quant: str) -> list[Op]:
     return [Op("weight upcast", "memory", 0.0, stored + 2 * tally.linear_weights * 2, tally.kernels // 3)]
 
 
-def _transfer_s(pipeline: Pipeline, job: ImageJob, weights: Mapping[str, float], rate: float) -> float:
+def _transfer_s(plan: ImagePlan, weights: Mapping[str, float], rate: float) -> float:
     """diffusers' copies per call at the pageable rate ``rate``: model-cpu moves each component to the GPU and back,
     sequential streams the denoiser's weights every step and the others once."""
-    if job.offload == "model-cpu":
+    if plan.offload == "model-cpu":
         return 2 * sum(weights.values()) / rate
-    if job.offload != "sequential":
+    if plan.offload != "sequential":
         return 0.0
-    assert job.steps is not None
-    others = sum(b for n, b in weights.items() if n != pipeline.denoiser_name)
-    return (job.steps * weights[pipeline.denoiser_name] + others) / rate
+    denoiser = plan.pipeline.denoiser_name
+    others = sum(b for n, b in weights.items() if n != denoiser)
+    return (plan.steps * weights[denoiser] + others) / rate
 
 
-def _copies_s(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog, weights: Mapping[str, float],
+def _copies_s(plan: ImagePlan, catalog: Catalog, weights: Mapping[str, float],
               compute_s: Mapping[str, float]) -> float:
     """Seconds per call spent copying weights from host memory, beyond the compute they overlap."""
-    link = catalog.interconnects.get(gpu.native_link)
-    if link is None or shares_host_memory(gpu):  # a unified-memory machine maps host memory, it does not copy
+    link = catalog.interconnects.get(plan.gpu.native_link)
+    if link is None or plan.shares_host_memory:  # a unified-memory machine maps host memory, it does not copy
         return 0.0
-    held = holding(pipeline, job, gpu, weights)
+    held = holding(plan, weights)
     if held is None:
-        return _transfer_s(pipeline, job, weights, link.achieved_bytes_per_s * C.HOST_COPY_PAGEABLE.value)
-    assert job.steps is not None
-    return copy_overhead_s(held, job.steps, pipeline.denoiser_name, compute_s, link.achieved_bytes_per_s)
+        return _transfer_s(plan, weights, link.achieved_bytes_per_s * C.HOST_COPY_PAGEABLE.value)
+    return copy_overhead_s(held, plan.steps, plan.pipeline.denoiser_name, compute_s, link.achieved_bytes_per_s)
 
 
-def _decode_factor(pipeline: Pipeline, job: ImageJob, gpu: GPU, weights: Mapping[str, float]) -> float:
+def _decode_factor(plan: ImagePlan, weights: Mapping[str, float]) -> float:
     """1, or how much more latent a tiled decode covers (its passes and overlaps) than one whole decode."""
-    held, tiling = holding(pipeline, job, gpu, weights), job.runtime.image and job.runtime.image.tiled_decode
+    held, tiling = holding(plan, weights), plan.image.tiled_decode
     if held is None or not held.tiled_decode or not tiling:
         return 1.0
-    assert job.resolution is not None
-    return tiled_area_ratio(job.resolution, tiling.value)[0]
+    return tiled_area_ratio(plan.resolution, tiling.value)[0]
 
 
-def image_phases(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog,
-                 weights: Mapping[str, float]) -> dict[str, float]:
-    assert job.resolution is not None and job.steps is not None and job.guidance_passes is not None
-    assert job.quant is not None
-    dtype: Dtype = "bf16" if pipeline.defaults.dtype == "bf16" else "fp16"
-    m = machine(gpu, dtype)
-    den, (_, dec) = pipeline.denoiser(job.resolution), pipeline.vae_parts(job.resolution)
-    act = activation_bytes(pipeline.defaults.dtype)
-    step = max(phase_time(_forward_ops("denoiser", den, job.batch * job.guidance_passes,
-                                       weights[pipeline.denoiser_name], act) + _dequant_op(den, job.quant), m).seconds,
-               _host_s(job, den.dispatches))
-    vae_dtype: Dtype = "tf32" if pipeline.defaults.vae_dtype == "fp32" else dtype
-    vae_act = activation_bytes(pipeline.defaults.vae_dtype)
-    decode = max(phase_time(_forward_ops("vae", dec, job.batch, weights["vae"], vae_act),
-                            machine(gpu, vae_dtype)).seconds, _host_s(job, dec.dispatches))
-    decode *= _decode_factor(pipeline, job, gpu, weights)
+def image_phases(plan: ImagePlan, catalog: Catalog, weights: Mapping[str, float]) -> dict[str, float]:
+    pipeline, gpu, batch = plan.pipeline, plan.gpu, plan.job.batch
+    m = machine(gpu, plan.matmul_dtype)
+    den, (_, dec) = pipeline.denoiser(plan.resolution), pipeline.vae_parts(plan.resolution)
+    step = max(phase_time(_forward_ops("denoiser", den, batch * plan.guidance_passes,
+                                       weights[pipeline.denoiser_name], plan.act_bytes)
+                          + _dequant_op(den, plan.quant), m).seconds,
+               _host_s(plan, den.dispatches))
+    decode = max(phase_time(_forward_ops("vae", dec, batch, weights["vae"], plan.vae_act_bytes),
+                            machine(gpu, plan.vae_matmul_dtype)).seconds, _host_s(plan, dec.dispatches))
+    decode *= _decode_factor(plan, weights)
     slower = 1 / unmeasured_stack_factor(gpu)  # a stack no published diffusers timing checks (estimate/speed/stacks.py)
-    compute = {t.name: max(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * job.batch,
+    compute = {t.name: max(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * batch,
                                           weights[t.name], 1)], m).seconds, _text_encoder_host_s(t.layers)) * slower
                for t in pipeline.text_encoders}
-    compute.update({pipeline.denoiser_name: job.steps * step * slower, "vae": decode * slower})
+    compute.update({pipeline.denoiser_name: plan.steps * step * slower, "vae": decode * slower})
     text = sum(compute[t.name] for t in pipeline.text_encoders)
     return {"text encoders": text, "denoising": compute[pipeline.denoiser_name], "VAE decode": compute["vae"],
-            "host copies (offload)": _copies_s(pipeline, job, gpu, catalog, weights, compute)}
+            "host copies (offload)": _copies_s(plan, catalog, weights, compute)}
 
 
-def _host_s(job: ImageJob, dispatches: int) -> float:
+def _host_s(plan: ImagePlan, dispatches: int) -> float:
     """The host's time to dispatch a forward operator by operator (eager PyTorch): a step's floor."""
-    cost = job.runtime.launch_cost_s
+    cost = plan.runtime.launch_cost_s
     return dispatches * cost.value if cost is not None else 0.0
 
 
@@ -276,24 +250,25 @@ def _text_encoder_host_s(layers: int) -> float:
 
 def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog | None = None) -> ImageEstimate:
     """Memory of ``job`` on ``gpu``; with ``catalog`` (its host links) also the seconds per image."""
-    job = resolved(pipeline, job)
-    memory, weights = image_memory(pipeline, job, gpu)
-    phases = image_phases(pipeline, job, gpu, catalog, weights) if catalog is not None else {}
+    plan = resolve(pipeline, job, gpu)
+    job = plan.job
+    memory, weights = image_memory(plan)
+    phases = image_phases(plan, catalog, weights) if catalog is not None else {}
     warnings = []
     if job.quant == "fp16" and pipeline.defaults.dtype == "bf16":
         warnings.append(f"{pipeline.name} is trained in bf16: fp16 activations can overflow (black images)")
-    if shares_host_memory(gpu) and job.offload not in ("none", "auto"):
+    if plan.shares_host_memory and plan.offload not in ("none", "auto"):
         warnings.append(f"{gpu.id} shares one memory between CPU and GPU: offloading to the CPU frees nothing, "
                         "every component counts")
     if gpu.software.stack != "cuda":
         backend = {"rocm": "ROCm", "oneapi": "XPU", "metal": "MPS", "synapseai": "HPU"}[gpu.software.stack]
         cut = unmeasured_stack_note(gpu, None, "diffusers")
-        warnings.append(f"{job.runtime.name} runs here through PyTorch's {backend} backend and no published "
+        warnings.append(f"{plan.runtime.name} runs here through PyTorch's {backend} backend and no published "
                         "image-pipeline timing checks it" + (f"; {cut[0]}" if cut else ""))
-    held = holding(pipeline, job, gpu, weights)
+    held = holding(plan, weights)
     working_set = with_overheads(held.one_phase_bytes) if held and held.all_loaded else None
     return ImageEstimate(pipeline, gpu, job, memory, weights, sum(phases.values()) if phases else None, phases,
-                         tuple(warnings), memory.assumptions, working_set)
+                         tuple(warnings), memory.assumptions, plan, working_set)
 
 
 @dataclass(frozen=True)
@@ -312,10 +287,10 @@ def image_fit(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog) -> 
     """The estimate, and every offload mode x denoiser format the runtime takes (at batch 1 when a batch does not
     fit) that fits, fastest first: the changes a user can make on this card."""
     asked = image_estimate(pipeline, job, gpu, catalog)
-    image, formats = job.runtime.image, job.runtime.weight_formats.value
-    assert image is not None
-    modes = tuple(image.offload_modes.value)
-    offloads = modes[:1] if shares_host_memory(gpu) else modes
+    plan = asked.plan
+    formats = plan.runtime.weight_formats.value
+    modes = tuple(plan.image.offload_modes.value)
+    offloads = modes[:1] if plan.shares_host_memory else modes
     quants = [q for q in dict.fromkeys((pipeline.defaults.dtype, "fp8", "gguf-q8_0", "nf4", "gguf-q4_k_m"))
               if formats is None or q in formats]
     found: list[ImageOption] = []

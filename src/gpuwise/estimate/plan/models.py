@@ -1,11 +1,11 @@
-"""A job resolved once: everything the estimators need to know about how the job runs, decided in one place.
+"""A model's job resolved once (training or inference of an Architecture: language, vision, CNN).
 
-``resolve(arch, job, gpu)`` turns the user's flags into a frozen plan -- the dtype of each tensor class, the trainable
-parameters, the parallel layout, micro-batches and accumulation, the runtime's batch and token limits on this card,
-the format of each weight class and of the KV cache -- and records every choice it took from a default, with where
-it came from (a flag, a framework's recipe, an engine's code, the checkpoint, gpuwise). The memory, speed, serving and
-cost estimators read the plan and re-derive none of it (vLLM gathers its model, cache, parallel and scheduler configs
-once, in its engine arguments, the same way).
+``resolve_model(arch, job, gpu)`` turns the user's flags into a frozen plan -- the dtype of each tensor class, the
+trainable parameters, the parallel layout, micro-batches and accumulation, the runtime's batch and token limits on
+this card, the format of each weight class and of the KV cache -- and records every choice it took from a default,
+with where it came from (a flag, a framework's recipe, an engine's code, the checkpoint, gpuwise). The memory, speed,
+serving and cost estimators read the plan and re-derive none of it (vLLM gathers its model, cache, parallel and
+scheduler configs once, in its engine arguments, the same way).
 """
 
 from __future__ import annotations
@@ -219,7 +219,8 @@ def peft_targets_experts(arch: Architecture) -> bool:
     return bool(arch.experts) and arch.family not in NATIVELY_FUSED_EXPERTS
 
 
-def resolve(arch: Architecture, job: Job, gpu: GPU, calibration: Calibration | None = None) -> TrainPlan | InferPlan:
+def resolve_model(arch: Architecture, job: Job, gpu: GPU,
+                  calibration: Calibration | None = None) -> TrainPlan | InferPlan:
     """``job`` on ``gpu`` resolved once (ConfigError for a flag the model cannot take, NotEstimable for a model
     gpuwise does not model), with the user's ``calibration`` of the card: its rates, and its runtime's measured host
     seconds per operator in place of the profile's."""
