@@ -21,8 +21,8 @@ from typing import overload
 
 from gpuwise.catalog import GPU
 from gpuwise.estimate.calibration import Calibration
-from gpuwise.estimate.plan.hpc import HpcPlan, resolve_hpc
-from gpuwise.estimate.plan.image import ImagePlan, resolve_image
+from gpuwise.estimate.plan.hpc import HpcPlan, hpc_plan
+from gpuwise.estimate.plan.image import ImagePlan, image_plan
 from gpuwise.estimate.plan.models import (
     UNBOUNDED_SEQUENCES,
     Choice,
@@ -31,10 +31,10 @@ from gpuwise.estimate.plan.models import (
     TrainPlan,
     adapted_linears,
     adapter_params,
+    model_plan,
     peft_targets_experts,
     require_tp,
     require_training_knobs,
-    resolve_model,
     tp_divides,
 )
 from gpuwise.workload.diffusion.pipeline import Pipeline
@@ -69,9 +69,9 @@ def resolve(model: Architecture | Pipeline | None, job: Job | ImageJob | HpcJob,
     (a model's training or inference), the pipeline (an image job), or None (an HPC job names its application);
     ``calibration``: the user's measured rates for the card (model jobs)."""
     if isinstance(job, HpcJob):
-        return resolve_hpc(job, gpu)
+        return hpc_plan(job, gpu)
     if isinstance(job, ImageJob):
         assert isinstance(model, Pipeline)
-        return resolve_image(model, job, gpu)
+        return image_plan(model, job, gpu)
     assert isinstance(model, Architecture)
-    return resolve_model(model, job, gpu, calibration)
+    return model_plan(model, job, gpu, calibration)

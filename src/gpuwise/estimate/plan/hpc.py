@@ -17,5 +17,5 @@ class HpcPlan:
     gpu: GPU
 
 
-def resolve_hpc(job: HpcJob, gpu: GPU) -> HpcPlan:
+def hpc_plan(job: HpcJob, gpu: GPU) -> HpcPlan:
     return HpcPlan(app_profile(job), resolved(job), gpu)

@@ -54,7 +54,7 @@ class ImagePlan:
         return self.gpu.unified_memory is not None or self.gpu.form_factor == "module"
 
 
-def resolve_image(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> ImagePlan:
+def image_plan(pipeline: Pipeline, job: ImageJob, gpu: GPU) -> ImagePlan:
     """``job`` with the pipeline's defaults and its runtime's offload mode, on ``gpu``."""
     d = pipeline.defaults
     runtime = job.runtime

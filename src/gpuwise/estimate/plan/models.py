@@ -1,6 +1,6 @@
 """A model's job resolved once (training or inference of an Architecture: language, vision, CNN).
 
-``resolve_model(arch, job, gpu)`` turns the user's flags into a frozen plan -- the dtype of each tensor class, the
+``model_plan(arch, job, gpu)`` turns the user's flags into a frozen plan -- the dtype of each tensor class, the
 trainable parameters, the parallel layout, micro-batches and accumulation, the runtime's batch and token limits on
 this card, the format of each weight class and of the KV cache -- and records every choice it took from a default,
 with where it came from (a flag, a framework's recipe, an engine's code, the checkpoint, gpuwise). The memory, speed,
@@ -219,7 +219,7 @@ def peft_targets_experts(arch: Architecture) -> bool:
     return bool(arch.experts) and arch.family not in NATIVELY_FUSED_EXPERTS
 
 
-def resolve_model(arch: Architecture, job: Job, gpu: GPU,
+def model_plan(arch: Architecture, job: Job, gpu: GPU,
                   calibration: Calibration | None = None) -> TrainPlan | InferPlan:
     """``job`` on ``gpu`` resolved once (ConfigError for a flag the model cannot take, NotEstimable for a model
     gpuwise does not model), with the user's ``calibration`` of the card: its rates, and its runtime's measured host
