@@ -10,7 +10,7 @@ import pytest
 
 from gpuwise.errors import ConfigError
 from gpuwise.workload.model.architecture import SUPPORTED, from_config
-from gpuwise.workload.trace.module_tree import DERIVED
+from gpuwise.workload.model.module_tree import DERIVED
 from plans import infer_plan
 
 transformers = pytest.importorskip("transformers")
@@ -27,7 +27,7 @@ def _config(model_type: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("model_type", UNSUPPORTED)
 def test_derived_counts_equal_the_meta_build(model_type: str) -> None:
-    from gpuwise.workload.trace.exact import meta_param_count
+    from gpuwise.workload.exact import meta_param_count
 
     assert model_type not in SUPPORTED
     config = _config(model_type)

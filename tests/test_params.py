@@ -129,7 +129,7 @@ build of the same layers (tests/test_vision.py)."""
 @pytest.mark.parametrize("preset_id", sorted(p for p, v in presets().items() if "model_type" in v.config
                                              and v.config["model_type"] not in NOT_IN_TRANSFORMERS))
 def test_formula_agrees_with_transformers_on_the_meta_device(preset_id: str) -> None:
-    from gpuwise.workload.trace.exact import meta_param_count
+    from gpuwise.workload.exact import meta_param_count
 
     config = dict(presets()[preset_id].config)
     if config.get("model_type") == "mistral3":

@@ -176,3 +176,43 @@ def test_the_job_flags_accept_exactly_the_profiled_runtimes() -> None:
 
     assert set(get_args(Engine)) == set(runtimes.ENGINE_IDS)
     assert set(get_args(Framework)) == set(runtimes.FRAMEWORK_IDS)
+
+
+def test_the_names_module_types_exactly_the_registries() -> None:
+    """runtimes/names.py holds the Literal types the job schema imports; each is its registry's ids."""
+    from typing import get_args
+
+    from gpuwise.runtimes import names
+    from gpuwise.runtimes.sharding import SHARDERS
+
+    assert get_args(names.Engine) == runtimes.ENGINE_IDS
+    assert get_args(names.ImageEngine) == runtimes.IMAGE_ENGINE_IDS
+    assert set(get_args(names.Framework)) == set(runtimes.FRAMEWORK_IDS)
+    assert set(get_args(names.Sharding)) == set(SHARDERS)
+    assert set(get_args(names.ServingEngine)) < set(runtimes.ENGINE_IDS)
+
+
+def test_bench_tools_name_their_engine_and_sources() -> None:
+    """Each benchmark tool measures a profiled engine; llama-bench alone runs single-stream tests over the devices
+    its gpu_info lists, and names no model id (its model_type describes the GGUF)."""
+    from gpuwise.runtimes.bench_tools import BENCH_TOOLS, serving_tool
+
+    for tool in BENCH_TOOLS.values():
+        assert tool.engine.value in runtimes.ENGINE_IDS, tool.id
+        for name, value in vars(tool).items():
+            if isinstance(value, Sourced):
+                assert len(value.source) > 15, (tool.id, name)
+    single = {t.id for t in BENCH_TOOLS.values() if t.single_stream.value}
+    assert single == {t.id for t in BENCH_TOOLS.values() if t.lists_devices.value} == {"llama-bench"}
+    assert {t.id for t in BENCH_TOOLS.values() if not t.names_model.value} == {"llama-bench"}
+    assert BENCH_TOOLS["llama-bench"].engine.value == "llamacpp"
+    assert (serving_tool("sglang").id, serving_tool("openai").id, serving_tool(["x"]).id) == (
+        "sglang bench_serving", "vllm bench serve", "vllm bench serve")
+
+
+def test_validate_runs_transformers_generate_and_diffusers() -> None:
+    """gpuwise validate runs transformers' generate (workload/trace/run.py) and diffusers' modules
+    (workload/trace/run_images.py): the profiles that say so are those two."""
+    assert [e for e in runtimes.ENGINE_IDS if runtimes.engine(e).validate_runs] == ["hf"]
+    assert [e for e in runtimes.IMAGE_ENGINE_IDS if runtimes.engine(e).validate_runs] == ["diffusers"]
+    assert (runtimes.VALIDATE_ENGINE.id, runtimes.VALIDATE_IMAGE_ENGINE.id) == ("hf", "diffusers")

@@ -53,7 +53,7 @@ def _deepspeed_model_to_params(model_id: str) -> tuple[int, int]:
     device: parameters counted once, and the most parameters one module holds directly."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from gpuwise.workload.trace.exact import meta_model
+    from gpuwise.workload.exact import meta_model
 
     model = meta_model(presets()[model_id].config)
     total = sum({p.data_ptr() if p.device.type != "meta" else id(p): p.numel() for p in model.parameters()}.values())

@@ -13,7 +13,7 @@ from gpuwise import api
 from gpuwise.errors import ConfigError
 from gpuwise.estimate.speed.convolutions import forward_flops_per_image
 from gpuwise.estimate.speed.dataloader import dataloader_warning, images_per_core
-from gpuwise.workload.vision.convnets import unet
+from gpuwise.workload.model.convnets import unet
 from gpuwise.workload.vision.inputs import image_tokens
 
 # Ultralytics yolov8.yaml @ 023641f5, each scale's comment: 'YOLOv8n summary: 225 layers, 3157200 parameters ...';

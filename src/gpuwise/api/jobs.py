@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise import runtimes
+from gpuwise.api.calibration_records import calibration_for, cards_named
 from gpuwise.api.catalog import CatalogFiles, load_catalog
-from gpuwise.catalog import GPU, Catalog
-from gpuwise.errors import AmbiguousGPU, ConfigError, UnknownGPU
+from gpuwise.errors import ConfigError
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.cost.report import Purchase, TcoReport, tco_report
 from gpuwise.estimate.cost.tco import Usage
 from gpuwise.estimate.estimate import Estimate
@@ -23,12 +24,11 @@ from gpuwise.estimate.fit import FitReport
 from gpuwise.estimate.fit import fit as _fit
 from gpuwise.estimate.plan import InferPlan, TrainPlan
 from gpuwise.estimate.plan import resolve as _resolve
+from gpuwise.estimate.scaling import ScaleRow, scaling
 from gpuwise.estimate.serving.layer_split import LayerSplit
 from gpuwise.estimate.serving.layer_split import layer_split as _layer_split
 from gpuwise.estimate.serving.load import serving_report
 from gpuwise.estimate.serving.simulate import ServingReport
-from gpuwise.estimate.speed.roofline import Calibration
-from gpuwise.estimate.scaling import ScaleRow, scaling
 from gpuwise.flags import build
 from gpuwise.recommend.engine import Recommendation
 from gpuwise.recommend.rank import recommend as _recommend
@@ -39,10 +39,11 @@ from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture, from_config
 from gpuwise.workload.model.presets import Preset, presets
 from gpuwise.workload.model.resolve import resolve_model
-from gpuwise.workload.run_limits import beyond_datasheet
 
 ModelRef = str | Architecture
-CALIBRATION_ABOVE_PEAK = 1.25  # GeForce boost clocks run matmuls up to ~1.05x the spec; more is not this card
+FIT_EMIT = runtimes.DEFAULT_FRAMEWORK
+"""``fit --emit`` takes the default framework's name and prints its settings (transformers' Trainer, PEFT,
+bitsandbytes: report/hf_settings.py)."""
 
 
 def model(name: ModelRef) -> Architecture:
@@ -58,7 +59,7 @@ def model_from_config(config: Mapping[str, Any], *, name: str = "uploaded config
 
 def exact_params(name: ModelRef) -> int:
     """Parameter count from transformers on the meta device (the ``hf`` extra and torch are needed)."""
-    from gpuwise.workload.trace.exact import meta_param_count
+    from gpuwise.workload.exact import meta_param_count
 
     arch = model(name)
     if not arch.config.get("model_type"):
@@ -89,24 +90,26 @@ def _trace_sharded(config: Any, job: TrainJob) -> Any:
     """One rank of a data-parallel step under torch's fake process group (workload/trace/sharded.py)."""
     from gpuwise.estimate.sharding import resolve_sharding
     from gpuwise.workload.trace.by_layers import trace_by_layers
-    from gpuwise.workload.trace.sharded import trace_sharded_training
+    from gpuwise.workload.trace.sharded import RUNTIME, trace_sharded_training
 
     sharding = resolve_sharding(job, runtimes.framework(job.framework))
-    if sharding.profile.id != "fsdp2":
-        raise ConfigError(f"--trace of a data-parallel step runs FSDP2 (--sharding fsdp2); {sharding.name} needs its "
-                          "own runtime on a GPU: leave out --trace or use --sharding fsdp2")
+    if sharding.profile is not RUNTIME:
+        raise ConfigError(f"--trace of a data-parallel step runs {RUNTIME.name}, --sharding {RUNTIME.id}; "
+                          f"{sharding.name} needs its own runtime on a GPU: leave out --trace or use --sharding "
+                          f"{RUNTIME.id}")
     return trace_by_layers(config, lambda cut: trace_sharded_training(cut, job, ranks=sharding.ranks,
                                                                         stage=sharding.stage))
 
 
 def trace_time(traced: Any, result: Estimate) -> Any:
     """A trace's step timed kernel by kernel on the estimate's card (estimate/speed/traced.py): the roofline of each
-    operator the model's own code dispatched, and an eager runtime's host cost per dispatch."""
+    operator the model's own code dispatched, and an eager runtime's host cost per dispatch, at the rates of the
+    estimate's calibration."""
     from gpuwise.estimate.speed.traced import traced_time
 
     if not traced.ops:  # a sharded step's trace records memory only
         return None
-    return traced_time(traced.ops, result.job, result.gpu)
+    return traced_time(traced.ops, result.plan)  # the plan carries the estimate's calibration
 
 
 def list_models() -> list[Preset]:
@@ -125,71 +128,6 @@ def _job(task: str, given: Job | None, options: Mapping[str, Any]) -> Job:
     if options:
         raise ConfigError(f"give job= or the job's options ({', '.join(sorted(options))}), not both")
     return given
-
-
-def _measured_on(name: str, catalog: Catalog) -> tuple[str, ...]:
-    """The catalog ids a record's ``gpu`` may name: its id, or every variant a shared NVML name stands for (old
-    records carry the device name, and NVML calls both H200 variants "NVIDIA H200")."""
-    try:
-        return (catalog.gpu(name).id,)
-    except AmbiguousGPU as exc:
-        return exc.candidates
-    except UnknownGPU:
-        return ()
-
-
-def calibration_for(path: Path | str, card: GPU, catalog: Catalog) -> Calibration:
-    """A `bench --save` record, or a `validate --save` record, as the roofline's rates, after checking it was
-    measured on ``card`` and is a plausible measurement of it (no rate above 1.25x the card's datasheet peak)."""
-    from gpuwise.api.validation import read_validation
-
-    found = read_validation(Path(path))
-    if found is not None:
-        return _validated(path, found, card, catalog)
-    from gpuwise.probe.bench import load_calibration
-
-    record = load_calibration(Path(path))
-    _same_card(path, record.gpu, card, catalog)
-    _plausible(path, card, record.gemm_tflops, record.memory_gb_s)
-    return Calibration(gemm_flops={k: v * 1e12 for k, v in record.gemm_tflops.items()},
-                       memory_bytes_per_s=record.memory_gb_s * 1e9 if record.memory_gb_s else None,
-                       source=f"bench record {Path(path).name}")
-
-
-def _same_card(path: Path | str, measured_on: str, card: GPU, catalog: Catalog) -> None:
-    candidates = _measured_on(measured_on, catalog)
-    if card.id not in candidates and measured_on != card.id:
-        raise ConfigError(f"calibration {str(path)!r} was measured on {', '.join(candidates) or measured_on[:60]}, "
-                          f"not {card.id}")
-
-
-def _plausible(path: Path | str, card: GPU, gemm_tflops: Mapping[Any, float], memory_gb_s: float | None,
-               above: float = CALIBRATION_ABOVE_PEAK) -> None:
-    for what, rate, sheet in beyond_datasheet(card, gemm_tflops, memory_gb_s, above=above)[:1]:
-        if what == "memory":
-            raise ConfigError(f"calibration {str(path)!r}: {rate:,.3g} GB/s is not within 1%-{above:.0%} of "
-                              f"{card.id}'s {sheet:,.0f} GB/s datasheet bandwidth")
-        raise ConfigError(f"calibration {str(path)!r}: {what} {rate:,.3g} TFLOPS is not within 1%-{above:.0%} "
-                          f"of {card.id}'s {sheet:,.1f} dense peak: not a measurement of this card")
-
-
-def _validated(path: Path | str, record: Mapping[str, Any], card: GPU, catalog: Catalog) -> Calibration:
-    """A validate run's recalibrated mechanism: its host seconds per operator, or its achieved matmul or memory
-    rate, for the card it ran on."""
-    _same_card(path, str(record["gpu"]), card, catalog)
-    mechanism = record["calibration"]
-    gemm = {str(k): float(v) for k, v in (mechanism.get("gemm_tflops") or {}).items()}
-    memory = mechanism.get("memory_gb_s")
-    if mechanism.get("not_applied"):  # calibrate found the run beyond the card's datasheet (workload/run_limits.py)
-        raise ConfigError(f"calibration {str(path)!r} is not applied: {mechanism['not_applied']}")
-    if card.id != "host-cpu":  # a rate derived from served runs (calibrate) is held to the datasheet peak itself
-        _plausible(path, card, gemm, memory, 1.0 if record["kind"] == "gpuwise-calibration" else CALIBRATION_ABOVE_PEAK)
-    return Calibration(gemm_flops={k: v * 1e12 for k, v in gemm.items()},
-                       memory_bytes_per_s=float(memory) * 1e9 if memory else None,
-                       host_op_s=mechanism.get("host_op_s"),
-                       source=f"{'validate run' if record['kind'] == 'gpuwise-validate' else 'measured runs'} "
-                              f"{Path(path).name} ({record.get('job_class')}"
-                              + (f", {record['taken_at']})" if record.get("taken_at") else ")"))
 
 
 def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
@@ -304,7 +242,7 @@ def recommend(request: Request | Mapping[str, object], *, calibration: Sequence[
         from gpuwise.probe.bench import load_calibration
 
         record = load_calibration(Path(path))
-        cards = _measured_on(record.gpu, cat)
+        cards = cards_named(record.gpu, cat)
         if not cards:
             raise ConfigError(f"calibration {str(path)!r} was measured on {record.gpu[:60]!r}, which is not in the "
                               "catalog; add the card with --catalog")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuwise.api.calibration_records import CALIBRATE_KIND
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.catalog.device_names import match_device, split_devices
 from gpuwise.errors import ConfigError, GpuwiseError
@@ -28,8 +29,7 @@ from gpuwise.workload.model.architecture import Architecture, from_config
 from gpuwise.workload.run_limits import Breach, Setting, explain, floors, rate_breaches
 
 CatalogFiles = tuple[Path | str, ...]
-RECORD_KIND = "gpuwise-calibration"
-_ENGINE_OF_TOOL = {"vllm bench serve": "vllm", "sglang bench_serving": "sglang", "llama-bench": "llamacpp"}
+RECORD_KIND = CALIBRATE_KIND
 _GGUF_FORMATS = {"gguf-q4_k_m": 4.85, "gguf-q8_0": 8.5}  # the GGUF formats gpuwise models, bits per weight
 _SHAPE_DONORS = ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "qwen2.5-14b", "qwen2.5-32b", "llama-3.1-70b",
                  "llama-3.1-405b")  # dense GQA decoders whose layer shape a parameter count borrows
@@ -78,7 +78,8 @@ class Calibrated:
 def _card(catalog: Catalog, settings: CalibrateSettings, runs: list[MeasuredRun]) -> tuple[GPU, int, str, str]:
     """(card, devices the file lists, a note on how its name was read, who named it)."""
     printed = next((r.gpu_name for r in runs if r.gpu_name), None)
-    devices = len(split_devices(printed)) if printed and runs[0].tool == "llama-bench" else 1
+    lists = runs[0].bench.lists_devices.value  # the name lists every device, or names the card alone (TP apart)
+    devices = len(split_devices(printed)) if printed and lists else 1
     if settings.gpu:
         return catalog.gpu(settings.gpu), max(1, devices), "", "--gpu"
     if not printed:
@@ -86,7 +87,7 @@ def _card(catalog: Catalog, settings: CalibrateSettings, runs: list[MeasuredRun]
     found = match_device(printed, catalog)
     read = f"the file's GPU {printed[:120]!r} read as {found.count} x {found.gpu}" + (
         f" ({found.note})" if found.note else "")
-    return catalog.gpus[found.gpu], found.count if runs[0].tool == "llama-bench" else 1, read, "the file"
+    return catalog.gpus[found.gpu], found.count if lists else 1, read, "the file"
 
 
 def _dense(run: MeasuredRun) -> tuple[Architecture, str]:
@@ -113,10 +114,10 @@ def _dense(run: MeasuredRun) -> tuple[Architecture, str]:
 def _model(settings: CalibrateSettings, runs: list[MeasuredRun]) -> tuple[Architecture, str]:
     from gpuwise.api.jobs import model
 
-    bench = next((r for r in runs if r.tool == "llama-bench" and r.params), None)
-    if not settings.model and bench is not None:
-        return _dense(bench)
-    name = settings.model or next((r.model for r in runs if r.model and r.tool != "llama-bench"), None)
+    counted = next((r for r in runs if not r.bench.names_model.value and r.params), None)
+    if not settings.model and counted is not None:
+        return _dense(counted)
+    name = settings.model or next((r.model for r in runs if r.model and r.bench.names_model.value), None)
     if not name:
         raise ConfigError("the file does not name the model: give --model (a preset, hub id or config.json)")
     try:
@@ -160,7 +161,7 @@ def _bench(run: MeasuredRun, arch: Architecture, card: GPU, devices: int, catalo
     from gpuwise.api.jobs import estimate
 
     quant = _gguf(run, arch)
-    job: dict[str, Any] = {"engine": "llamacpp", "quant": quant, "batch": 1, "count": devices,
+    job: dict[str, Any] = {"engine": run.bench.engine.value, "quant": quant, "batch": 1, "count": devices,
                            "weights_bytes": run.weight_bytes, "catalog_files": catalog_files}
     if run.prompt_tokens and not run.generated_tokens:
         est = estimate(arch, gpu=card.id, task="infer", input_len=run.prompt_tokens, output_len=1, **job)
@@ -191,7 +192,7 @@ def _ratio(compared: Compared, key: str, faster_is_larger: bool) -> float | None
 
 
 def _quietest(runs: tuple[Compared, ...]) -> Compared | None:
-    serving = [c for c in runs if c.run.tool != "llama-bench"]
+    serving = [c for c in runs if not c.run.bench.single_stream.value]
     return min(serving, key=lambda c: (c.run.concurrency or c.run.request_rate or 1e9)) if serving else None
 
 
@@ -249,11 +250,11 @@ def calibrate(path: Path | str, *, settings: Mapping[str, object] | None = None,
     catalog = load_catalog(catalog_files=catalog_files)
     card, devices, card_note, named = _card(catalog, chosen, runs)
     arch, model_note = _model(chosen, runs)
-    engine = chosen.engine or _ENGINE_OF_TOOL.get(runs[0].tool, "vllm")
+    engine = chosen.engine or runs[0].bench.engine.value
     tp = chosen.tp or next((r.tp for r in runs if r.tp), None) or 1
-    compared = tuple(_bench(r, arch, card, devices, catalog_files) if r.tool == "llama-bench" else
+    compared = tuple(_bench(r, arch, card, devices, catalog_files) if r.bench.single_stream.value else
                      _serving(r, arch, card, engine, tp, catalog_files) for r in runs[:50])
-    setting = Setting(card, devices if runs[0].tool == "llama-bench" else tp, engine, named,
+    setting = Setting(card, devices if runs[0].bench.single_stream.value else tp, engine, named,
                       dense_from_file=bool(model_note))
     mechanism, breaches = _checked(attribute(compared, card), compared, arch, setting)
     done = Calibrated(text(Path(path).name) or "export", card.id, arch.name, engine, compared, mechanism,

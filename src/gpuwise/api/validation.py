@@ -14,18 +14,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from gpuwise import runtimes
+from gpuwise.api.calibration_records import HOST_CPU, VALIDATE_KIND, calibration_for
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.catalog.schema import Dtype
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.image.pipeline import ImageEstimate
 from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.roofline import Calibration, machine
+from gpuwise.estimate.speed.roofline import machine
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.safe_io import atomic_write_text, check_writable
 from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
@@ -35,8 +36,8 @@ from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.trace.run import Measured, RunSettings, run_inference, run_training
 
 CatalogFiles = tuple[Path | str, ...]
-RECORD_KIND = "gpuwise-validate"
-HOST_CPU = "host-cpu"
+RECORD_KIND = VALIDATE_KIND
+INFER_ENGINE = runtimes.VALIDATE_ENGINE.id  # the --engine of an inference run: transformers' generate
 MEMORY_MARGIN = 0.10  # refused before allocating when the estimate leaves less than this share of the device free
 GIB = 2**30
 
@@ -113,16 +114,18 @@ def terms(result: Estimate | ImageEstimate, run: Measured | None = None) -> dict
 
 
 def _validated_job(task: str, given: Job | None, options: Mapping[str, object]) -> Job:
-    """The job to run: given, or built from ``options``; inference runs transformers' generate (engine hf)."""
+    """The job to run: given, or built from ``options``; inference runs transformers' generate (the engine whose
+    profile says validate runs it)."""
     if given is not None and options:
         raise ConfigError(f"give job= or the job's options ({', '.join(sorted(options))}), not both")
     if given is None:
         values = dict(options)
         if task == "infer":
-            values.setdefault("engine", "hf")
+            values.setdefault("engine", INFER_ENGINE)
         given = make_job(task, command=None, fixed=None, **values)
-    if isinstance(given, InferJob) and given.engine != "hf":
-        raise ConfigError("validate runs transformers' generate: --engine hf (or leave it out)")
+    if isinstance(given, InferJob) and not runtimes.engine(given.engine).validate_runs:
+        raise ConfigError(f"validate runs {runtimes.VALIDATE_ENGINE.validate_runs}: --engine {INFER_ENGINE} (or leave "
+                          "it out)")
     if given.count != 1:
         raise ConfigError("validate runs one device (--count 1)")
     return given
@@ -208,10 +211,8 @@ def calibration_from(result: Estimate, measured_s: float, predicted_s: float,
     bound = perf.bound if perf is not None else ""
     out: dict[str, Any] = {"bound": bound, "predicted_over_measured": ratio}
     if bound == "host":
-        profile = (result.job.engine if isinstance(result.job, InferJob) else result.job.framework) or "hf"
-        from gpuwise import runtimes
-
-        runtime = (runtimes.engine(profile) if isinstance(result.job, InferJob) else runtimes.framework(profile))
+        runtime = (runtimes.engine(result.job.engine) if isinstance(result.job, InferJob) else
+                   runtimes.framework(result.job.framework))  # None: transformers' Trainer
         if runtime.launch_cost_s is not None:
             out["host_op_s"] = runtime.launch_cost_s.value * measured_s / predicted_s
         return out
@@ -282,8 +283,6 @@ Figures = dict[str, float | None]
 
 def _with_record(path: Path | str, card: GPU, catalog: Catalog, rates: Calibration | None) -> Calibration:
     """An earlier run's recalibrated mechanism over the rates measured now (host-cpu): what it sets wins."""
-    from gpuwise.api.jobs import calibration_for
-
     recorded = calibration_for(path, card, catalog)
     if rates is None:
         return recorded
@@ -313,13 +312,13 @@ def _run_model(model_name: str | Architecture | Pipeline, task: str, job: Job | 
 def _run_pipeline(pipeline: Pipeline, job: ImageJob, card: GPU, catalog: Catalog,
                   settings: RunSettings) -> tuple[str, ImageJob, Measured, ImageEstimate, Figures, Figures]:
     """The denoiser and VAE run, beside the estimate's figures for those two (the text encoders are not run)."""
-    from gpuwise.estimate.image.pipeline import activations_by_component, image_estimate, resolved
+    from gpuwise.estimate.image.pipeline import activations_by_component, image_estimate
     from gpuwise.workload.trace.run_images import run_pipeline
 
-    job = resolved(pipeline, job)
     result = image_estimate(pipeline, job, card, catalog)
+    job = result.job  # as the plan resolved it: the pipeline's defaults filled
     held = result.weights_bytes[pipeline.denoiser_name] + result.weights_bytes["vae"]
-    acts = activations_by_component(pipeline, job)
+    acts = activations_by_component(result.plan)
     allocated = held + max(acts[pipeline.denoiser_name], acts["vae"])
     _refuse_if_tight(allocated, result.memory.capacity_bytes, card)
     done_run = run_pipeline(pipeline, job, settings)
@@ -335,45 +334,3 @@ def _run_pipeline(pipeline: Pipeline, job: ImageJob, card: GPU, catalog: Catalog
                           "step_s": step, "decode_s": decode,
                           "seconds_per_image": (job.steps * step + decode) / job.batch}
     return pipeline.name, job, done_run, result, measured, predicted
-
-
-class _Mechanism(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
-
-    bound: str = Field(max_length=40)
-    predicted_over_measured: float = Field(gt=0, le=1e4)
-    gemm_tflops: dict[Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8"], Annotated[
-        float, Field(gt=0, le=1e5)]] | None = None
-    memory_gb_s: float | None = Field(default=None, gt=0, le=1e5)
-    host_op_s: float | None = Field(default=None, gt=0, le=1.0)
-    not_applied: str | None = Field(default=None, max_length=2000)  # calibrate: why the rates apply to nothing
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
-
-    kind: Literal["gpuwise-validate", "gpuwise-calibration"]
-    gpu: str = Field(min_length=1, max_length=100)
-    job_class: str = Field(max_length=40)
-    taken_at: str = Field(default="", max_length=40)
-    calibration: _Mechanism
-
-
-MAX_RECORD_BYTES = 200_000
-
-
-def read_validation(path: Path) -> dict[str, Any] | None:
-    """A `validate --save` or `calibrate --save` record (validated), or None when the file is another kind of
-    record (a `bench --save` one)."""
-    from gpuwise.safe_io import parse_json, read_text
-
-    data = parse_json(read_text(path, what="calibration", max_bytes=MAX_RECORD_BYTES), origin=str(path))
-    if not isinstance(data, dict) or data.get("kind") not in (RECORD_KIND, "gpuwise-calibration"):
-        return None
-    try:
-        return _Record.model_validate(data).model_dump()
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(record)"
-        raise ConfigError(f"{path}: not a complete validate record (field {where!r}: {err['msg']}); write one with "
-                          "`gpuwise validate ... --save FILE`") from None

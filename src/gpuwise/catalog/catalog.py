@@ -10,9 +10,19 @@ from pathlib import Path
 
 from gpuwise.catalog.loading import build_records, discover_override_files
 from gpuwise.catalog.lookup import NameIndex, compact_key
-from gpuwise.catalog.schema import GPU, CloudOffer, Interconnect, Segment, System, Vendor
+from gpuwise.catalog.schema import GPU, CloudOffer, Dtype, Interconnect, Segment, Software, System, Vendor
 from gpuwise.errors import CatalogError, ConfigError
 from gpuwise.safe_io import excerpt
+
+
+def _runs(package: str) -> Callable[[GPU], bool]:
+    return lambda g: bool(getattr(g.software, package))
+
+
+_PACKAGES = tuple(name for name, info in Software.model_fields.items()
+                  if info.annotation is bool and name not in typing.get_args(Dtype))
+"""The software the catalog says runs on each card (Software's own fields: FlashAttention-2, bitsandbytes, a serving
+engine), each a feature by its field's name; the precisions it also marks are features of the datasheet's rates."""
 
 FEATURES: Mapping[str, Callable[[GPU], bool]] = {
     "bf16": lambda g: g.bf16_dense_tflops is not None and g.software.bf16,
@@ -24,9 +34,7 @@ FEATURES: Mapping[str, Callable[[GPU], bool]] = {
     "nvlink": lambda g: (g.scale_up_link or "").startswith("nvlink"),
     "scale-up": lambda g: g.scale_up_link is not None,
     "p2p": lambda g: g.p2p,
-    "flash-attention-2": lambda g: g.software.flash_attention_2,
-    "bitsandbytes": lambda g: g.software.bitsandbytes,
-    "vllm": lambda g: g.software.vllm,
+    **{name.replace("_", "-"): _runs(name) for name in _PACKAGES},
     "cuda": lambda g: g.software.stack == "cuda",
     "rocm": lambda g: g.software.stack == "rocm",
 }

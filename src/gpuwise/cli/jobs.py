@@ -212,21 +212,22 @@ def _estimate(given: Given) -> None:
 
 
 def _fit(given: Given) -> None:
+    from gpuwise.api.jobs import FIT_EMIT
     from gpuwise.report import estimate as view
 
     emit = given.shell.get("emit")
-    if emit not in (None, "hf"):
-        raise ConfigError(f"--emit {str(emit)[:40]!r} is not accepted; use hf")
+    if emit not in (None, FIT_EMIT):
+        raise ConfigError(f"--emit {str(emit)[:40]!r} is not accepted; use {FIT_EMIT}")
     if workload_kind(None, given.args["model"]) == "image":
         _image(given, "fit")
         return
     job = typed_job(given, "fit")
-    if emit == "hf" and not isinstance(job, TrainJob):
-        raise ConfigError("--emit hf prints training settings; it applies to --task train")
+    if emit is not None and not isinstance(job, TrainJob):
+        raise ConfigError(f"--emit {FIT_EMIT} prints training settings; it applies to --task train")
     fitted = api.fit(given.args["model"], gpu=_gpu(given), job=job, weights=given.shell.get("weights"),
                      catalog_files=_files(given))
     traced = api.trace(given.args["model"], fitted.estimate.job) if given.shell.get("trace") else None
-    if emit == "hf":
+    if emit is not None:
         from gpuwise.report.hf_settings import hf_settings
 
         typer.echo(hf_settings(fitted), nl=False)

@@ -30,11 +30,12 @@ def _run_source() -> Source:
 
 
 def _validate(given: Given) -> None:
+    from gpuwise.api.validation import INFER_ENGINE
     from gpuwise.report.validate import validate_json, validate_view
 
     model = given.args["model"]
     if given["job"].get("task") == "infer":
-        given["job"]["engine"] = "hf"  # the run is transformers' generate, which the estimate then models
+        given["job"]["engine"] = INFER_ENGINE  # the run is transformers' generate, which the estimate then models
     job = image_job(given) if workload_kind(None, model) == "image" else typed_job(given, "estimate")
     files = tuple(given.shell.get("catalog") or ())
     done = api.validate(model, job=job, run=given["run"], save=given.shell.get("save"),

@@ -78,7 +78,7 @@ def _feeding(arch: Architecture, job: Job, perf: TrainPerf | InferPerf | None) -
     if arch.kind not in ("cnn", "vision") or perf is None or not perf.samples_per_s:
         return ()
     from gpuwise.estimate.speed.dataloader import dataloader_warning
-    from gpuwise.workload.vision.convnets import image_side
+    from gpuwise.workload.model.convnets import image_side
 
     gpus = job.count if isinstance(job, TrainJob) else job.replica_gpus
     side = job.image_size or (image_side(arch.config, None) if arch.kind == "cnn" else

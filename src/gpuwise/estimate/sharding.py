@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gpuwise.errors import ConfigError
 from gpuwise.runtimes.schema import FrameworkProfile, ShardingProfile
-from gpuwise.runtimes.sharding import SHARDERS
+from gpuwise.runtimes.sharding import DEFAULT_BY_STAGE, OFFLOADS_OPTIMIZER, SHARDERS, UNSHARDED
 from gpuwise.workload.jobs.job import TrainJob
 
 
@@ -30,12 +30,11 @@ class Sharding:
 
     @property
     def name(self) -> str:
-        """The runtime's own name for what runs: 'DeepSpeed ZeRO ZeRO-2' reads 'DeepSpeed ZeRO-2'."""
+        """The runtime's own name for what runs: its name and the stage's ('DeepSpeed ZeRO-2', 'FSDP FULL_SHARD'), or
+        what runs on a single rank."""
         own = self.profile.stages.value[self.stage]
-        if self.profile.id == "ddp" and self.ranks <= 1:
-            return "PyTorch under torch.amp autocast (one GPU)"
-        if self.profile.id == "deepspeed" and own.startswith("ZeRO-"):
-            return f"DeepSpeed {own}"
+        if self.profile.one_rank_name is not None and self.ranks <= 1:
+            return self.profile.one_rank_name
         hybrid = " hybrid (sharded within each machine)" if self.hybrid else ""
         return f"{self.profile.name} {own}{hybrid}"
 
@@ -70,13 +69,10 @@ def _runtime(job: TrainJob, framework: FrameworkProfile, stage: int) -> tuple[st
     if framework.sharding is not None:
         own = framework.sharding.value
         if stage not in SHARDERS[own].stages.value:  # FSDP has no stage 0: without sharding it is plain DDP
-            return "ddp", f"{framework.name} without sharding runs plain data parallel"
+            return UNSHARDED.id, f"{framework.name} without sharding runs plain data parallel"
         return own, f"{framework.name}'s: {framework.sharding.source}"
-    if stage == 1 or job.offload == "optimizer":
-        return "deepspeed", "gpuwise default: FSDP has no optimizer-only sharding or offload; --sharding to change"
-    if stage >= 2:
-        return "fsdp2", "gpuwise default, as torchtune's and torchtitan's recipes shard; --sharding to change"
-    return "ddp", ""
+    chosen, why = OFFLOADS_OPTIMIZER if job.offload == "optimizer" else DEFAULT_BY_STAGE[stage]
+    return chosen.id, f"{why}; --sharding to change" if why else ""
 
 
 def _require_stage(profile: ShardingProfile, stage: int, job: TrainJob) -> None:

@@ -16,6 +16,10 @@ ENGINE_IDS: tuple[str, ...] = tuple(ENGINES)
 IMAGE_ENGINE_IDS: tuple[str, ...] = tuple(IMAGE_ENGINES)
 FRAMEWORK_IDS: tuple[str, ...] = tuple(FRAMEWORKS)
 DEFAULT_FRAMEWORK = "hf"  # a training job without --framework runs as transformers' Trainer
+VALIDATE_ENGINE: EngineProfile = next(p for p in ENGINES.values() if p.validate_runs)
+"""The engine an inference job of ``gpuwise validate`` runs on (transformers' generate)."""
+VALIDATE_IMAGE_ENGINE: EngineProfile = next(p for p in IMAGE_ENGINES.values() if p.validate_runs)
+"""The runtime an image pipeline of ``gpuwise validate`` runs on (diffusers' modules)."""
 
 
 def engine(engine_id: str) -> EngineProfile:
@@ -42,5 +46,5 @@ def framework(framework_id: str | None) -> FrameworkProfile:
     return found
 
 
-__all__ = ["DEFAULT_FRAMEWORK", "ENGINE_IDS", "FRAMEWORK_IDS", "IMAGE_ENGINE_IDS", "EngineProfile", "FrameworkProfile",
-           "engine", "engine_runs", "framework"]
+__all__ = ["DEFAULT_FRAMEWORK", "ENGINE_IDS", "FRAMEWORK_IDS", "IMAGE_ENGINE_IDS", "VALIDATE_ENGINE",
+           "VALIDATE_IMAGE_ENGINE", "EngineProfile", "FrameworkProfile", "engine", "engine_runs", "framework"]

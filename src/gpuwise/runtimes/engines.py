@@ -161,6 +161,7 @@ LMDEPLOY = EngineProfile(
 
 HF = EngineProfile(
     id="hf", name="transformers generate",
+    validate_runs="transformers' generate",  # gpuwise workload/trace/run.py run_inference
     weight_formats=Sourced(frozenset({"fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4",
                                       "awq-int4", "gptq-int4"}),
                            "transformers docs, GGUF: a GGUF checkpoint is dequantized when loaded"),
@@ -250,6 +251,7 @@ EAGER_DISPATCH = Sourced(10e-6, "Horace He, 'Making Deep Learning Go Brrrr From 
                                 "58.9 ms over 5,332 dispatched operators, at most 11 us each")
 DIFFUSERS = EngineProfile(
     id="diffusers", name="diffusers",
+    validate_runs="diffusers' modules",  # gpuwise workload/trace/run_images.py run_pipeline
     weight_formats=Sourced(frozenset({"bf16", "fp16", "fp8", "nf4", "gguf-q8_0", "gguf-q4_k_m"}),
                            "diffusers docs: layerwise casting (fp8), bitsandbytes (nf4), GGUF checkpoints through "
                            "GGUFQuantizationConfig (dequantized per layer as it runs)"),

@@ -177,6 +177,7 @@ class EngineProfile:
     image: ImageRuntime | None = None  # an image-pipeline runtime: how it holds the pipeline
     expert_offload: Sourced[str] | None = None  # keeps chosen layers' routed experts in host RAM (its flag)
     prefix_caching: Sourced[str] | None = None  # reuses cached prompt prefixes unless told not to (how, in words)
+    validate_runs: str | None = None  # what `gpuwise validate` runs of it for real (None: validate cannot run it)
 
     @property
     def pooled(self) -> bool:
@@ -263,3 +264,18 @@ class ShardingProfile:
     pipeline_below_stage: Sourced[int] | None = None  # with --pp, only stages below this run
     hybrid: Sourced[bool] = Sourced(False, "shards over every data-parallel rank")
     offloads: Sourced[frozenset[str]] = Sourced(frozenset(), "keeps every state on the GPU")  # --offload values
+    one_rank_name: str | None = None  # what runs when it has a single rank (DDP: autocast alone, no wrapper)
+
+
+@dataclass(frozen=True)
+class BenchTool:
+    """A benchmark tool whose export ``gpuwise calibrate --from`` reads: the engine its runs measured, what one of
+    its runs is, and how it names the devices and the model."""
+
+    id: str  # as the calibration record writes it ("tool")
+    engine: Sourced[str]  # the engine its runs measured (an id of runtimes.ENGINE_IDS), unless --engine says
+    single_stream: Sourced[bool]  # per-device tests of one prompt (pp) or one generation (tg) at batch 1, in
+    # tokens/s, rather than a serving load of many requests
+    lists_devices: Sourced[bool]  # its GPU name lists every device a test spread over: as many cards as names
+    names_model: Sourced[bool]  # its model field is the served model's id (a preset, hub id); False: a description
+    backends: frozenset[str] = frozenset()  # the result's "backend" values that mark its serving export

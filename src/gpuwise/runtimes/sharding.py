@@ -29,7 +29,7 @@ FSDP2_BUFFERS = (f"{TORCH} _fsdp_collectives.py foreach_reduce: the unit's unsha
                  "reduce-scatter input of the unit's size in reduce_dtype (torchtitan: fp32) while backward runs")
 
 DDP = ShardingProfile(
-    id="ddp", name="PyTorch",
+    id="ddp", name="PyTorch", one_rank_name="PyTorch under torch.amp autocast (one GPU)",
     stages=Sourced({0: "DDP under torch.amp autocast"}, f"{TORCH} torch/nn/parallel/distributed.py: every rank holds "
                                                         "the whole model, its gradients and optimizer states"),
     compute_params=Sourced("fp32_autocast", f"{TORCH} torch/amp/autocast_mode.py: fp32 parameters cast to bf16 per "
@@ -44,7 +44,7 @@ DDP = ShardingProfile(
 )
 
 DEEPSPEED_ZERO = ShardingProfile(
-    id="deepspeed", name="DeepSpeed ZeRO",
+    id="deepspeed", name="DeepSpeed",
     stages=Sourced({0: "ZeRO disabled (bf16 optimizer)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"},
                    f"{DEEPSPEED} deepspeed/runtime/zero/config.py ZeroStageEnum"),
     compute_params=Sourced("16bit", f"{DEEPSPEED} deepspeed/runtime/engine.py _configure_distributed_model: the "
@@ -143,3 +143,14 @@ MEGATRON = ShardingProfile(
 
 SHARDERS: dict[str, ShardingProfile] = {p.id: p for p in (DDP, DEEPSPEED_ZERO, FSDP, FSDP2, MEGATRON)}
 """The data-parallel runtimes --sharding names."""
+
+UNSHARDED = DDP
+"""What a framework whose runtime has no stage 0 runs without sharding (FSDP's NO_SHARD aside): plain DDP."""
+
+_NOT_FSDP = "gpuwise default: FSDP has no optimizer-only sharding or offload"
+_AS_RECIPES = "gpuwise default, as torchtune's and torchtitan's recipes shard"
+DEFAULT_BY_STAGE: dict[int, tuple[ShardingProfile, str]] = {
+    0: (DDP, ""), 1: (DEEPSPEED_ZERO, _NOT_FSDP), 2: (FSDP2, _AS_RECIPES), 3: (FSDP2, _AS_RECIPES)}
+"""The runtime gpuwise runs each ZeRO stage with when neither --sharding nor --framework names one, and why."""
+OFFLOADS_OPTIMIZER = (DEEPSPEED_ZERO, _NOT_FSDP)
+"""The runtime gpuwise picks for --offload optimizer when none is named (DeepSpeed's ZeRO-Offload), and why."""

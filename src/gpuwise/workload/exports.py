@@ -21,12 +21,15 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwise.errors import ConfigError, InputTooLarge
 from gpuwise.flags import Flag
+from gpuwise.runtimes.bench_tools import AIPERF, GENAI_PERF, LLAMA_BENCH, serving_tool
+from gpuwise.runtimes.names import ServingEngine
+from gpuwise.runtimes.schema import BenchTool
 from gpuwise.safe_io import excerpt, parse_json, read_text
 from gpuwise.text import printable
 
@@ -43,9 +46,10 @@ UNBOUNDED = ("inf", "infinity")  # vLLM writes request_rate "inf"; SGLang the ba
 @dataclass(frozen=True)
 class MeasuredRun:
     """One benchmark run as measured: the load it ran and what it saw (means where the tool gives them, else
-    medians). Serving runs carry latencies; llama-bench tests carry tokens/s of a prompt or a generation."""
+    medians). Serving runs carry latencies; single-stream tests (llama-bench's) carry tokens/s of a prompt or a
+    generation. ``bench`` is the tool's record (runtimes/bench_tools.py): the engine it measured, what its runs are."""
 
-    tool: str
+    bench: BenchTool
     label: str
     model: str | None = None
     gpu_name: str | None = None
@@ -71,6 +75,11 @@ class MeasuredRun:
     prefix_cache: bool | None = None  # whether the engine cached prompt prefixes, where the file says
     tp: int | None = None  # the server's tensor-parallel size, where the file says (SGLang's server_info)
     statistic: str = "mean"
+
+    @property
+    def tool(self) -> str:
+        """The tool's name, as the calibration record gives it."""
+        return self.bench.id
 
 
 def text(value: Any, limit: int = MAX_TEXT) -> str | None:
@@ -130,7 +139,7 @@ def _latest_first_token_ms(data: Mapping[str, Any], where: str, completed: float
     return 1e3 * max(s for s in seconds if s is not None) if all(s is not None for s in seconds) else None
 
 
-def _serving(data: Mapping[str, Any], tool: str, label: str, where: str) -> MeasuredRun:
+def _serving(data: Mapping[str, Any], tool: BenchTool, label: str, where: str) -> MeasuredRun:
     """A vLLM or SGLang serving result: the two tools share their key names."""
     completed = figure(data, "completed", where)
     if completed == 0:
@@ -148,7 +157,7 @@ def _serving(data: Mapping[str, Any], tool: str, label: str, where: str) -> Meas
     inputs = figure(data, "total_input_tokens", where)
     radix_off, tp_size = server.get("disable_radix_cache"), _setting(server.get("tp_size"))
     return MeasuredRun(
-        tool=tool, label=label, model=text(data.get("model_id")) or text(server.get("model_path")),
+        bench=tool, label=label, model=text(data.get("model_id")) or text(server.get("model_path")),
         concurrency=concurrency, request_rate=rate, requests=int(completed) if completed else None,
         input_len=_per_request(inputs, completed), input_tokens_total=inputs,
         output_len=_per_request(figure(data, "total_output_tokens", where), completed), ttft_ms=ttft, tpot_ms=tpot,
@@ -198,7 +207,7 @@ def _aiperf(data: Mapping[str, Any], label: str, where: str) -> MeasuredRun:
     gpu = _search(data.get("telemetry_data") or {}, ("gpu_name",))
     count = _stat(data, "request_count", where)
     return MeasuredRun(
-        tool="aiperf" if "was_cancelled" in data or "telemetry_data" in data else "genai-perf", label=label,
+        bench=AIPERF if "was_cancelled" in data or "telemetry_data" in data else GENAI_PERF, label=label,
         model=text(model), gpu_name=text(gpu), concurrency=_setting(_search(config, ("concurrency",))),
         requests=int(count) if count else None, input_len=_stat(data, "input_sequence_length", where),
         output_len=_stat(data, "output_sequence_length", where), ttft_ms=_stat(data, "time_to_first_token", where),
@@ -213,7 +222,7 @@ def _llama_bench(test: Mapping[str, Any], index: int, where: str) -> MeasuredRun
     label = f"pp{prompt}" if prompt and not generated else f"tg{generated}" if generated and not prompt else (
         f"pp{prompt}+tg{generated}")
     model_type = text(test.get("model_type"))
-    return MeasuredRun(tool="llama-bench", label=f"{label} (test {index + 1})", model=model_type,
+    return MeasuredRun(bench=LLAMA_BENCH, label=f"{label} (test {index + 1})", model=model_type,
                        gpu_name=text(test.get("gpu_info"), limit=MAX_TEXT * 8), prompt_tokens=prompt or None,
                        generated_tokens=generated or None, tokens_per_s=figure(test, "avg_ts", where) or None,
                        weight_bytes=figure(test, "model_size", where) or None,
@@ -268,8 +277,7 @@ def _one(data: Any, index: int, path: Path) -> list[MeasuredRun]:
         raise ConfigError(f"{where}: an AIPerf export in which every request failed ({failed or 0:g} errors, no "
                           "latency or throughput recorded); nothing was measured")
     if any(k in data for k in ("mean_ttft_ms", "median_ttft_ms")):
-        tool = "sglang bench_serving" if data.get("backend") == "sglang" else "vllm bench serve"
-        return [_serving(data, tool, _load_label(data, index), where)]
+        return [_serving(data, serving_tool(data.get("backend")), _load_label(data, index), where)]
     raise _unknown(path)
 
 
@@ -295,7 +303,7 @@ class CalibrateSettings(BaseModel):
     model: Annotated[str | None, Field(max_length=300), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
         default=None, description="the model served (default: the file's model id; for llama-bench a dense model "
                                   "of the file's own parameter count)")
-    engine: Annotated[Literal["vllm", "sglang", "trtllm", "lmdeploy", "llamacpp"] | None,
+    engine: Annotated[ServingEngine | None,
                       Flag(frozenset({"calibrate"}), "Measurement")] = Field(
         default=None, description="the serving engine (default: the tool's: vllm, sglang, llamacpp; vllm for AIPerf)")
     tp: Annotated[int | None, Field(ge=1, le=64), Flag(frozenset({"calibrate"}), "Measurement")] = Field(

@@ -52,10 +52,10 @@ class Setting:
     """What the prediction assumed beside the file: the card and how it was named, the GPUs, the engine."""
 
     card: GPU
-    gpus: int  # GPUs one run's figures are spread over (TP, or llama-bench's devices)
+    gpus: int  # GPUs one run's figures are spread over (TP, or the devices a single-stream test lists)
     engine: str
     gpu_named: str  # "the file" or "--gpu"
-    dense_from_file: bool  # the model is the file's parameter count taken as dense (llama-bench without --model)
+    dense_from_file: bool  # the model is the file's parameter count taken as dense (no model id, no --model)
 
 
 def fastest_dense(card: GPU) -> tuple[float, str]:
@@ -109,7 +109,7 @@ def floors(runs: Sequence[MeasuredRun], *, active_params: float, total_params: f
     """Every figure of ``runs`` faster than its physical floor on the setting's cards."""
     found: list[Breach] = []
     for run in runs:
-        checks = (_bench_floors(run, active_params, total_params, setting) if run.tool == "llama-bench" else
+        checks = (_bench_floors(run, active_params, total_params, setting) if run.bench.single_stream.value else
                   _serving_floors(run, active_params, setting))
         found += [b for b in checks if b.value > b.limit]
     return found
@@ -161,7 +161,7 @@ def _cache_hits(run: MeasuredRun, engine: str) -> str | None:
 
 def _why_prefill(breach: Breach, run: MeasuredRun, setting: Setting) -> str:
     cards = math.ceil(breach.factor * setting.gpus)
-    if run.tool == "llama-bench":
+    if run.bench.single_stream.value:  # one prompt at batch 1: no cache, no other requests
         return ("likely a mixture of experts, which computes with only its active parameters: give --model"
                 if setting.dense_from_file else f"likely not {setting.gpus} {setting.card.id} (check --gpu)")
     cache = _cache_hits(run, setting.engine)

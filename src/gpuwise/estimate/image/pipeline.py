@@ -262,7 +262,7 @@ def image_estimate(pipeline: Pipeline, job: ImageJob, gpu: GPU, catalog: Catalog
                         "every component counts")
     if gpu.software.stack != "cuda":
         backend = {"rocm": "ROCm", "oneapi": "XPU", "metal": "MPS", "synapseai": "HPU"}[gpu.software.stack]
-        cut = unmeasured_stack_note(gpu, None, "diffusers")
+        cut = unmeasured_stack_note(gpu, None, plan.runtime.name)
         warnings.append(f"{plan.runtime.name} runs here through PyTorch's {backend} backend and no published "
                         "image-pipeline timing checks it" + (f"; {cut[0]}" if cut else ""))
     held = holding(plan, weights)

@@ -11,7 +11,7 @@ from typing import Any
 from gpuwise.estimate.plan import TrainPlan, peft_targets_experts
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Attention, Block
-from gpuwise.workload.vision.convnets import network
+from gpuwise.workload.model.convnets import network
 
 CHUNKED_LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 

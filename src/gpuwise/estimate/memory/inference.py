@@ -24,7 +24,7 @@ from gpuwise.estimate.speed.expert_offload import host_expert_bytes, offload_not
 from gpuwise.estimate.weights import weights
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
-from gpuwise.workload.vision.convnets import network
+from gpuwise.workload.model.convnets import network
 
 
 def workspace_bytes(plan: InferPlan) -> float:

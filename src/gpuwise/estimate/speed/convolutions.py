@@ -16,7 +16,7 @@ from typing import Any
 from gpuwise.catalog import GPU
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate.speed.roofline import Op
-from gpuwise.workload.vision.convnets import network
+from gpuwise.workload.model.convnets import network
 
 
 def conv_dtype(dtype: str, gpu: GPU) -> Dtype:

@@ -22,6 +22,7 @@ from gpuwise.estimate.speed.parallel import (
     links,
 )
 from gpuwise.estimate.speed.roofline import Machine, Op, PhaseTime, machine, phase_time
+from gpuwise.runtimes.bench_tools import LLAMA_BENCH
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
 
@@ -253,7 +254,8 @@ _FACTORS: dict[tuple[str, GPU], float] = {}  # one entry per stack and version o
 
 
 def _factor(card: GPU, measured_tokens_per_s: float, catalog: Catalog) -> float:
-    job = InferJob(engine="llamacpp", quant=REFERENCE_QUANT, batch=1, input_len=1, output_len=128)
+    # the reference runs are llama-bench's tg128: its engine, one stream, 128 generated tokens
+    job = InferJob(engine=LLAMA_BENCH.engine.value, quant=REFERENCE_QUANT, batch=1, input_len=1, output_len=128)
     plan = resolve(resolve_model(REFERENCE_MODEL), job, card)
     assert isinstance(plan, InferPlan)
     modelled = infer_perf(plan, catalog, backend_scaled=False)

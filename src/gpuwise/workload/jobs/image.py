@@ -15,12 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuwise import runtimes
 from gpuwise.flags import Flag, build
+from gpuwise.runtimes.names import ImageEngine
 
 IMAGE = "Job: image generation"
 _COMMANDS = frozenset({"estimate", "fit", "recommend"})
 PipelineOffload = Literal["auto", "none", "model-cpu", "sequential"]
 DenoiserQuant = Literal["bf16", "fp16", "fp8", "nf4", "gguf-q8_0", "gguf-q4_k_m"]
-ImageEngine = Literal["diffusers", "comfyui"]
 SHARED = ("batch", "quant", "offload", "engine")
 """Fields whose flags the language-model jobs define (the same spelling on the command line)."""
 

@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 from gpuwise import runtimes
 from gpuwise.errors import ConfigError
 from gpuwise.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
+from gpuwise.runtimes.names import Engine, Framework, Sharding  # the runtimes' names, beside their registries
 from gpuwise.runtimes.rules import apply_framework, engine_refusal
 from gpuwise.workload.model.checkpoint import WeightFormat
 
@@ -29,12 +30,6 @@ Loss = Literal["standard", "chunked", "fused"]
 Quant = Literal["fp32", "bf16", "fp16", "fp8", "fp8-block", "int8", "mxfp4", "nvfp4", "int4", "awq-int4", "gptq-int4",
                 "gguf-q4_k_m", "gguf-q8_0"]
 KvDtype = Literal["fp16", "bf16", "fp8", "q8_0", "q4_0"]
-Sharding = Literal["ddp", "deepspeed", "fsdp", "fsdp2", "megatron"]
-"""The data-parallel runtimes (gpuwise/runtimes/sharding.py holds what each keeps; a test keeps the two lists equal)."""
-Framework = Literal["hf", "torchtune", "unsloth", "axolotl", "llama-factory", "deepspeed", "torchtitan", "megatron"]
-"""The training frameworks (gpuwise/runtimes/frameworks.py holds what each does; a test keeps the two lists equal)."""
-Engine = Literal["vllm", "sglang", "trtllm", "lmdeploy", "hf", "llamacpp", "exllamav2"]
-"""The serving engines (gpuwise/runtimes/engines.py holds what each does; a test keeps the two lists equal)."""
 
 _ALL = JOB_COMMANDS
 _TRAIN = frozenset({"estimate", "fit", "scale", "recommend"})
@@ -232,8 +227,8 @@ class InferJob(_Job):
         default=1024, description="prompt tokens")
     output_len: Annotated[int, Field(ge=0, le=1_000_000), Flag(_INFER, INFERENCE)] = Field(
         default=256, description="generated tokens")
-    engine: Annotated[Engine, Flag(_INFER, INFERENCE, accepted=(*get_args(Engine), "diffusers", "comfyui"))] = Field(
-        default="vllm", description="serving engine (an image pipeline: diffusers or comfyui)")
+    engine: Annotated[Engine, Flag(_INFER, INFERENCE, accepted=(*get_args(Engine), *runtimes.IMAGE_ENGINE_IDS))] = (
+        Field(default="vllm", description="serving engine (an image pipeline: diffusers or comfyui)"))
     dp_attention: Annotated[int, Field(ge=1, le=8192), Flag(frozenset({"estimate", "fit", "serve-sim"}),
                                                              INFERENCE)] = Field(
         default=1, description="attention data-parallel groups of --tp GPUs in one replica (SGLang "

@@ -12,14 +12,16 @@ from typing import Any, Literal
 
 from gpuwise.errors import ConfigError
 from gpuwise.safe_io import excerpt
+from gpuwise.workload.exact import transformers_knows
 from gpuwise.workload.model.blocks import Attention, Block, FeedForward, split_windows, uniform
 from gpuwise.workload.model.checkpoint import WeightFormat, from_quantization_config
 from gpuwise.workload.model.config_check import check_config, check_total
 from gpuwise.workload.model.counts import ParamCount, need
 from gpuwise.workload.model.families import LAYOUTS, text_config
 from gpuwise.workload.model.layer_params import count_layout
+from gpuwise.workload.model.module_tree import derive
 from gpuwise.workload.model.params import COUNTERS, count_params
-from gpuwise.workload.vision.sam import SAM_FAMILY, sam_blocks, sam_shape
+from gpuwise.workload.model.sam import SAM_FAMILY, sam_blocks, sam_shape
 
 Kind = Literal["decoder", "encoder", "encoder-decoder", "vision", "cnn", "unet"]
 
@@ -258,13 +260,11 @@ def _layer_counts(config: Mapping[str, Any], depth: int = 0) -> list[int]:
 
 def _from_module_tree(config: Mapping[str, Any], family: str, *, name: str, source: str) -> Architecture:
     """A model type with no closed form: transformers builds it on the meta device and the architecture is read
-    from its modules (workload/trace/module_tree.py); without the hf extra, or for a type transformers does not know,
+    from its modules (workload/model/module_tree.py); without the hf extra, or for a type transformers does not know,
     one line naming the nearest supported family."""
     nearest = nearest_family(family)
     refusal = (f"{name}: model_type {excerpt(family, 40)} has no closed form in gpuwise "
                + (f"(nearest supported family: {nearest})" if nearest else "(no supported family is close)"))
-    from gpuwise.workload.trace.module_tree import derive, transformers_knows
-
     known = transformers_knows(family)
     if known is None:
         raise ConfigError(refusal + "; pip install 'gpuwise[hf]' and torch to derive it from transformers' "

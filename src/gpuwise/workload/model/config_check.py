@@ -146,7 +146,7 @@ def _check_resnet(name: str, config: Mapping[str, Any]) -> None:
 
 _CONV_NUMBERS = {"depth_multiple": (0.01, 10.0), "width_multiple": (0.01, 10.0), "max_channels": (8, 65_536),
                  "num_classes": (1, 100_000), "base_channels": (1, 16_384), "depth": (1, 10), "in_channels": (1, 256)}
-"""The scaling keys of the convolutional families (workload/vision/convnets.py) and their sane ranges."""
+"""The scaling keys of the convolutional families (workload/model/convnets.py) and their sane ranges."""
 
 
 def _check_convnet(name: str, config: Mapping[str, Any]) -> None:

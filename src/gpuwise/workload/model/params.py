@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from gpuwise.errors import ConfigError
+from gpuwise.workload.model.convnets import NETWORKS
 from gpuwise.workload.model.counts import Config, Linear, ParamCount, need
-from gpuwise.workload.vision.convnets import NETWORKS
-from gpuwise.workload.vision.sam import sam_params
+from gpuwise.workload.model.sam import sam_params
 
 
 def _architecture(config: Config) -> str:
@@ -276,13 +276,13 @@ def resnet(config: Config) -> ParamCount:
 
 def convnet(config: Config) -> ParamCount:
     """YOLOv8 and U-Net: every convolution's weights, biases and batch norms, counted from the built layers
-    (workload/vision/convnets.py); the total does not depend on the image side."""
+    (workload/model/convnets.py); the total does not depend on the image side."""
     total = NETWORKS[str(config["model_type"])](config, 256).params
     return ParamCount(0, 0, 0, total, total, ())
 
 
 def sam(config: Config) -> ParamCount:
-    """Segment Anything's image encoder (workload/vision/sam.py)."""
+    """Segment Anything's image encoder (workload/model/sam.py)."""
     return sam_params(config)
 
 

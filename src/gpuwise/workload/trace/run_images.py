@@ -13,6 +13,7 @@ import statistics
 import warnings
 from typing import Any
 
+from gpuwise import runtimes
 from gpuwise.errors import ConfigError, ProbeUnavailable
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.trace.run import Measured, RunSettings, _check_device, _device_freed, _peaks, _reset, _timed
@@ -32,8 +33,9 @@ def _imports() -> tuple[Any, Any]:
 
 
 def _check(job: Any) -> None:
-    if job.engine != "diffusers":
-        raise ConfigError("validate runs diffusers' modules: --engine diffusers (or leave it out)")
+    if not runtimes.engine(job.engine).validate_runs:
+        runs = runtimes.VALIDATE_IMAGE_ENGINE
+        raise ConfigError(f"validate runs {runs.validate_runs}: --engine {runs.id} (or leave it out)")
     if job.offload_mode != "none":
         raise ConfigError("validate runs every component on the device: --offload none (or leave it out)")
     if job.quant not in (None, "bf16", "fp16"):
@@ -119,6 +121,6 @@ def run_pipeline(pipeline: Pipeline, job: Any, settings: RunSettings) -> Measure
         allocated, reserved = _peaks(torch, settings.device, both, denoiser, vae)
         return Measured(allocated, reserved, statistics.median(steps), len(steps), stopped or late,
                         decode_s=statistics.median(decodes),
-                        versions={"torch": str(torch.__version__), "diffusers": str(diffusers.__version__)},
+                        versions={"torch": str(torch.__version__), diffusers.__name__: str(diffusers.__version__)},
                         method=f"{pipeline.denoiser_class} forwards and an AutoencoderKL decode on {settings.device} "
                                "(random prompt embeddings: the text encoders are not run)")

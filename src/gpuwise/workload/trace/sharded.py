@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpuwise.errors import ConfigError
+from gpuwise.runtimes.sharding import FSDP2
 from gpuwise.workload.trace.kernels import recorder_class
 from gpuwise.workload.trace.steps import TRACE_LAYERS_MAX, Trace, _from_config, _quiet_tracker, _torch
 
@@ -27,6 +28,7 @@ KINDS = {"Sharded Param": "sharded_params", "Unsharded Param": "unsharded_params
          "Sharded Grad": "sharded_gradients", "Unsharded Grad": "unsharded_gradients", "Activation": "activations",
          "Temp": "temporaries", "All Gather": "all_gather", "Reduce Scatter": "reduce_scatter", "OptState": "optimizer",
          "Inputs": "inputs"}
+RUNTIME = FSDP2  # the data-parallel runtime this trace runs: a job sharded by any other is not traced
 METHOD = ("one steady-state training step of the model's transformers code under FSDP2 over torch's fake process "
           "group, on fake CPU tensors (FSDPMemTracker)")
 

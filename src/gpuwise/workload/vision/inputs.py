@@ -11,7 +11,7 @@ from __future__ import annotations
 from gpuwise.errors import ConfigError
 from gpuwise.workload.jobs.job import InferJob, TrainJob
 from gpuwise.workload.model.architecture import Architecture
-from gpuwise.workload.vision.sam import SAM_FAMILY
+from gpuwise.workload.model.sam import SAM_FAMILY
 
 _DEFAULT_SEQ = {TrainJob: 2048, InferJob: 1024}  # the fields' defaults: a vision job that names no text length
 
