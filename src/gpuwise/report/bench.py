@@ -7,12 +7,12 @@ from typing import Any
 from rich.table import Table
 
 from gpuwise.api.hardware import CollectiveRun
-from gpuwise.probe.bench import Result
+from gpuwise.api.reporting import BenchResult
 
 _STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "N/A": "dim"}
 
 
-def bench_json(name: str, card: str | None, results: list[Result], *, host: str | None = None,
+def bench_json(name: str, card: str | None, results: list[BenchResult], *, host: str | None = None,
                taken_at: str | None = None) -> dict[str, Any]:
     return {"device": name, "catalog_id": card, "host": host, "taken_at": taken_at, "results": [
         {"metric": r.metric, "value": round(r.value, 3), "unit": r.unit, "reference": r.reference,
@@ -20,7 +20,7 @@ def bench_json(name: str, card: str | None, results: list[Result], *, host: str 
          "settings": r.settings} for r in results]}
 
 
-def bench_view(name: str, card: str | None, results: list[Result]) -> Table:
+def bench_view(name: str, card: str | None, results: list[BenchResult]) -> Table:
     table = Table(title=f"{name} ({card or 'not in catalog'}): measured vs datasheet", title_justify="left")
     for header in ("metric", "measured", "datasheet", "%", "verdict", "settings"):
         table.add_column(header, justify="right" if header in ("measured", "datasheet", "%") else "left")

@@ -11,7 +11,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuwise.catalog import GPU, CloudOffer, Comparison, price_usd
+from gpuwise.api import GPU
+from gpuwise.api.reporting import CloudOffer, Comparison, price_usd
 from gpuwise.report.format import number, quantity, ratio
 from gpuwise.report.narrow import Column, narrow_table, span, terminal_width
 

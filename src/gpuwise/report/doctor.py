@@ -7,14 +7,13 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.probe.checks import Report
-from gpuwise.probe.monitor import Round
+from gpuwise.api.reporting import DoctorReport, MonitorRound
 from gpuwise.report.format import number
 
 _STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "N/A": "dim"}
 
 
-def doctor_json(report: Report) -> dict[str, Any]:
+def doctor_json(report: DoctorReport) -> dict[str, Any]:
     s = report.snapshot
     return {
         "schema": "gpuwise.doctor/1",
@@ -29,7 +28,7 @@ def doctor_json(report: Report) -> dict[str, Any]:
     }
 
 
-def doctor_view(report: Report) -> Group:
+def doctor_view(report: DoctorReport) -> Group:
     s = report.snapshot
     inventory = Table(title=f"{s.host or 'this machine'}: driver {s.driver_version}, CUDA {s.cuda_driver_version}",
                       title_justify="left")
@@ -55,7 +54,7 @@ def doctor_view(report: Report) -> Group:
     return Group(*parts)
 
 
-def monitor_table(round_: Round) -> Table:
+def monitor_table(round_: MonitorRound) -> Table:
     """One round of `gpuwise monitor` as a table with a hint per GPU."""
     table = Table(title="gpuwise monitor (Ctrl-C to stop)", title_justify="left")
     for header in ("GPU", "util %", "memory MiB", "power W", "temp C", "SM MHz", "throttle", "hint"):

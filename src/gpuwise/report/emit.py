@@ -7,10 +7,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuwise import api
-from gpuwise.api import TrainPlan
+from gpuwise.api import Estimate, TrainPlan
+from gpuwise.api.launching import (
+    EMIT_TOOLS,
+    LAUNCHES,
+    TRAINING_TOOLS,
+    engine_name,
+    fitting_flags,
+    hub_id,
+    tool_kind,
+    training_launcher,
+)
 from gpuwise.api.shell import InferJob, Sharding, TrainJob
 from gpuwise.errors import ConfigError, GpuwiseError
-from gpuwise.estimate.estimate import Estimate
 from gpuwise.report.finetune_launch import (
     AXOLOTL_FILE,
     axolotl_text,
@@ -19,14 +28,10 @@ from gpuwise.report.finetune_launch import (
     torchtune_download,
     torchtune_text,
 )
-from gpuwise.report.launch import Slots, engine_name, hub_id, launch_command
+from gpuwise.report.launch import Slots, launch_command
 from gpuwise.report.skypilot import MASTER_ADDR, Deployment, skypilot_task
-from gpuwise.runtimes.finetune_launch import AXOLOTL_INSTALL, TORCHTUNE_INSTALL, TRAINING_LAUNCHERS
-from gpuwise.runtimes.launch import LAUNCHES
 
-SERVING_TOOLS = ("vllm", "sglang", "llamacpp")
-TRAINING_TOOLS = ("axolotl", "torchtune")
-TOOLS = (*SERVING_TOOLS, *TRAINING_TOOLS, "skypilot")
+TOOLS = tuple(EMIT_TOOLS)  # serving engines, then fine-tuning tools, then SkyPilot: what each is, its record says
 
 
 def check_tool(tool: str) -> str:
@@ -38,10 +43,11 @@ def check_tool(tool: str) -> str:
 def emit_estimate(result: Estimate, model: str, tool: str) -> str:
     """The estimate's job as ``tool`` starts it; a job the estimate says does not fit is refused (refuse_unfit)."""
     job = check_and_job(result, tool)
-    if tool in SERVING_TOOLS:
+    kind = tool_kind(tool)
+    if kind == "serving":
         text = launch_command(result, model, tool)
     elif isinstance(job, TrainJob):
-        text = _training_text(result, model, tool) if tool != "skypilot" else skypilot_task(
+        text = _training_text(result, model, tool) if kind == "training" else skypilot_task(
             _training_deployment(job, result, model, None))
     else:
         text = skypilot_task(_serving_deployment(result, model, None, job.count // job.nodes, job.nodes))
@@ -52,7 +58,7 @@ def emit_estimate(result: Estimate, model: str, tool: str) -> str:
 def check_and_job(result: Estimate, tool: str) -> InferJob | TrainJob:
     job = result.job
     check_tool(tool)
-    if tool in TRAINING_TOOLS and not isinstance(job, TrainJob):
+    if tool_kind(tool) == "training" and not isinstance(job, TrainJob):
         raise ConfigError(f"--emit {tool} writes a training config: use --task train")
     if not isinstance(job, InferJob | TrainJob):
         raise ConfigError(f"--emit {tool} covers language-model training and serving")
@@ -67,7 +73,7 @@ def refuse_unfit(result: Estimate) -> None:
     need = (f"{result.model.name} needs {memory.per_gpu_bytes / 2**30:,.2f} of {memory.capacity_bytes / 2**30:,.2f} "
             f"GiB per GPU on {result.gpu.id}")
     try:
-        changes = api.fit(result.model, gpu=result.gpu.id, job=result.job).plan
+        changes = fitting_flags(result)
     except GpuwiseError:  # a card from the user's own catalog file: fit needs it too
         changes = None
     if changes:
@@ -97,27 +103,27 @@ def emit_options(result: Any, tool: str) -> dict[int, list[str]]:
 
 
 def _option_text(option: Any, workload: Any, settings: Mapping[str, object], tool: str) -> str:
-    job = workload.job
-    if tool == "skypilot" and option.offer is None:
+    job, kind = workload.job, tool_kind(tool)
+    if kind == "cluster" and option.offer is None:
         raise ConfigError(f"{option.acquisition} is bought, not rented: SkyPilot launches rented machines")
     if isinstance(job, TrainJob):
-        if tool in SERVING_TOOLS:
+        if kind == "serving":
             return ""
         place = option.placement
         fields = {k: v for k, v in settings.items() if k in TrainJob.model_fields}
         trained = job.updated(**fields, count=option.count, nodes=place.machines if place else 1,
                               network=place.network if place else None)
         estimate = api.estimate(workload.model, gpu=option.gpu, job=trained)
-        if tool == "skypilot":
+        if kind == "cluster":
             text = skypilot_task(_training_deployment(trained, estimate, workload.model, option.offer))
         else:
             text = _training_text(estimate, workload.model, tool)
         refuse_unfit(estimate)
         return text
-    if not isinstance(job, InferJob) or tool in TRAINING_TOOLS or (tool != "skypilot" and job.engine != tool):
+    if not isinstance(job, InferJob) or kind == "training" or (kind == "serving" and job.engine != tool):
         return ""
     replica, slots = _replica(option, workload, job, settings)
-    if tool != "skypilot":
+    if kind == "serving":
         text = launch_command(replica, workload.model, tool, slots=slots)
     else:
         per_node = option.placement.gpus_per_machine if option.placement else option.count
@@ -148,7 +154,7 @@ def _training_text(estimate: Estimate, model: str, tool: str) -> str:
     """The estimate's training job as axolotl or torchtune runs it, sharded as its plan decided."""
     job, sharding = estimate.job, _sharding(estimate)
     assert isinstance(job, TrainJob)
-    if tool == "axolotl":
+    if TRAINING_TOOLS[tool].config == "file":
         return axolotl_text(job, hub_id(model), sharding)
     return torchtune_text(job, estimate.model.name, hub_id(model), sharding)
 
@@ -182,17 +188,17 @@ def _serving_deployment(replica: Estimate, model: str, offer: Any, per_node: int
 
 def _training_deployment(job: TrainJob, estimate: Estimate, model: str, offer: Any) -> Deployment:
     preset = estimate.model.name
-    launcher = TRAINING_LAUNCHERS.get(job.framework or "hf")
+    launcher = training_launcher(job.framework)
     if launcher is None:
         raise ConfigError(f"gpuwise writes no launch for --framework {job.framework}; use torchtune or axolotl")
     flags = " ".join(torchrun_flags(job, skypilot=True))
     master = MASTER_ADDR + "\n" if job.nodes > 1 else ""
-    if launcher == "torchtune":
-        setup = f"{TORCHTUNE_INSTALL}\n{torchtune_download(hub_id(model))}\n"
+    if launcher.config == "command":
+        setup = f"{launcher.install}\n{torchtune_download(hub_id(model))}\n"
         run = master + torchtune_command(job, preset, _sharding(estimate), skypilot=True)
     else:
         config = axolotl_text(job, hub_id(model), _sharding(estimate))
-        setup = f"{AXOLOTL_INSTALL}\ncat > {AXOLOTL_FILE} <<'EOF'\n{config}EOF\n"
+        setup = f"{launcher.install}\ncat > {AXOLOTL_FILE} <<'EOF'\n{config}EOF\n"
         run = master + f"axolotl train {AXOLOTL_FILE}" + (f" --launcher torchrun -- {flags}" if job.count > 1 else "")
     return Deployment(f"gpuwise-{preset}", estimate.gpu.id, job.count // job.nodes, job.nodes, setup, run + "\n",
                       _checkpoint_gb(estimate), offer)

@@ -7,16 +7,8 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.api import TrainPlan
-from gpuwise.estimate.cost.price import CostFigures
-from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.fit import FitReport
-from gpuwise.estimate.speed.bands import band
-from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.training import TrainPerf
-from gpuwise.workload.jobs.job import TrainJob
-from gpuwise.workload.model.architecture import Architecture
-from gpuwise.workload.trace.module_tree import DERIVED
+from gpuwise.api import Architecture, Estimate, FitReport, InferPerf, TrainJob, TrainPerf, TrainPlan
+from gpuwise.api.reporting import DERIVED, CostFigures, band
 
 GB = 1e9
 GIB = 2**30

@@ -7,13 +7,12 @@ import shlex
 
 import yaml
 
-from gpuwise.api.shell import Sharding
-from gpuwise.errors import ConfigError
-from gpuwise.estimate.fit import gradient_accumulation
-from gpuwise.runtimes.finetune_launch import (
+from gpuwise.api import TrainJob
+from gpuwise.api.launching import (
+    AXOLOTL,
     AXOLOTL_COMMIT,
     AXOLOTL_CUT_CROSS_ENTROPY,
-    AXOLOTL_FSDP2_OPTIMIZERS,
+    TORCHTUNE,
     TORCHTUNE_ATTENTION,
     TORCHTUNE_COMMIT,
     TORCHTUNE_CONFIGS,
@@ -25,16 +24,14 @@ from gpuwise.runtimes.finetune_launch import (
     TORCHTUNE_TENSOR_PARALLEL,
     TORCHTUNE_TOKENIZER_FILES,
     TRANSFORMERS_OPTIMIZERS,
+    Sharded,
+    accumulation_steps,
 )
-from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.api.shell import Sharding
+from gpuwise.errors import ConfigError
 
 AXOLOTL_FILE = "gpuwise-axolotl.yml"
 _ATTENTION_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj"]
-
-
-def accumulation_steps(job: TrainJob) -> int:
-    """Micro-batches per optimizer step: what --global-batch asks of the job's micro-batch and data-parallel ranks."""
-    return gradient_accumulation(job, job.batch, job.global_batch) if job.global_batch else 1
 
 
 def torchrun_flags(job: TrainJob, *, skypilot: bool = False) -> list[str]:
@@ -54,17 +51,16 @@ def axolotl_config(job: TrainJob, hub_id: str, sharding: Sharding) -> dict[str, 
     """The axolotl config (keys of runtimes.finetune_launch.AXOLOTL_KEYS) of ``job`` on ``hub_id``, sharded as the
     plan's data-parallel runtime (``sharding``) says."""
     _axolotl_expressible(job)
-    fsdp2 = _fsdp2(sharding)
+    sharded = _sharded(sharding)
     config: dict[str, object] = {
         "base_model": hub_id, "datasets": [{"path": "REPLACE-WITH-YOUR-DATASET", "type": "alpaca"}],
         "output_dir": "./outputs/gpuwise", "learning_rate": 2e-4 if job.trains_adapters else 1e-5, "num_epochs": 1,
         "sequence_len": job.seq, "sample_packing": job.packed, "micro_batch_size": job.batch,
         "gradient_accumulation_steps": accumulation_steps(job),
-        "gradient_checkpointing": job.ckpt == "full" and not fsdp2,
+        "gradient_checkpointing": job.ckpt == "full" and not (sharded and sharded.checkpoints_activations),
         "activation_offloading": job.activation_offload,
         "bf16": job.precision == "bf16", "fp16": job.precision == "fp16",
-        "optimizer": (AXOLOTL_FSDP2_OPTIMIZERS if fsdp2 else {}).get(
-            job.optimizer, TRANSFORMERS_OPTIMIZERS[job.optimizer]),
+        "optimizer": (sharded.optimizers if sharded else {}).get(job.optimizer, TRANSFORMERS_OPTIMIZERS[job.optimizer]),
         "attn_implementation": "flash_attention_2" if job.flash_attn else "eager"}
     if job.trains_adapters:
         config.update(adapter=job.method, lora_r=job.lora_rank, lora_alpha=2 * job.lora_rank, lora_dropout=0.05)
@@ -80,32 +76,35 @@ def axolotl_config(job: TrainJob, hub_id: str, sharding: Sharding) -> dict[str, 
     return config
 
 
-def _fsdp2(sharding: Sharding) -> bool:
-    """Whether the plan shards with FSDP2 (axolotl's fsdp_version 2) rather than DeepSpeed or plain DDP."""
-    return sharding.profile.id == "fsdp2" and sharding.stage >= 2
+def _sharded(sharding: Sharding) -> Sharded | None:
+    """How axolotl's config says the plan's data-parallel runtime shards (runtimes.finetune_launch AXOLOTL), where it
+    shards at all: None at stage 0 (plain DDP, or a runtime's stage 0, which axolotl's bf16 DDP matches in memory)
+    and for a runtime axolotl cannot express."""
+    found = AXOLOTL.shards.get(sharding.profile.id)
+    return found if found is not None and sharding.stage else None
 
 
 def _sharding(job: TrainJob, sharding: Sharding) -> dict[str, object]:
-    runtime = sharding.profile.id
-    if job.tp > 1 and not _fsdp2(sharding):
+    expressed, sharded = AXOLOTL.shards.get(sharding.profile.id), _sharded(sharding)
+    if job.tp > 1 and not (sharded and sharded.tensor_parallel):
         raise ConfigError("axolotl runs tensor parallel under FSDP2 (docs/nd_parallelism.qmd): estimate with "
                           "--sharding fsdp2 --zero 2 or 3")
-    if runtime in ("fsdp", "megatron") or sharding.hybrid:
+    if expressed is None or sharding.stage not in expressed.stages or (sharding.hybrid and not AXOLOTL.hybrid):
         raise ConfigError(f"the estimate shards with {sharding.name}; gpuwise writes axolotl's FSDP2 and DeepSpeed "
                           "configs: estimate with --sharding fsdp2 or deepspeed (no --hybrid-shard)")
-    if not sharding.stage:
-        return {}  # plain DDP (or DeepSpeed's stage 0, which axolotl's bf16 DDP matches in memory)
-    if not _fsdp2(sharding):
-        return {"deepspeed": _deepspeed(job, sharding.stage)}
+    if sharded is None or sharded.writes == "nothing":
+        return {}
+    if sharded.writes == "zero_config":
+        return {sharded.key: _deepspeed(job, sharding.stage)}
     fsdp: dict[str, object] = {"reshard_after_forward": sharding.stage == 3,
                                "offload_params": job.offload == "optimizer+params",
                                "auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "state_dict_type": "FULL_STATE_DICT"}
     if job.ckpt == "full":
         fsdp["activation_checkpointing"] = True
-    sharded: dict[str, object] = {"fsdp_version": 2, "fsdp_config": fsdp}
+    written: dict[str, object] = {**sharded.beside, sharded.key: fsdp}
     if job.tp > 1:
-        sharded.update(tensor_parallel_size=job.tp, dp_shard_size=job.count // job.tp)
-    return sharded
+        written.update(tensor_parallel_size=job.tp, dp_shard_size=job.count // job.tp)
+    return written
 
 
 def axolotl_text(job: TrainJob, hub_id: str, sharding: Sharding) -> str:
@@ -147,7 +146,8 @@ def torchtune_overrides(job: TrainJob, sharding: Sharding) -> list[str]:
     if job.loss not in TORCHTUNE_LOSSES:
         raise ConfigError("torchtune has no fused linear cross-entropy kernel (its LinearCrossEntropyLoss is --loss "
                           "chunked): estimate with --loss chunked")
-    if job.data_parallel > 1 and (sharding.profile.id != "fsdp2" or sharding.stage not in (2, 3)):
+    expressed = TORCHTUNE.shards.get(sharding.profile.id)
+    if job.data_parallel > 1 and (expressed is None or sharding.stage not in expressed.stages):
         raise ConfigError("torchtune's distributed recipes shard with FSDP2 (ZeRO-3, or ZeRO-2 without resharding "
                           f"after forward); the estimate's {sharding.name} over several GPUs has no recipe")
     values = [f"batch_size={job.batch}", f"gradient_accumulation_steps={accumulation_steps(job)}",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from gpuwise.estimate.fit import FitReport
-from gpuwise.runtimes.finetune_launch import TRANSFORMERS_OPTIMIZERS
-from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.api import FitReport, TrainJob
+from gpuwise.api.launching import TRANSFORMERS_OPTIMIZERS
 
 _ATTN_TARGETS = '["q_proj", "k_proj", "v_proj", "o_proj"]'
 

@@ -7,8 +7,8 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.estimate.hpc.estimate import HpcEstimate
-from gpuwise.workload.hpc.apps import size_of, work_of
+from gpuwise.api import HpcEstimate
+from gpuwise.api.reporting import size_of, work_of
 
 GB = 1e9
 GIB = 2**30

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.estimate.image.pipeline import ImageEstimate, ImageFit
+from gpuwise.api import ImageEstimate, ImageFit
 
 GIB = 2**30
 

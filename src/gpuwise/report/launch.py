@@ -10,21 +10,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwise import runtimes
+from gpuwise.api import Estimate, InferJob, InferPlan
+from gpuwise.api.launching import (
+    GGUF_TAGS,
+    LAUNCHES,
+    Launch,
+    Preset,
+    QuantizedCheckpoint,
+    engine_name,
+    hub_id,
+    listed_for,
+    preset_of,
+    quantized_checkpoint,
+)
 from gpuwise.errors import ConfigError
-from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.plan import InferPlan
-from gpuwise.runtimes.launch import LAUNCHES, Launch
-from gpuwise.workload.jobs.job import InferJob
-from gpuwise.workload.model.presets import Preset, hub_index, presets
-from gpuwise.workload.model.quantized import GGUF_TAGS, QuantizedCheckpoint, listed_for, quantized_checkpoint
 
 SIXTEEN_BIT = frozenset({"bf16", "fp16", "fp32"})
-
-
-def engine_name(engine: str) -> str:
-    """The engine as its profile names it (vLLM, SGLang, llama.cpp)."""
-    return runtimes.engine(engine).name
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def launch_command(result: Estimate, model: str, engine: str, served: Mapping[st
 
 
 def serving_plan(result: Estimate, engine: str) -> tuple[InferJob, InferPlan]:
-    """The estimate's inference job as resolved on its card, after checking that ``engine`` can start it."""
+    """The estimate's inference job as its plan resolved it on its card (the plan the estimate carries, not resolved
+    again), after checking that ``engine`` can start it."""
     job = result.job
     if not isinstance(job, InferJob):
         raise ConfigError("--emit vllm|sglang|llamacpp prints a serving command: use --task infer")
@@ -85,16 +87,9 @@ def serving_plan(result: Estimate, engine: str) -> tuple[InferJob, InferPlan]:
     return plan.job, plan
 
 
-def hub_id(model: str) -> str:
-    """A preset id as the hub id its engine downloads (llama-3.1-8b -> meta-llama/Llama-3.1-8B)."""
-    preset = presets().get(model)
-    return preset.hub_ids[0] if preset is not None and preset.hub_ids else model
-
-
 def _preset(model: str, result: Estimate) -> Preset | None:
     """The preset ``model`` names (its id or one of its hub ids), else the one the estimate resolved to."""
-    found = hub_index().get(model.lower()) or hub_index().get(result.model.name.lower())
-    return presets().get(found) if found else None
+    return preset_of(model, result.model.name)
 
 
 def _from_hub(model: str) -> bool:

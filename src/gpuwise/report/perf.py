@@ -8,12 +8,8 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.serving.simulate import LoadResult, ServingReport
-from gpuwise.estimate.speed.bands import band
-from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.scaling import ScaleRow
-from gpuwise.estimate.speed.training import TrainPerf
+from gpuwise.api import Estimate, InferPerf, ScaleRow, ServingReport, TrainPerf
+from gpuwise.api.reporting import DEFAULT_NETWORK, LoadResult, band
 from gpuwise.report.narrow import Column, narrow_table
 
 
@@ -30,8 +26,6 @@ SCALE_DROPS = ("nodes", "comm share", "tokens/s per GPU")  # nodes: the GPUs ove
 def scale_table(model: str, gpu: str, rows: list[ScaleRow], network: str | None = None) -> Table:
     """One row per GPU count; a count that does not fit shows no speed (its figures stay in --json, beside
     ``fits: false``); on a narrow terminal the nodes, communication share and per-GPU rate leave first."""
-    from gpuwise.estimate.speed.parallel import DEFAULT_NETWORK
-
     joined = network or f"{DEFAULT_NETWORK} (assumed; --network names yours: eth-100g, eth-400g, ib-hdr ...)"
     timed = any(r.epoch_time_s for r in rows)
     columns = SCALE_COLUMNS + ((Column("hours for --tokens"),) if timed else ())

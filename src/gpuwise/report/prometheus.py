@@ -15,8 +15,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from gpuwise.probe.checks import Report
-from gpuwise.probe.snapshot import GpuReading
+from gpuwise.api.reporting import DoctorReport, GpuReading
 
 GPU_LABELS = ("gpu", "uuid", "catalog_id", "hostname")
 STATUS_VALUE = {"PASS": 0, "WARN": 1, "FAIL": 2, "N/A": 3}
@@ -85,7 +84,7 @@ def _flag(value: bool | None) -> float | None:
     return None if value is None else float(value)
 
 
-def families(report: Report, bench_ratios: Mapping[str, float] | None = None) -> list[Metric]:
+def families(report: DoctorReport, bench_ratios: Mapping[str, float] | None = None) -> list[Metric]:
     """Every gauge of the machine ``report`` read, its checks' statuses, and ``bench_ratios`` (metric -> measured /
     catalog) of its last bench."""
     host = report.snapshot.host or ""
@@ -106,7 +105,7 @@ def families(report: Report, bench_ratios: Mapping[str, float] | None = None) ->
     return out
 
 
-def _info(report: Report, labels: Mapping[int, list[str]]) -> Metric:
+def _info(report: DoctorReport, labels: Mapping[int, list[str]]) -> Metric:
     s = report.snapshot
     family = GaugeMetricFamily("gpuwise_gpu_info", "Always 1: the GPU's name and the driver, as labels.",
                                labels=(*GPU_LABELS, "name", "driver_version"))
@@ -115,7 +114,7 @@ def _info(report: Report, labels: Mapping[int, list[str]]) -> Metric:
     return family
 
 
-def _throttle(report: Report, labels: Mapping[int, list[str]]) -> Metric:
+def _throttle(report: DoctorReport, labels: Mapping[int, list[str]]) -> Metric:
     family = GaugeMetricFamily("gpuwise_clock_event_active", "1 while NVML reports this clock-event (throttle) "
                                "reason; dcgm-exporter packs them into DCGM_FI_DEV_CLOCK_THROTTLE_REASONS.",
                                labels=(*GPU_LABELS, "reason"))
@@ -126,7 +125,7 @@ def _throttle(report: Report, labels: Mapping[int, list[str]]) -> Metric:
     return family
 
 
-def _checks(report: Report, host: str, labels: Mapping[int, list[str]]) -> Metric:
+def _checks(report: DoctorReport, host: str, labels: Mapping[int, list[str]]) -> Metric:
     family = GaugeMetricFamily("gpuwise_check_status", "Each doctor check: 0 pass, 1 warn, 2 fail, 3 n/a.",
                                labels=(*GPU_LABELS, "check"))
     for c in report.checks:
@@ -147,7 +146,7 @@ class Collector:
     """A prometheus_client collector that reads the machine afresh at each scrape (``read`` returns the report and
     the bench ratios), at most once per ``min_interval_s``: a scrape storm does not hammer NVML."""
 
-    def __init__(self, read: Callable[[], tuple[Report, Mapping[str, float] | None]], min_interval_s: float,
+    def __init__(self, read: Callable[[], tuple[DoctorReport, Mapping[str, float] | None]], min_interval_s: float,
                  clock: Callable[[], float]) -> None:
         self._read, self._interval, self._clock = read, min_interval_s, clock
         self._cached: list[Metric] | None = None

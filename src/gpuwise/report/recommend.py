@@ -11,10 +11,9 @@ from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 
-from gpuwise.estimate.cost.report import TcoReport
-from gpuwise.recommend.engine import Option, Recommendation, Rejected
-from gpuwise.recommend.fit import Fit
-from gpuwise.recommend.request import Workload
+from gpuwise.api import Recommendation, TcoReport
+from gpuwise.api.reporting import Fit, Option, Rejected
+from gpuwise.api.shell import Workload
 
 
 def _workload_json(workload: Workload, fit: Fit) -> dict[str, Any]:

@@ -9,16 +9,9 @@ from dataclasses import dataclass
 
 import yaml
 
-from gpuwise.catalog.schema import CloudOffer
+from gpuwise.api.launching import ACCELERATORS, CLOUD_NAMES, CLOUDS, DEFAULT_DISK_GB, NOT_REGIONS, SKYPILOT_SOURCE
+from gpuwise.api.reporting import CloudOffer
 from gpuwise.errors import ConfigError
-from gpuwise.runtimes.skypilot import (
-    ACCELERATORS,
-    CLOUD_NAMES,
-    CLOUDS,
-    DEFAULT_DISK_GB,
-    NOT_REGIONS,
-    SKYPILOT_SOURCE,
-)
 
 MASTER_ADDR = 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)'  # distributed-jobs.rst, SkyPilot's docs
 

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from gpuwise.estimate.serving.layer_split import LayerSplit
+from gpuwise.api import LayerSplit
 
 GIB = 2**30
 

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.estimate.estimate import Estimate
-from gpuwise.estimate.memory.breakdown import MemoryEstimate
-from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.traced import TracedTime
-from gpuwise.estimate.speed.training import TrainPerf
-from gpuwise.workload.trace.steps import Trace
+from gpuwise.api import Estimate, InferPerf, MemoryEstimate, TrainPerf
+from gpuwise.api.reporting import Trace, TracedTime
 
 
 def allocated_bytes(memory: MemoryEstimate) -> float:

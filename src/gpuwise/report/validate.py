@@ -8,8 +8,7 @@ from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 
-from gpuwise.api.validation import Validation
-from gpuwise.workload.jobs.image import ImageJob
+from gpuwise.api import ImageJob, Validation
 
 _UNITS = {"peak_allocated_gib": ("peak allocated (torch)", "GiB"), "peak_reserved_gib": ("peak reserved", "GiB"),
           "step_s": ("training step", "s"), "tokens_per_s": ("tokens/s", ""),

@@ -5,6 +5,11 @@ at the commit cited (the tests check each emitted key against these sets)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpuwise.runtimes import DEFAULT_FRAMEWORK
+from gpuwise.runtimes.launch import ToolKind
 
 AXOLOTL_COMMIT = "axolotl-ai-cloud/axolotl@067b021c (v0.18.0)"
 AXOLOTL_SOURCE = (AXOLOTL_COMMIT + " src/axolotl/utils/schemas/config.py AxolotlInputConfig (sequence_len, "
@@ -125,7 +130,78 @@ recipes; where no qlora config exists, a LoRA config with model.quantize_base=Tr
 TORCHTUNE_TENSOR_PARALLEL = frozenset({"llama3_1/70B_full", "llama3_3/70B_full", "llama3_3/70B_full_multinode"})
 """The configs that carry a tensor_parallel_plan, without which tensor_parallel_dim has nothing to shard by."""
 
+ShardingWrite = Literal["nothing", "zero_config", "fsdp_config"]
+"""What a training tool's config writes to shard a job as the plan's data-parallel runtime does:
+    nothing      no key: the tool's own DDP (or a runtime's stage 0, which that matches in memory)
+    zero_config  a DeepSpeed ZeRO config (zero_optimization.stage, offload_optimizer, offload_param), inline
+    fsdp_config  FSDP settings (reshard_after_forward at stage 3, offload_params, the wrap policy)"""
+
+
+@dataclass(frozen=True)
+class Sharded:
+    """How a training tool's config expresses one data-parallel runtime of ``runtimes/sharding.py`` (a runtime it
+    has no entry for, it cannot express): the ZeRO stages it runs it at, what it writes and under which key, the
+    keys written beside it, and what else changes under it."""
+
+    stages: frozenset[int]
+    writes: ShardingWrite
+    source: str
+    key: str = ""  # the config file's key that holds what it writes ("" for nothing, or top-level overrides)
+    beside: Mapping[str, object] = field(default_factory=dict)  # keys written with it (fsdp_version: 2)
+    tensor_parallel: bool = False  # the tool runs tensor parallelism under this runtime (and only under such)
+    checkpoints_activations: bool = False  # activation checkpointing is the runtime's own setting, not the model's
+    optimizers: Mapping[str, str] = field(default_factory=dict)  # optimizer names it takes instead of transformers'
+
+
+@dataclass(frozen=True)
+class TrainingTool:
+    """A fine-tuning tool gpuwise writes for: how it is configured (a config file it reads, or a registered config
+    with key=value overrides on its command line), its install line, and the data-parallel runtimes its config
+    can express (runtimes/sharding.py ids; stage 0 writes nothing)."""
+
+    id: str
+    name: str
+    config: Literal["file", "command"]
+    install: str
+    shards: Mapping[str, Sharded]
+    hybrid: bool = False  # expresses hybrid sharding (--hybrid-shard: sharded within a node, replicated across)
+    kind: ToolKind = "training"
+
+
+AXOLOTL = TrainingTool(
+    id="axolotl", name="axolotl", config="file", install=AXOLOTL_INSTALL,
+    shards={
+        "ddp": Sharded(frozenset({0}), "nothing", "axolotl's bf16 DDP under torchrun (no sharding key)"),
+        "deepspeed": Sharded(frozenset({0, 1, 2, 3}), "zero_config", AXOLOTL_COMMIT + " config.py deepspeed: a "
+                             "path or a dict (DeepSpeed's config JSON); " + DEEPSPEED_SOURCE, key="deepspeed"),
+        "fsdp2": Sharded(frozenset({0, 2, 3}), "fsdp_config", AXOLOTL_COMMIT + " docs/multi-gpu.qmd (FSDP2: "
+                         "fsdp_version 2, ZeRO-2 as reshard_after_forward false, ZeRO-3 true), "
+                         "src/axolotl/utils/schemas/fsdp.py FSDPConfig (activation_checkpointing), "
+                         "docs/nd_parallelism.qmd (tensor_parallel_size under FSDP2), validation.py (FSDP2 "
+                         "optimizers)", key="fsdp_config", beside={"fsdp_version": 2}, tensor_parallel=True,
+                         checkpoints_activations=True, optimizers=AXOLOTL_FSDP2_OPTIMIZERS),
+    })
+"""axolotl: a YAML config file (AXOLOTL_KEYS); DDP, DeepSpeed ZeRO and FSDP2, not FSDP (version 1), Megatron or
+hybrid sharding."""
+
+TORCHTUNE = TrainingTool(
+    id="torchtune", name="torchtune", config="command", install=TORCHTUNE_INSTALL,
+    shards={"fsdp2": Sharded(frozenset({2, 3}), "fsdp_config", TORCHTUNE_SOURCE + ": the distributed recipes "
+                             "shard with FSDP2, fsdp_reshard_after_forward True (ZeRO-3) or False (ZeRO-2)")})
+"""torchtune: ``tune run RECIPE --config NAME key=value ...`` (TORCHTUNE_OVERRIDES); over several data-parallel GPUs
+only FSDP2 at ZeRO-2 or ZeRO-3 (one GPU runs any runtime's single-device recipe)."""
+
+TRAINING_TOOLS: Mapping[str, TrainingTool] = {t.id: t for t in (AXOLOTL, TORCHTUNE)}
+"""The training tools --emit writes for, by id."""
+
 TRAINING_LAUNCHERS: Mapping[str, str] = {"torchtune": "torchtune", "axolotl": "axolotl", "hf": "axolotl",
                                          "unsloth": "axolotl", "llama-factory": "axolotl", "deepspeed": "axolotl"}
 """Which tool a SkyPilot task starts for a job of each --framework (unset: axolotl, which runs the same transformers
 and PEFT code as the hf estimate); torchtitan and Megatron jobs are not emitted."""
+
+
+def training_launcher(framework: str | None) -> TrainingTool | None:
+    """The tool a SkyPilot task starts for a job of ``--framework framework`` (unset: transformers' Trainer, which
+    axolotl runs); None where gpuwise writes no launch for it."""
+    found = TRAINING_LAUNCHERS.get(framework or DEFAULT_FRAMEWORK)
+    return TRAINING_TOOLS[found] if found is not None else None

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuwise.runtimes.engines import LLAMACPP_ARGS, VLLM_ARGS
+
+ToolKind = Literal["serving", "training", "cluster"]
+"""What an ``--emit`` tool starts: a serving engine's server (its command, ``LAUNCHES`` here), a fine-tuning tool's
+run (its config file or command, ``runtimes/finetune_launch.py``), or a cluster task that runs either on rented
+machines (``runtimes/skypilot.py``)."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,7 @@ class Launch:
     gpu_layers: int | None = None  # layers to place on the GPU: all of them (llama.cpp -ngl)
     install: str = ""  # the setup line of a SkyPilot task ("" where gpuwise writes no task for it)
     port: int = 8000  # the port it serves on, given with flags["port"] in a task
+    kind: ToolKind = "serving"
 
 
 VLLM_QUANT = ("vllm-project/vllm@0034007d vllm/model_executor/layers/quantization/__init__.py QuantizationMethods "

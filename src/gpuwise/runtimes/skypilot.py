@@ -5,6 +5,9 @@ gpuwise writes only names its catalog lists)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpuwise.runtimes.launch import ToolKind
 
 SKYPILOT_SOURCE = ("skypilot-org/skypilot@7e595970 (v0.14.1) sky/utils/schemas.py get_task_schema (name, num_nodes, "
                    "resources, setup, run, secrets, service), _get_single_resources_schema (accelerators, infra, "
@@ -34,3 +37,17 @@ CLOUD_NAMES: Mapping[str, str] = {"vast-ai": "vast"}
 """gpuwise provider ids SkyPilot spells otherwise; the rest are the same word (aws, gcp, runpod, lambda ...)."""
 NOT_REGIONS = frozenset({"", "-", "global", "us", "eu", "asia", "any"})
 """Regions of marketplace offers that name an area, not a place SkyPilot can put a machine: left out of infra."""
+
+
+@dataclass(frozen=True)
+class ClusterTool:
+    """A tool that runs one of the serving or training launches on rented machines, from a task file it reads."""
+
+    id: str
+    name: str
+    source: str
+    kind: ToolKind = "cluster"
+
+
+SKYPILOT = ClusterTool(id="skypilot", name="SkyPilot", source=SKYPILOT_SOURCE)
+"""SkyPilot: a task file (TASK_KEYS) that sets up and runs one of the serving or training launches."""
