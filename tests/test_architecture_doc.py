@@ -42,9 +42,9 @@ def _defines(path: Path, name: str, *, exported: bool = False) -> bool:
     imports it, or names it as a string (a package's ``__all__`` and its table of names imported on first use)."""
     text = path.read_text(encoding="utf-8")
     name = name.split("(", 1)[0]
-    rule = rf"^\s*(?:async\s+def|def|class)\s+{{0}}\b|^\s*{{0}}\s*[:=]"
+    rule = r"^\s*(?:async\s+def|def|class)\s+{0}\b|^\s*{0}\s*[:=]"
     if exported:
-        rule += rf"|^\s*from \S+ import .*\b{{0}}\b|[\"']{{0}}[\"']"
+        rule += r"|^\s*from \S+ import .*\b{0}\b|[\"']{0}[\"']"
     return all(re.search(rule.format(re.escape(part)), text, re.MULTILINE) for part in name.split("."))
 
 
@@ -110,8 +110,9 @@ def test_the_document_names_the_plan_and_the_contracts_it_describes() -> None:
 
 
 def test_a_made_up_name_is_reported() -> None:
-    made_up = ("`gpuwise/api.py` and `src/gpuwise/probe/validate.py`, `estimate/flops.py`, `gpuwise.estimate.roofline`, "
-               "`estimate/estimate.py:no_such_function`, `catalog/data/gpus/<id>.toml`, src/gpuwise/probe/calibrate/ "
+    made_up = ("`gpuwise/api.py` and `src/gpuwise/probe/validate.py`, `estimate/flops.py`, "
+               "`gpuwise.estimate.roofline`, `estimate/estimate.py:no_such_function`, `catalog/data/gpus/<id>.toml`, "
+               "src/gpuwise/probe/calibrate/ "
                "and [a page](no-such-page.md)")
     assert sorted(missing(made_up)) == sorted([
         "gpuwise.estimate.roofline", "estimate/estimate.py:no_such_function", "no-such-page.md", "gpuwise/api.py",
@@ -122,6 +123,6 @@ def test_a_made_up_name_is_reported() -> None:
 
 def test_real_names_in_each_form_are_found() -> None:
     real = ("`src/gpuwise/estimate/plan/models.py`, `estimate/plan/`, `gpuwise.api.plan`, `gpuwise.estimate.plan`, "
-            "`estimate/plan/models.py:TrainPlan.microbatches`, `catalog/data/gpus/<id>.yaml`, `troubleshoot/data/kb-*.yaml`,"
-            " tests/test_accuracy.py and [the index](index.md#top)")
+            "`estimate/plan/models.py:TrainPlan.microbatches`, `catalog/data/gpus/<id>.yaml`, "
+            "`troubleshoot/data/kb-*.yaml`, tests/test_accuracy.py and [the index](index.md#top)")
     assert missing(real) == []
