@@ -18,7 +18,7 @@ _FROM: dict[str, tuple[str, str]] = {
     # were counted (Architecture.resolved_as when the module tree was built)
     "CostFigures": ("gpuwise.estimate.cost.price", "CostFigures"),
     "band": ("gpuwise.estimate.speed.bands", "band"),
-    "DERIVED": ("gpuwise.workload.trace.module_tree", "DERIVED"),
+    "DERIVED": ("gpuwise.workload.model.module_tree", "DERIVED"),
     # serving and scaling: one load point of a serve-sim, the network assumed between nodes when none is given
     "LoadResult": ("gpuwise.estimate.serving.simulate", "LoadResult"),
     "DEFAULT_NETWORK": ("gpuwise.estimate.speed.parallel", "DEFAULT_NETWORK"),
@@ -78,7 +78,7 @@ if TYPE_CHECKING:  # what type checkers see: the same names, imported eagerly
     from gpuwise.recommend.fit import Fit as Fit
     from gpuwise.workload.hpc.apps import size_of as size_of
     from gpuwise.workload.hpc.apps import work_of as work_of
-    from gpuwise.workload.trace.module_tree import DERIVED as DERIVED
+    from gpuwise.workload.model.module_tree import DERIVED as DERIVED
     from gpuwise.workload.trace.steps import Trace as Trace
 
     BenchResult = Result  # the probe's names, said as what they are beside the others
