@@ -137,3 +137,22 @@ def test_image_and_hpc_estimates_carry_their_plan() -> None:
     assert image.plan.job == image.job and image.plan.runtime.id == "diffusers"
     hpc = api.hpc_estimate(gpu="a100-sxm-80gb", app="lammps")
     assert hpc.plan.job == hpc.job and hpc.plan.app.id == "lammps"
+
+
+def test_the_int4_dequantize_pass_is_an_engine_fact() -> None:
+    """AutoAWQ's batched GEMM (transformers) unpacks AWQ weights to fp16 before multiplying; vLLM and SGLang serve the
+    same checkpoint with Marlin, which dequantizes inside the GEMM -- on compute capability 8.0 and up (vLLM
+    marlin_utils.check_marlin_supported). So the prefill pays the pass on transformers, and on vLLM only on a T4."""
+    from gpuwise.estimate.speed.inference import _dequantize
+
+    cards = load_catalog(use_user_dir=False).gpus
+    llama = resolve_model("llama-3.1-8b")
+
+    def pass_ops(engine: str, card: str) -> list[str]:
+        plan = resolve(llama, InferJob(engine=engine, quant="awq-int4"), cards[card])
+        assert isinstance(plan, InferPlan)
+        return [op.name for op in _dequantize(plan, plan.job)]
+
+    assert pass_ops("hf", "h100-sxm-80gb") == ["dequantize"]
+    assert pass_ops("vllm", "h100-sxm-80gb") == pass_ops("sglang", "a100-sxm-80gb") == []
+    assert cards["t4"].compute_capability == "7.5" and pass_ops("vllm", "t4") == ["dequantize"]

@@ -40,6 +40,11 @@ FUSED_MOE_CALL = Sourced(27e-6, "vLLM's Triton fused_moe timed by benchmarks/ker
                                 "fused_moe_triton)")
 
 
+MARLIN = ("vllm-project/vllm model_executor/layers/quantization/awq_marlin.py AWQMarlinConfig."
+          "override_quantization_method: a checkpoint Marlin runs is served with awq_marlin ('The model is convertible "
+          "to awq_marlin during runtime'), GPTQ with gptq_marlin; utils/marlin_utils.py check_marlin_supported: "
+          "compute capability 8.0 and up; Marlin dequantizes in registers inside the GEMM")
+
 VLLM = EngineProfile(
     id="vllm", name="vLLM",
     prefix_caching=Sourced("vLLM caches prompt prefixes by default since v0.8, and a sweep that sends the same "
@@ -78,7 +83,8 @@ VLLM = EngineProfile(
     kernels=Kernels(attention=Sourced("FlashAttention / FlashInfer paged attention", "vLLM docs, attention backends"),
                     moe=Sourced("fused_moe Triton grouped GEMM", "vllm model_executor/layers/fused_moe"),
                     moe_call_s=FUSED_MOE_CALL,
-                    norm=Sourced("fused RMSNorm (custom op)", "vllm model_executor/layers/layernorm.py")),
+                    norm=Sourced("fused RMSNorm (custom op)", "vllm model_executor/layers/layernorm.py"),
+                    int4_fused_from=Sourced(8.0, MARLIN)),
     needs=Requirement("vllm", "vLLM does not run on {stack} for {gpu}; choose another --engine"),
     disaggregates=Sourced(True, "vLLM docs, Disaggregated Prefilling: separate prefill and decode instances joined "
                                 "by a KV connector (NixlConnector)"),
@@ -116,7 +122,10 @@ SGLANG = EngineProfile(
                                "(@f489bf94 fields/exec_.py)"),
     kernels=Kernels(attention=Sourced("FlashInfer / FA3 radix attention", "SGLang docs, attention backends"),
                     moe=Sourced("fused_moe Triton grouped GEMM", "sglang srt/layers/moe/fused_moe_triton"),
-                    moe_call_s=FUSED_MOE_CALL),
+                    moe_call_s=FUSED_MOE_CALL,
+                    int4_fused_from=Sourced(8.0, "sgl-project/sglang srt/layers/quantization/awq.py and "
+                                                 "marlin_utils.py: AWQ and GPTQ checkpoints run Marlin's kernels "
+                                                 "(apply_awq_marlin_linear), as vLLM's do; " + MARLIN)),
     disaggregates=Sourced(True, "SGLang docs, PD Disaggregation: --disaggregation-mode prefill / decode with a KV "
                                 "transfer backend (Mooncake, NIXL)"),
 )

@@ -91,6 +91,9 @@ class Kernels:
     moe_call_s: Sourced[float] | None = None  # one MoE layer's grouped-GEMM call at decode, beyond the bytes it reads
     norm: Sourced[str] | None = None
     loss: Sourced[str] | None = None
+    # the NVIDIA compute capability from which AWQ/GPTQ matmuls dequantize inside the GEMM (Marlin); below it, on
+    # other vendors, and where None, a batched GEMM unpacks the 4-bit weights to 16-bit first (AutoAWQ's path)
+    int4_fused_from: Sourced[float] | None = None
 
 
 @dataclass(frozen=True)

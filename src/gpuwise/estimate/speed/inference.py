@@ -61,9 +61,15 @@ def _moe_call_s(plan: InferPlan) -> float:
 
 def _dequantize(plan: InferPlan, job: InferJob) -> list[Op]:
     """Batched GEMMs on AWQ/GPTQ weights unpack them to fp16 first (AutoAWQ's GEMM path above its batch
-    threshold): read the packed weights, write and read fp16 copies. llama.cpp's MMQ kernels (ggml-cuda/mmq.cu)
-    multiply the quantized GGUF blocks directly, so GGUF prefill pays no such pass."""
+    threshold): read the packed weights, write and read fp16 copies -- unless the engine's kernels dequantize inside
+    the GEMM on this card (its profile's ``int4_fused_from``: vLLM's and SGLang's Marlin from compute capability 8.0).
+    llama.cpp's MMQ kernels (ggml-cuda/mmq.cu) multiply the quantized GGUF blocks directly, so GGUF prefill pays no
+    such pass."""
     if job.weights not in ("awq-int4", "gptq-int4", "int4"):
+        return []
+    fused = plan.engine.kernels.int4_fused_from
+    capability = plan.gpu.compute_capability if plan.gpu.vendor == "nvidia" else None
+    if fused is not None and capability is not None and float(capability) >= fused.value:
         return []
     w, arch = plan.stored, plan.arch
     quantized = w.quantized / job.tp
