@@ -75,6 +75,13 @@ recommend qwen2.5-14b --method full --tokens 1e9 --deadline-hours 48 --json
 recommend llama-3.1-70b --task train --method full --tokens 2e12 --deadline-hours 1440 \\
   --hours-per-day 24 --max-gpus 4096 --usage one-off --json
 recommend sdxl --task infer --json
+recommend qwen2.5-14b --method full --framework torchtune --tokens 1e9 --deadline-hours 24 --json
+recommend qwen2.5-7b --method lora --framework unsloth --budget-usd 3000 --json
+recommend llama-3.1-8b --method full --framework axolotl --tokens 5e8 --deadline-hours 48 --json
+fit qwen3-8b --gpu rtx-4090 --method full --framework torchtune --json
+scale qwen3-8b --gpu h100-sxm-80gb --framework torchtune --json
+estimate llama-3.1-8b --gpu h100-sxm-80gb --count 8 --framework axolotl --json
+estimate qwen3-8b --gpu h100-sxm-80gb --method full --framework torchtune --json
 tco h100-sxm-80gb --count 8 --json
 catalog show h100-sxm-80gb --json
 catalog compare rtx-4090 rtx-5090 --json

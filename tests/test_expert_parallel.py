@@ -14,6 +14,7 @@ from gpuwise.estimate.speed.parallel import intra_node_link
 from gpuwise.estimate.weights import weights
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
+from plans import infer_plan
 
 # DeepSeek-V3: 58 MoE layers of 256 routed experts, each 3 x 7168 x 2048 weights (config.json)
 ROUTED = 58 * 256 * 3 * 7168 * 2048
@@ -40,7 +41,8 @@ def test_the_all_to_all_carries_each_tokens_top_k_copies(shipped: Catalog) -> No
     link = intra_node_link(card, shipped)
     local = 64 / 8 * 8 * 7168 * 2  # 8 tokens on this GPU, 8 experts each, bf16 activations
     one = 7 / 8 * local / link.achieved_bytes_per_s + C.COLLECTIVE_LATENCY.value
-    assert _tp_comm_s(arch, job, 64, card, shipped) == pytest.approx(2 * 58 * one)
+    plan = infer_plan(arch, job, card.id)
+    assert _tp_comm_s(plan, plan.job, 64, shipped) == pytest.approx(2 * 58 * one)
 
 
 def test_ep_is_refused_where_it_means_nothing(shipped: Catalog) -> None:

@@ -80,19 +80,40 @@ def test_an_encoder_decoder_gets_logits_only_for_its_labels() -> None:
     assert activations(train_plan(arch, short)) < activations(train_plan(arch, same))
 
 
+def _filled(**flags: object) -> TrainJob:
+    """The job as its plan resolves it: --framework's recipe for the flags left out."""
+    return train_plan(resolve_model("llama-3.1-8b"), TrainJob(**flags)).job  # type: ignore[arg-type]
+
+
 def test_framework_fills_only_what_the_user_left_out() -> None:
     """torchtune 8B_full_single_device.yaml: dtype bf16, enable_activation_checkpointing, CEWithChunkedOutputLoss,
-    optimizer_in_bwd, PagedAdamW8bit; an explicit flag always wins."""
-    job = TrainJob(framework="torchtune", batch=2)
+    optimizer_in_bwd, PagedAdamW8bit; an explicit flag always wins. The job as parsed keeps only the user's flags;
+    the plan fills the rest, once."""
+    assert TrainJob(framework="torchtune", batch=2).optimizer == "adamw"  # parsed: the user's flags only
+    job = _filled(framework="torchtune", batch=2)
     assert (job.precision, job.ckpt, job.loss, job.optimizer_in_backward, job.optimizer) == (
         "pure-bf16", "full", "chunked", True, "paged-adamw-8bit")
-    mine = TrainJob(framework="torchtune", batch=2, loss="standard", grad_ckpt=False)
+    mine = _filled(framework="torchtune", batch=2, loss="standard", grad_ckpt=False)
     assert (mine.loss, mine.ckpt) == ("standard", "none") and "loss" not in mine.framework_filled
-    lora = TrainJob(framework="torchtune", method="lora")  # the LoRA recipes keep their optimizer and gradients
+    lora = _filled(framework="torchtune", method="lora")  # the LoRA recipes keep their optimizer and gradients
     assert not lora.optimizer_in_backward and lora.optimizer == "adamw"
-    unsloth = TrainJob(framework="unsloth", method="qlora")
+    unsloth = _filled(framework="unsloth", method="qlora")
     assert unsloth.loss == "fused" and unsloth.activation_offload and unsloth.ckpt == "full"
-    assert TrainJob(framework="hf").framework_filled == ()
+    assert _filled(framework="hf").framework_filled == ()
+
+
+def test_a_copy_at_another_gpu_count_gets_that_counts_recipe() -> None:
+    """torchtune's single-device full recipe steps in backward with PagedAdamW8bit; its distributed recipe
+    (full_finetune_distributed, 8B_full.yaml) keeps AdamW and a plain step. A job copied to 8 GPUs -- as recommend's
+    layouts and fit's --count edits copy it -- is resolved with the 8-GPU recipe, not the one-GPU fills it was parsed
+    next to (before issue 38 the copy kept them and recommend printed --optim-in-bwd for 8 GPUs)."""
+    llama = resolve_model("llama-3.1-8b")
+    one = train_plan(llama, TrainJob(framework="torchtune")).job
+    assert one.optimizer_in_backward and one.optimizer == "paged-adamw-8bit"
+    eight = train_plan(llama, one.updated(count=8), "h100-sxm-80gb").job
+    assert not eight.optimizer_in_backward and eight.optimizer == "adamw" and eight.precision == "pure-bf16"
+    kept = train_plan(llama, one.updated(count=8, optimizer="adamw-8bit")).job
+    assert kept.optimizer == "adamw-8bit" and "optimizer" not in kept.framework_filled  # a change the user made stays
 
 
 def test_the_estimate_lists_the_framework_defaults_it_applied(shipped: Catalog) -> None:
@@ -105,7 +126,7 @@ def test_the_estimate_lists_the_framework_defaults_it_applied(shipped: Catalog) 
 
 
 def test_torchtune_with_accumulation_keeps_its_plain_optimizer_step() -> None:
-    job = TrainJob(framework="torchtune", batch=2, global_batch=64)
+    job = _filled(framework="torchtune", batch=2, global_batch=64)
     assert not job.optimizer_in_backward and "optimizer_in_backward" not in job.framework_filled
 
 
@@ -174,12 +195,12 @@ def test_packed_sequences_without_flash_attention_hold_the_block_causal_mask() -
 
 
 def test_axolotl_packs_and_checkpoints_and_megatron_keeps_its_gradient_buffer() -> None:
-    axolotl = TrainJob(framework="axolotl", method="qlora")
+    axolotl = _filled(framework="axolotl", method="qlora")
     assert axolotl.packed and axolotl.ckpt == "full"
     llama = resolve_model("llama-3.1-8b")
     assert train_plan(llama, TrainJob(framework="megatron")).gradients_persist
     assert not train_plan(llama, TrainJob()).gradients_persist
-    assert TrainJob(framework="torchtitan", count=8).zero == 3 and TrainJob(framework="megatron", count=8).zero == 0
+    assert _filled(framework="torchtitan", count=8).zero == 3 and _filled(framework="megatron", count=8).zero == 0
 
 
 @pytest.mark.parametrize(("method", "measured_gib"), [("lora", 16.2), ("qlora", 7.4)])

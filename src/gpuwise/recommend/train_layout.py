@@ -23,6 +23,7 @@ from gpuwise.flags import command_line
 from gpuwise.recommend.fit import FULL_WARNING_SHARE, Fit, Rejection, fullness, too_big
 from gpuwise.recommend.machines import Machines
 from gpuwise.recommend.request import Workload
+from gpuwise.runtimes.sharding import UNSHARDED
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.architecture import Architecture
 
@@ -70,7 +71,8 @@ def train(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, co
     notes += unmeasured_stack_note(gpu, calibration, "training")
     command = command_line(job, command="estimate", head=(workload.model, "--gpu", gpu.id))
     return Fit(per_gpu_bytes=result.memory.per_gpu_bytes, job_hours=hours, job_hours_high=high,
-               tokens_per_s=perf.tokens_per_s, notes=tuple(notes), settings=(_train_settings(job, sharding),),
+               tokens_per_s=perf.tokens_per_s, notes=tuple(notes),
+               settings=(_train_settings(_resolved(result), sharding),),
                commands=(command,))
 
 
@@ -97,6 +99,13 @@ def _zero_choices(template: TrainJob, data_parallel: int) -> tuple[dict[str, int
     return ({}, {"zero": 2})
 
 
+def _resolved(result: Estimate) -> TrainJob:
+    """The job as the estimate's plan resolved it (its framework's recipe filled in)."""
+    job = result.plan.job
+    assert isinstance(job, TrainJob)
+    return job
+
+
 def _speed(result: Estimate) -> float:
     return result.perf.tokens_per_s if isinstance(result.perf, TrainPerf) else 0.0
 
@@ -109,7 +118,7 @@ def _laid_out(arch: Architecture, template: TrainJob, job: TrainJob, gpu: GPU, c
     except GpuwiseError as exc:  # a layout this model cannot take
         return Rejection("count", str(exc))
     notes: list[str] = []
-    for knob in free_knobs(arch, template, job, gpu):
+    for knob in free_knobs(arch, template, _resolved(result), gpu):
         if result.memory.fits:
             break
         # a knob the user left free, turned on cumulatively in the order that costs least (an explicit flag is kept)
@@ -157,11 +166,13 @@ def _fill_memory(arch: Architecture, job: TrainJob, result: Estimate, gpu: GPU, 
 
 
 def _train_settings(job: TrainJob, sharding: Sharding | None) -> Mapping[str, object]:
-    """The training job as it was evaluated, knobs recommend turned on included."""
+    """The training job as it was evaluated (its plan's: the framework's recipe and the knobs recommend turned on
+    included)."""
+    runtime = sharding.profile.id if sharding else UNSHARDED.id
     chosen: dict[str, object] = {"method": job.method, "precision": job.precision, "optimizer": job.optimizer,
                                  "ckpt": job.ckpt, "loss": job.loss, "batch": job.batch,
-                                 "zero": sharding.stage if sharding else 0,
-                                 "sharding": sharding.profile.id if sharding else "ddp", "tp": job.tp, "pp": job.pp}
+                                 "zero": sharding.stage if sharding else 0, "sharding": runtime, "tp": job.tp,
+                                 "pp": job.pp}
     if job.global_batch is not None:
         chosen["global_batch"] = job.global_batch
     return chosen

@@ -56,12 +56,13 @@ def smaller_micro_batches(job: TrainJob) -> list[Knob]:
 
 
 def free_knobs(arch: Architecture, template: TrainJob, job: TrainJob, gpu: GPU) -> list[Knob]:
-    """The knobs ``recommend`` may turn on when the user left their field free, cheapest first, on this card."""
+    """The knobs ``recommend`` may turn on when the user left their field free, cheapest first, on this card;
+    ``job`` as its plan resolved it (a field --framework's recipe filled is the recipe's, not free)."""
     candidates = [CHECKPOINTING] if job.ckpt != "full" else []
     if job.loss == "standard" and arch.lm_head:
         candidates.append(FUSED_LOSS)
     if job.optimizer == "adamw":
         candidates.append(EIGHT_BIT_ADAM)
     candidates += smaller_micro_batches(job)
-    given = template.model_fields_set
+    given = template.model_fields_set | set(job.framework_filled)
     return [k for k in candidates if k.free not in given and k.runs_on(job, gpu)]

@@ -28,6 +28,7 @@ from gpuwise.estimate.dtypes import (
 )
 from gpuwise.estimate.sharding import Sharding, resolve_sharding
 from gpuwise.estimate.weights import Weights, as_header_says, matmul_dtype, weights
+from gpuwise.flags import build
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile, Sourced
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
@@ -228,6 +229,8 @@ def model_plan(arch: Architecture, job: Job, gpu: GPU,
         raise NotEstimable(f"{arch.name} is a UNET model: gpuwise models transformers and ResNets only "
                            f"({arch.total_params:,} parameters, {weights(arch, 'fp16').bytes / 1e9:.2f} GB of fp16 "
                            "weights)")
+    if isinstance(job, TrainJob):
+        job = with_framework(job)  # the framework's recipe for the flags the user left out
     job = for_encoder(arch, for_images(arch, job))  # a ViT's sequence is its patches; an encoder generates nothing
     require_tp(arch, job.tp)
     plan = _train_plan(arch, job, gpu) if isinstance(job, TrainJob) else _infer_plan(arch, job, gpu)
@@ -250,6 +253,16 @@ def _calibrated(plan: TrainPlan | InferPlan, calibration: Calibration | None) ->
     if plan.engine.launch_cost_s is None:
         return plan
     return replace(plan, engine=replace(plan.engine, launch_cost_s=measured))
+
+
+def with_framework(job: TrainJob) -> TrainJob:
+    """``job`` with --framework's defaults for the fields the user left free (runtimes/rules.py framework_fills: its
+    recipe for this GPU count, method and checkpointing), ``framework_filled`` naming them. Settled here, once per
+    resolve, so a copy at another GPU count (recommend's layouts) gets that count's recipe."""
+    if job.framework is None:
+        return job
+    given = job.model_dump(exclude_unset=True, exclude={*job.framework_filled, "framework_filled"})
+    return build(TrainJob, rules.apply_framework(given))
 
 
 def _train_plan(arch: Architecture, job: TrainJob, gpu: GPU) -> TrainPlan:

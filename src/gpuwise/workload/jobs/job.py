@@ -16,7 +16,7 @@ from gpuwise import runtimes
 from gpuwise.errors import ConfigError
 from gpuwise.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
 from gpuwise.runtimes.names import Engine, Framework, Sharding  # the runtimes' names, beside their registries
-from gpuwise.runtimes.rules import apply_framework, engine_refusal
+from gpuwise.runtimes.rules import engine_refusal
 from gpuwise.workload.model.checkpoint import WeightFormat
 
 Task = Literal["train", "infer"]
@@ -88,8 +88,10 @@ class _Job(BaseModel):
                                   "ResNet/ViT, 1024 SAM, 640 YOLO, 512 U-Net); a ViT's tokens follow: (side / patch)^2")
 
     def updated(self, **changes: object) -> Any:
-        """A validated copy with some fields changed (ConfigError naming the flag when incoherent)."""
-        return build(type(self), {**self.model_dump(), **changes})
+        """A validated copy with some fields changed (ConfigError naming the flag when incoherent). The copy keeps
+        which fields were given: what was left free stays free (the plan fills it from the framework's recipe, the
+        checkpoint or the engine, as it would have for the original)."""
+        return build(type(self), {**self.model_dump(exclude_unset=True), **changes})
 
 
 class TrainJob(_Job):
@@ -154,7 +156,8 @@ class TrainJob(_Job):
         default=None, description="fill the flags you leave out with this framework's defaults (torchtune: bf16, "
                                   "checkpointing, chunked loss; unsloth: offloaded checkpoints, fused loss; "
                                   "torchtitan: selective checkpointing); the estimate lists what it filled")
-    framework_filled: tuple[str, ...] = Field(default=(), description="set by --framework: the fields it filled")
+    framework_filled: tuple[str, ...] = Field(default=(), description="set when the plan is resolved: the fields "
+                                                                     "--framework's recipe filled")
     activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations", negatable=True,
                                                              aliases=("--activation-offload",))] = Field(
         default=False, description="keep saved activations in host memory between forward and backward "
@@ -166,11 +169,15 @@ class TrainJob(_Job):
                                    "axolotl sample_packing, TRL packing): without FlashAttention the block-causal "
                                    "mask is held too")
 
+    def updated(self, **changes: object) -> Any:
+        """A validated copy with some fields changed; what --framework's recipe filled is dropped with the fill, so
+        the plan fills it again for the changed job (its GPU count decides the recipe) unless the change sets it."""
+        kept = self.model_dump(exclude_unset=True, exclude={*self.framework_filled, "framework_filled"})
+        return build(type(self), {**kept, **changes})
+
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            data = apply_framework(data)
         if isinstance(data, dict) and data.get("grad_ckpt") is not None:
             data = dict(data)
             on = data.pop("grad_ckpt")
