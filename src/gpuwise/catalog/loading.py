@@ -7,7 +7,12 @@ Override files (``--catalog FILE`` or ``*.yaml`` in the user's config folder) ar
 any of the sections ``gpus``, ``offers``, ``interconnects``, each a list of records. A record
 whose id exists is *merged* onto the shipped one (so ``{id: rtx-4090, price: {...}}`` fixes a
 stale price); a new id must be a complete record. A file holding one mapping with an ``id`` is
-read as one GPU record.
+read as one GPU record. A measurement (``measured.gemm.<dtype>``) is replaced whole, never merged
+field by field: its figure, source and date go together.
+
+Once validated, each GPU learns the measured matmul fractions of the card that stands for its
+architecture and segment (``measured.stands_for``), in the merged catalog: a user's own measurement
+of that card moves its siblings too.
 """
 
 from __future__ import annotations
@@ -133,14 +138,35 @@ def override_sections(path: Path) -> dict[str, list[Raw]]:
     return sections
 
 
-def _deep_merge(base: Raw, patch: Raw) -> Raw:
+WHOLE_ENTRIES = (("measured", "gemm"),)  # mappings whose entries an override replaces whole (one measurement each)
+
+
+def _deep_merge(base: Raw, patch: Raw, path: tuple[str, ...] = ()) -> Raw:
     merged = dict(base)
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and path not in WHOLE_ENTRIES:
+            merged[key] = _deep_merge(merged[key], value, (*path, str(key)))
         else:
             merged[key] = value
     return merged
+
+
+def attach_gemm_references(gpus: Sequence[GPU]) -> None:
+    """Give each GPU the measured matmul fractions of the card whose ``measured.stands_for`` names it the reference
+    of its architecture and segment; two such cards for one pair is an error."""
+    references: dict[tuple[str, str], GPU] = {}
+    for gpu in gpus:
+        if gpu.measured is None or gpu.measured.stands_for is None:
+            continue
+        key = (gpu.architecture_family, gpu.segment)
+        other = references.setdefault(key, gpu)
+        if other is not gpu:
+            raise CatalogError(f"{gpu.id} and {other.id} both stand for {key[0]} {key[1]} cards (measured.stands_for): "
+                               f"one card per architecture and segment; set stands_for: null on the other")
+    for gpu in gpus:
+        reference = references.get((gpu.architecture_family, gpu.segment))
+        if reference is not None:
+            gpu.attach_gemm_reference(reference)
 
 
 def merge_records(
@@ -175,6 +201,7 @@ def build_records(
     for name, model in SECTIONS.items():
         merged = merge_records(shipped[name], extra[name])
         out[name] = [_validate(model, raw, origin) for origin, raw in merged]
+    attach_gemm_references(out["gpus"])
     return out["gpus"], out["offers"], out["interconnects"], out["systems"], tuple(str(p) for p in override_files)
 
 

@@ -10,17 +10,23 @@ half of them as dense, keeps the datasheet figure in ``*_sparse_*`` and sets ``d
 ``fp16``/``bf16``/``fp8`` figures are those with FP32 accumulation (what PyTorch's matmuls use);
 GeForce cards run FP16 accumulation at twice that rate, kept in ``*_fp16acc_*`` where it differs.
 A ``None`` figure means the chip has no such mode or its maker publishes none; ``notes`` says which.
+
+``measured`` holds what benchmarks reached on the card itself (matmul rates), each figure with its own source and
+date: the speed model plans with them before any figure that stands for a whole architecture.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
+from pydantic import Field, HttpUrl, PrivateAttr, model_validator
 
-from gpuwise.safe_io import outside
-from gpuwise.text import printable
+from gpuwise.catalog.measured import GemmReference, Measured
+from gpuwise.catalog.record import FIGURE_MAX as FIGURE_MAX
+from gpuwise.catalog.record import FIGURE_MIN as FIGURE_MIN
+from gpuwise.catalog.record import Dtype as Dtype
+from gpuwise.catalog.record import Record as _Record
 
 GB = 1e9
 GIB = 2**30
@@ -32,40 +38,7 @@ FormFactor = Literal["pcie", "sxm", "oam", "module", "superchip", "soc"]
 """``soc``: a GPU on one package with the CPU, sharing its memory (Apple M, DGX Spark GB10, Ryzen AI Max)."""
 Cooling = Literal["axial", "blower", "passive", "liquid", "module"]
 Stack = Literal["cuda", "rocm", "oneapi", "synapseai", "metal"]
-Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
-
-
-def _printable_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return printable(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_printable_value(x) for x in value)
-    return value  # nested records clean their own text
-
-
-FIGURE_MAX = 1e9  # no datasheet figure, price or count in the catalog's units comes near a billion
-FIGURE_MIN = 1e-3  # nor is any above zero this small (0.001 TFLOPS, GB, W, USD): such a figure is a typo
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, str_max_length=2000)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _printable_text(cls, data: Any) -> Any:
-        """Text read from files is text: control characters are dropped before a record holds them (issue 37)."""
-        return {k: _printable_value(v) for k, v in data.items()} if isinstance(data, dict) else data
-
-    @model_validator(mode="after")
-    def _sane_figures(self) -> Any:
-        problem = outside(self, 0, FIGURE_MAX)
-        if problem:
-            raise ValueError(problem)
-        for name, value in self:
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < FIGURE_MIN:
-                raise ValueError(f"{name} {value:g} is above 0 but below {FIGURE_MIN:g}: a typo in its units?")
-        return self
 
 
 class Source(_Record):
@@ -186,10 +159,12 @@ class GPU(_Record):
     unified_memory: UnifiedMemory | None = Field(default=None, description="soc only: the GPU's default share")
 
     software: Software
+    measured: Measured | None = Field(default=None, description="benchmark figures of this very card, each sourced")
     price: Price | None = None
     sources: tuple[Source, ...] = Field(min_length=1)
     as_of: dt.date = Field(description="when the figures were last checked against the sources")
     notes: str | None = None
+    _gemm_reference: GemmReference | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _consistent(self) -> GPU:
@@ -210,6 +185,14 @@ class GPU(_Record):
             raise ValueError("unified_memory is given for form_factor soc, and only for it")
         if self.form_factor != "soc" and (self.pcie_gen is None or self.pcie_lanes is None):
             raise ValueError("pcie_gen and pcie_lanes are required (only a soc has no host link)")
+        no_tensor_rate = self.fp16_dense_tflops is None and self.bf16_dense_tflops is None  # Apple: fp32's rate
+        for dtype, measurement in (self.measured.gemm if self.measured else {}).items():
+            if self.peak_flops(dtype) is None and not (dtype in ("fp16", "bf16") and no_tensor_rate):
+                raise ValueError(f"measured.gemm.{dtype}: the record gives no {dtype} peak to measure against")
+            if (measurement.achieved_tflops or 0.0) > (peak := self.matmul_peak_tflops(dtype)):
+                raise ValueError(f"measured.gemm.{dtype}: {measurement.achieved_tflops:g} TFLOPS is above the "
+                                 f"{peak:g} TFLOPS dense peak; a rate above the datasheet (a boost clock) is given as "
+                                 "fraction (at most 1) with the measurement quoted in source")
         return self
 
     # ---- SI views ---------------------------------------------------------------------------
@@ -236,18 +219,54 @@ class GPU(_Record):
         ``fp16_accumulate`` selects the GeForce FP16-accumulate rate where the record has one;
         the default (FP32 accumulate) is what PyTorch's fp16/bf16/fp8 matmuls run at.
         """
-        tflops: float | None
-        if dtype == "fp64":
-            tflops = self.fp64_tensor_tflops or self.fp64_tflops
-        elif dtype == "fp32":
-            tflops = self.fp32_tflops
-        elif dtype == "int8":
-            tflops = self.int8_dense_tops
-        else:
-            tflops = getattr(self, f"{dtype}_dense_tflops")
-            if fp16_accumulate and dtype in ("fp16", "fp8"):
-                tflops = getattr(self, f"{dtype}_fp16acc_dense_tflops") or tflops
+        tflops = self._dense_tflops(dtype)
+        if fp16_accumulate and dtype in ("fp16", "fp8"):
+            tflops = getattr(self, f"{dtype}_fp16acc_dense_tflops") or tflops
         return None if tflops is None else tflops * TERA
+
+    def _dense_tflops(self, dtype: Dtype) -> float | None:
+        if dtype == "fp64":
+            return self.fp64_tensor_tflops or self.fp64_tflops
+        if dtype == "fp32":
+            return self.fp32_tflops
+        if dtype == "int8":
+            return self.int8_dense_tops
+        figure: float | None = getattr(self, f"{dtype}_dense_tflops")
+        return figure
+
+    def matmul_peak_tflops(self, dtype: Dtype) -> float:
+        """The dense peak a matmul in ``dtype`` runs at, in TFLOPS: the dtype's own, else the next the chip has
+        (-> fp16 -> fp32), as frameworks fall back (Apple GPUs list no 16-bit tensor rate: they run at fp32's)."""
+        return self._dense_tflops(dtype) or self._dense_tflops("fp16") or self.fp32_tflops
+
+    def matmul_peak_flops(self, dtype: Dtype) -> float:
+        """``matmul_peak_tflops`` in FLOP/s."""
+        return self.matmul_peak_tflops(dtype) * TERA
+
+    def measured_gemm_fraction(self, dtype: Dtype) -> float | None:
+        """The fraction of ``matmul_peak_tflops(dtype)`` matmuls in ``dtype`` reached on this very card
+        (``measured``); None where nothing was measured in that dtype."""
+        measurement = self.measured.gemm.get(dtype) if self.measured else None
+        return None if measurement is None else measurement.fraction_of(self.matmul_peak_tflops(dtype))
+
+    @property
+    def architecture_family(self) -> str:
+        """The architecture's first word, lower case: ``hopper``, ``ada``, ``blackwell`` (Blackwell Ultra, GB10)."""
+        return self.architecture.lower().split()[0]
+
+    @property
+    def gemm_reference(self) -> GemmReference | None:
+        """The measured matmul fractions of the reference card of this card's architecture and segment, which the
+        catalog attaches when it is built (``attach_gemm_reference``); None outside a catalog or where no card
+        stands for them."""
+        return self._gemm_reference
+
+    def attach_gemm_reference(self, reference: GPU) -> None:
+        """Record ``reference``'s measured fractions as this card's architecture reference (the catalog loader does
+        this once per record it builds; the record's fields stay as they are)."""
+        assert reference.measured is not None
+        fractions = {d: m.fraction_of(reference.matmul_peak_tflops(d)) for d, m in reference.measured.gemm.items()}
+        self._gemm_reference = GemmReference(reference.id, fractions)
 
     @property
     def native_link(self) -> str:

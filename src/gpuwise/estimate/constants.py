@@ -108,67 +108,20 @@ VLLM_CUDA_GRAPHS = Constant(1.04 * GIB, "bytes", LLMD_REPORT + ": CUDA graph poo
 
 
 # ---- achievable fractions of peak (performance model) ---------------------------------------------------
-MAMF_2026 = ("stas00/ml-engineering compute/accelerator/README.md, MAMF comparison table at commit 744d01e "
-             "(2026-08-22): mean of 100 matmuls after 50 warm-ups, best shape, BF16/FP8 inputs")
-TORCH_PERF_7900XTX = ("github.com/zzc0721/torch-performance-test-data issue #58 (2025-10-08), RX 7900 XTX, torch "
-                      "2.7.1 + ROCm 6.3, square matmuls")
-MAMF = ("stas00/ml-engineering, compute/accelerator/benchmarks/mamf-finder.py results table (maximum achievable "
-        "matmul FLOPS, brute-force shape search); copied in benchmarks/data/public-measurements.yaml D-mamf-*")
-GEMM_EFFICIENCY_BY_GPU = {
-    # (gpu id, dtype) -> achieved / dense peak, from a measurement of that very card
-    ("a100-sxm-80gb", "bf16"): Constant(271.2 / 312, "fraction", MAMF + ": A100 SXM bf16 271.2 TFLOPS"),
-    ("a100-pcie-80gb", "bf16"): Constant(252.9 / 312, "fraction", MAMF + ": A100 PCIe bf16 252.9 TFLOPS"),
-    ("h100-sxm-80gb", "bf16"): Constant(794.5 / 989.5, "fraction", MAMF + ": H100 SXM bf16 794.5 TFLOPS"),
-    ("h100-sxm-80gb", "fp8"): Constant(1402.6 / 1979, "fraction", MAMF + ": H100 SXM fp8 1402.6 TFLOPS"),
-    ("h200-sxm-141gb", "fp8"): Constant(1453.4 / 1979, "fraction", MAMF + ": H200 SXM fp8 1453.4 TFLOPS"),
-    ("gh200-96gb", "bf16"): Constant(828.6 / 989.5, "fraction", MAMF + ": GH200 bf16 828.6 TFLOPS"),
-    ("b200-sxm-180gb", "bf16"): Constant(1745 / 2250, "fraction", MAMF + ": B200 bf16 1745 TFLOPS"),
-    ("rtx-4090", "fp16"): Constant(0.95, "fraction", "mli/transformers-benchmarks: RTX 4090 fp16 (fp32 accumulate) "
-                                  "2048^3 matmul 167.1 TFLOPS, above the 165.2 spec (boost clock); capped at 0.95"),
-    ("rtx-5060-ti-16gb", "bf16"): Constant(
-        0.95, "fraction", "github.com/QuantumDrizzy/BLACKWALL GEMM sweep on an RTX 5060 Ti (sm_120): BF16 with FP32 "
-                          "accumulate 47.0 TFLOPS of the 47.4 derived peak (0.99); capped at 0.95 as the RTX 4090"),
-    # other vendors, each in the framework that runs it (issue 14: measured rates, not paper TFLOPS)
-    ("mi300x", "bf16"): Constant(668.4 / 1307.4, "fraction", MAMF_2026 + ": MI300X bf16 668.4 TFLOPS (torch 2.5.1, "
-                                 "ROCm 6.3, TunableOp)"),
-    ("mi325x", "bf16"): Constant(784.9 / 1307.4, "fraction", MAMF_2026 + ": MI325X bf16 784.9 TFLOPS (ROCm 6.2.4)"),
-    ("mi355x", "bf16"): Constant(1565.0 / 2516.6, "fraction", MAMF_2026 + ": MI355X bf16 1565 TFLOPS (ROCm 7.0.2)"),
-    ("gaudi2", "bf16"): Constant(418.7 / 432, "fraction", MAMF_2026 + ": Gaudi 2 bf16 418.7 TFLOPS (SynapseAI 1.21)"),
-    ("gaudi2", "fp8"): Constant(826.5 / 865, "fraction", MAMF_2026 + ": Gaudi 2 fp8 826.5 TFLOPS (SynapseAI 1.21)"),
-    ("gaudi3", "bf16"): Constant(1243.0 / 1835, "fraction", MAMF_2026 + ": Gaudi 3 bf16 1243 TFLOPS (SynapseAI 1.21)"),
-    ("gaudi3", "fp8"): Constant(1289.5 / 1835, "fraction", MAMF_2026 + ": Gaudi 3 fp8 1289.5 TFLOPS"),
-    ("rx-7900-xtx", "bf16"): Constant(99.37 / 122.8, "fraction", TORCH_PERF_7900XTX + ": bf16 99.37 TFLOPS at 4096^3"),
-    ("rx-7900-xtx", "fp16"): Constant(105.43 / 122.8, "fraction", TORCH_PERF_7900XTX + ": fp16 105.43 TFLOPS"),
-    ("ryzen-ai-max-395-128gb", "bf16"): Constant(
-        21.6 / 59.4, "fraction", "github.com/lhl/strix-halo-testing torch-therock/run-mamf-finder.sh (2025-08-30): "
-                                 "Radeon 8060S bf16 mean 21.6 TFLOPS at 19200x4096x4096 (a quick m-sweep)"),
-    ("apple-m4-max-128gb", "bf16"): Constant(
-        13.18 / 17.2, "fraction", "github.com/zzc0721/torch-performance-test-data database.md, 'Apple M4 Max "
-                                  "16CPU+40GPU 64GB' (PyTorch 2.8 MPS): bf16 13.18 TFLOPS, of the 17.2 fp32 rate Apple "
-                                  "quotes"),
-    ("apple-m4-max-128gb", "fp16"): Constant(14.82 / 17.2, "fraction", "the same row: fp16 14.82 TFLOPS"),
-    ("arc-a770-16gb", "fp16"): Constant(
-        58.74 / 137.6, "fraction", "github.com/ollama/ollama/pull/2458 (2024-02-13): oneMKL DPC++ half-precision GEMM "
-                                   "4096^3 'Average performance: 58.7353TF' on an Arc A770 (oneMKL, not PyTorch XPU)"),
-}
-GEMM_EFFICIENCY_BY_ARCH = {
-    # (architecture, segment) -> fraction of dense peak when the card itself was not measured; a measurement
-    # stands only for cards of its own segment (GeForce boost clocks run above spec, data-center cards at TDP)
-    ("ampere", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("a100-sxm-80gb", "bf16")],
-    ("hopper", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "bf16")],
-    ("blackwell", "datacenter"): GEMM_EFFICIENCY_BY_GPU[("b200-sxm-180gb", "bf16")],
-    ("ada", "consumer"): GEMM_EFFICIENCY_BY_GPU[("rtx-4090", "fp16")],
-    ("blackwell", "consumer"): GEMM_EFFICIENCY_BY_GPU[("rtx-5060-ti-16gb", "bf16")],
-}
-GEMM_EFFICIENCY_FP8_HOPPER = GEMM_EFFICIENCY_BY_GPU[("h100-sxm-80gb", "fp8")]
+# A card's measured matmul rate (fraction of dense peak, with its source and date) lives on its catalog record:
+# ``measured.gemm`` in catalog/data/gpus/<id>.yaml. A card without one borrows that of its architecture's reference
+# card of the same segment (the record whose ``measured.stands_for`` says why), else GEMM_EFFICIENCY_DEFAULT
+# (estimate/speed/roofline.py, gemm_efficiency).
 FIXED_SHAPE_FRACTION = Constant(
     215.333 / 252.9, "fraction of the best-shape maximum",
     "benchmarks/data/public-measurements.yaml: a plain 8192^3 fp16 matmul reaches 215.3 TFLOPS on an A800 PCIe "
     "(mli/transformers-benchmarks, D-mli-a800-pcie-fp16-matmul-8192) while mamf-finder's best shape reaches 252.9 "
     "on the same silicon (A100 PCIe 80GB, D-mamf-a100-pcie-bf16): shapes a model dictates get 0.85 of the best",
 )
-GEMM_EFFICIENCY_DEFAULT = Constant(0.75, "fraction", "gpuwise assumption for chips without a published matmul "
-                                   "measurement (AMD, Intel, Volta, Turing, edge): below every measured NVIDIA card")
+GEMM_EFFICIENCY_DEFAULT = Constant(0.75, "fraction", "gpuwise assumption for chips with no published matmul "
+                                   "measurement of their own nor of a reference card of their architecture and "
+                                   "segment (Volta, Turing, GeForce Ampere, Ada data-center and workstation, CDNA 2, "
+                                   "edge): below every measured NVIDIA card")
 GEMM_HALF_EFFICIENCY_FLOP = Constant(
     2e9, "FLOP",
     "Calculon (calculon-ai/calculon, systems/h100_80g_nvl8.json) matrix efficiency 0.6 at >= 1 GFLOP, 0.9 at >= 16, "

@@ -1,9 +1,10 @@
 """Roofline time of one operator: max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth) + a kernel floor.
 
-Achievable, not peak: a GEMM reaches the measured maximum fraction of dense peak for its card (or its
-architecture), scaled down for small problems (Calculon's size curve); attention kernels reach the
-FlashAttention papers' fraction; memory traffic reaches the measured copy bandwidth fraction. A user's own
-calibration record (``gpuwise bench --save``) replaces the table values for that card.
+Achievable, not peak: a GEMM reaches the measured maximum fraction of dense peak for its card (the catalog
+record's ``measured`` block, or that of its architecture's reference card), scaled down for small problems
+(Calculon's size curve); attention kernels reach the FlashAttention papers' fraction; memory traffic reaches the
+measured copy bandwidth fraction. A user's own calibration record (``gpuwise bench --save``) replaces them for that
+card; a user's catalog file can give a card its own ``measured`` block.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Literal
 from gpuwise.catalog import GPU
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate import constants as C
+from gpuwise.estimate.calibration import Calibration
 
 Kind = Literal["gemm", "attention", "memory"]
 
@@ -31,17 +33,6 @@ class Op:
     row_fill: float = 1.0  # share of the tensor-core tile rows holding real tokens (a grouped GEMM's experts)
     backward_bytes: float | None = None  # a memory-bound op's traffic in backward, where not twice its forward
     fixed_s: float = 0.0  # measured latency a kernel sequence pays whatever it moves (a fused MoE call's floor)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Measured figures of one card (from ``gpuwise bench``, or a ``gpuwise validate`` run); any left None falls back
-    to the tables."""
-
-    gemm_flops: Mapping[str, float]  # dtype -> achieved FLOP/s
-    memory_bytes_per_s: float | None = None
-    host_op_s: float | None = None  # an eager runtime's host seconds per dispatched operator, measured
-    source: str | None = None  # the record it came from, named in the estimate
 
 
 @dataclass(frozen=True)
@@ -67,31 +58,35 @@ class Machine:
         return 1.0 if self.calibrated else C.FIXED_SHAPE_FRACTION.value
 
 
-def _arch_key(gpu: GPU) -> str:
-    return gpu.architecture.lower().split()[0]
-
-
-def gemm_efficiency(gpu: GPU, dtype: str) -> float:
-    measured = C.GEMM_EFFICIENCY_BY_GPU.get((gpu.id, dtype))
-    if measured is None and dtype == "fp8" and _arch_key(gpu) == "hopper":
-        measured = C.GEMM_EFFICIENCY_FP8_HOPPER
-    if measured is None and gpu.vendor == "nvidia":
-        measured = C.GEMM_EFFICIENCY_BY_ARCH.get((_arch_key(gpu), gpu.segment))
-    return (measured or C.GEMM_EFFICIENCY_DEFAULT).value
+def gemm_efficiency(gpu: GPU, dtype: Dtype) -> float:
+    """The fraction of dense peak matmuls in ``dtype`` reach on ``gpu`` at their best shape: the card's own measurement
+    in that dtype; else its architecture reference card's (``measured.stands_for``, same segment) in that dtype, else
+    in 16-bit (bf16, then fp16: the rate every reference card was measured at); else the stated default."""
+    own = gpu.measured_gemm_fraction(dtype)
+    if own is not None:
+        return own
+    reference = gpu.gemm_reference
+    if reference is not None:
+        order: tuple[Dtype, ...] = (dtype, "bf16", "fp16")
+        for borrowed in order:
+            fraction = reference.fractions.get(borrowed)
+            if fraction is not None:
+                return fraction
+    return C.GEMM_EFFICIENCY_DEFAULT.value
 
 
 def machine(gpu: GPU, dtype: Dtype, *, eager: bool = False, calibration: Calibration | None = None) -> Machine:
     """Achievable rates of ``gpu`` for matmuls in ``dtype`` (fp32, tf32, fp16, bf16, fp8, int8).
 
     A dtype the chip lacks falls back to the next one it has (bf16 -> fp16 -> fp32), as frameworks do."""
-    peak = gpu.peak_flops(dtype) or gpu.peak_flops("fp16") or gpu.fp32_tflops * 1e12
+    peak = gpu.matmul_peak_flops(dtype)
     efficiency = gemm_efficiency(gpu, dtype)
     memory = gpu.memory_bandwidth_bytes_per_s * C.MEMORY_EFFICIENCY.value
     if calibration is not None:
         if dtype in calibration.gemm_flops and peak:
             efficiency = calibration.gemm_flops[dtype] / peak
         memory = calibration.memory_bytes_per_s or memory
-    attention = C.FLASH_ATTENTION_EFFICIENCY.get(_arch_key(gpu), C.FLASH_ATTENTION_DEFAULT).value
+    attention = C.FLASH_ATTENTION_EFFICIENCY.get(gpu.architecture_family, C.FLASH_ATTENTION_DEFAULT).value
     floor = C.EAGER_OVERHEAD.value if eager else C.KERNEL_OVERHEAD.value
     calibrated = calibration is not None and dtype in calibration.gemm_flops
     return Machine(gpu, dtype, peak, efficiency, min(attention, efficiency), memory, floor, calibrated)

@@ -10,8 +10,10 @@ measurements (benchmarks/). ROCm's and SYCL's kernels reach a different share of
 each such stack one published llama-bench run (constants.LLAMACPP_DECODE_REFERENCE: the card, llama 7B Q4_0, tg128)
 is set against the model's own figure for that very run; the ratio scales llama.cpp decode on the stack's consumer
 and workstation cards. Data-center cards (MI300X) are not scaled: their decode at one sequence is bound by kernel
-latency, which one consumer card does not measure. Other cards of a stack are the out-of-sample check
-(benchmarks/maturity.py).
+latency, which one consumer card does not measure. Other cards of a stack are the out-of-sample check: ROCm's
+llama-bench runs on the Radeon Pro W7900 and the Ryzen AI Max+ 395, never used to set the scale
+(benchmarks/data/public-measurements.yaml, B-llamacpp-llama7b-q4_0-tg128-w7900-rocm and -strixhalo-rocm, scored by
+benchmarks/accuracy.py and held in tests/test_maturity.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from gpuwise.catalog import GPU
 from gpuwise.estimate import constants as C
 
 if TYPE_CHECKING:
-    from gpuwise.estimate.speed.roofline import Calibration
+    from gpuwise.estimate.calibration import Calibration
 
 def unmeasured_stack_factor(gpu: GPU, calibration: Calibration | None = None) -> float:
     """The speed factor of PyTorch work on ``gpu``'s stack: UNMEASURED_STACK_DISCOUNT where nothing end-to-end was
