@@ -67,32 +67,36 @@ def exact_params(name: ModelRef) -> int:
     return meta_param_count(arch.config)
 
 
-def trace(name: ModelRef, job: Job) -> Any:
+def trace(name: ModelRef, job: Job | TrainPlan | InferPlan) -> Any:
     """The model's own transformers code on fake tensors (workload/trace/steps.py): one steady-state training step, or a
-    prefill and a decode step; peak allocated bytes by kind, FLOPs and kernels. Needs the ``hf`` extra and torch
-    (PEFT for adapters); no GPU."""
+    prefill and a decode step; peak allocated bytes by kind, FLOPs and kernels. ``job``: an estimate's plan (its job
+    as resolved, and the sharding it decided), or a bare job. Needs the ``hf`` extra and torch (PEFT for adapters);
+    no GPU."""
     from gpuwise.workload.trace.by_layers import trace_by_layers
     from gpuwise.workload.trace.steps import trace_inference, trace_training
 
+    plan = job if isinstance(job, (TrainPlan, InferPlan)) else None
+    typed: Job = job.job if isinstance(job, (TrainPlan, InferPlan)) else job
     arch = model(name)
     if not arch.config.get("model_type") or arch.kind not in ("decoder", "encoder"):
         raise ConfigError(f"--trace supports decoder and encoder language models; {arch.name} is neither")
-    if isinstance(job, InferJob):
+    if isinstance(typed, InferJob):
         if arch.kind != "decoder":
             raise ConfigError(f"--trace of inference generates text: {arch.name} is an encoder")
-        return trace_by_layers(arch.config, lambda config: trace_inference(config, job))
-    if job.data_parallel > 1:
-        return _trace_sharded(arch.config, job)
-    return trace_by_layers(arch.config, lambda config: trace_training(config, job))
+        return trace_by_layers(arch.config, lambda config: trace_inference(config, typed))
+    if typed.data_parallel > 1:
+        return _trace_sharded(arch.config, typed, plan.sharding if isinstance(plan, TrainPlan) else None)
+    return trace_by_layers(arch.config, lambda config: trace_training(config, typed))
 
 
-def _trace_sharded(config: Any, job: TrainJob) -> Any:
-    """One rank of a data-parallel step under torch's fake process group (workload/trace/sharded.py)."""
-    from gpuwise.estimate.sharding import resolve_sharding
+def _trace_sharded(config: Any, job: TrainJob, sharding: Any) -> Any:
+    """One rank of a data-parallel step under torch's fake process group (workload/trace/sharded.py), sharded as the
+    plan decided (a bare job: as its plan would)."""
+    from gpuwise.estimate.plan import data_parallel_layout
     from gpuwise.workload.trace.by_layers import trace_by_layers
     from gpuwise.workload.trace.sharded import RUNTIME, trace_sharded_training
 
-    sharding = resolve_sharding(job, runtimes.framework(job.framework))
+    sharding = sharding if sharding is not None else data_parallel_layout(job)
     if sharding.profile is not RUNTIME:
         raise ConfigError(f"--trace of a data-parallel step runs {RUNTIME.name}, --sharding {RUNTIME.id}; "
                           f"{sharding.name} needs its own runtime on a GPU: leave out --trace or use --sharding "

@@ -19,12 +19,12 @@ from typing import Any
 from gpuwise import runtimes
 from gpuwise.api.calibration_records import HOST_CPU, VALIDATE_KIND, calibration_for
 from gpuwise.catalog import GPU, Catalog, load_catalog
-from gpuwise.catalog.schema import Dtype
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.image.pipeline import ImageEstimate
+from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.speed.inference import InferPerf
 from gpuwise.estimate.speed.roofline import machine
 from gpuwise.estimate.speed.training import TrainPerf
@@ -201,23 +201,22 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
 
 
-def calibration_from(result: Estimate, measured_s: float, predicted_s: float,
-                     rates: Calibration | None = None) -> dict[str, Any]:
+def calibration_from(result: Estimate, measured_s: float, predicted_s: float) -> dict[str, Any]:
     """What the measurement says of the mechanism that bounds the predicted step: with the host's dispatch, its
     seconds per operator; with matmuls, their achieved rate; with memory traffic, the achieved bandwidth -- each
-    the estimate's own figure times predicted / measured, so a job of another size is re-derived, not scaled."""
-    perf = result.perf
+    the estimate's own figure (its plan's runtime, matmul dtype and calibration: the rates the prediction ran at)
+    times predicted / measured, so a job of another size is re-derived, not scaled."""
+    perf, plan = result.perf, result.plan
     ratio = predicted_s / measured_s
     bound = perf.bound if perf is not None else ""
     out: dict[str, Any] = {"bound": bound, "predicted_over_measured": ratio}
     if bound == "host":
-        runtime = (runtimes.engine(result.job.engine) if isinstance(result.job, InferJob) else
-                   runtimes.framework(result.job.framework))  # None: transformers' Trainer
+        runtime = plan.engine if isinstance(plan, InferPlan) else plan.framework
         if runtime.launch_cost_s is not None:
             out["host_op_s"] = runtime.launch_cost_s.value * measured_s / predicted_s
         return out
-    dtype: Dtype = "bf16" if result.gpu.bf16_dense_tflops else "fp32"
-    m = machine(result.gpu, dtype, calibration=rates)  # the rates the prediction itself ran at
+    dtype = plan.matmul_dtype
+    m = machine(result.gpu, dtype, calibration=plan.calibration)  # the rates the prediction itself ran at
     if bound == "memory":
         out["memory_gb_s"] = m.memory_bytes_per_s * ratio / 1e9
     else:
@@ -269,7 +268,7 @@ def validate(model_name: str | Architecture | Pipeline, *, task: str = "train", 
         name, done_job, done_run, model_result, measured, predicted = _run_model(model_name, task, job, options, card,
                                                                                  catalog, rates, settings)
         seen, guess = _step_pair(measured, predicted)
-        mechanism, result = calibration_from(model_result, seen, guess, rates), model_result
+        mechanism, result = calibration_from(model_result, seen, guess), model_result
     host, taken_at = node_stamp()
     done = Validation(name, done_job, chosen.device, device_name, card.id, measured, predicted, done_run, result,
                       mechanism, host, taken_at)

@@ -193,7 +193,7 @@ def _estimate(given: Given) -> None:
         typer.echo(emit_estimate(result, model, str(given.shell["emit"])).rstrip("\n"))
         return
     exact = api.exact_params(model) if given.shell.get("exact") else None
-    traced = api.trace(model, result.job) if given.shell.get("trace") else None
+    traced = api.trace(model, result.plan) if given.shell.get("trace") else None
     if given.shell.get("as_json"):
         document = view.estimate_json(result)
         if exact is not None:
@@ -226,7 +226,7 @@ def _fit(given: Given) -> None:
         raise ConfigError(f"--emit {FIT_EMIT} prints training settings; it applies to --task train")
     fitted = api.fit(given.args["model"], gpu=_gpu(given), job=job, weights=given.shell.get("weights"),
                      catalog_files=_files(given))
-    traced = api.trace(given.args["model"], fitted.estimate.job) if given.shell.get("trace") else None
+    traced = api.trace(given.args["model"], fitted.estimate.plan) if given.shell.get("trace") else None
     if emit is not None:
         from gpuwise.report.hf_settings import hf_settings
 

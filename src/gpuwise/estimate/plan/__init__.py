@@ -31,6 +31,7 @@ from gpuwise.estimate.plan.models import (
     TrainPlan,
     adapted_linears,
     adapter_params,
+    data_parallel_layout,
     model_plan,
     peft_targets_experts,
     require_tp,
@@ -44,7 +45,8 @@ from gpuwise.workload.jobs.job import Job
 from gpuwise.workload.model.architecture import Architecture
 
 __all__ = ["UNBOUNDED_SEQUENCES", "Choice", "HpcPlan", "ImagePlan", "InferPlan", "Plan", "TrainPlan",
-           "adapted_linears", "adapter_params", "peft_targets_experts", "require_tp", "require_training_knobs",
+           "adapted_linears", "adapter_params", "data_parallel_layout",
+           "peft_targets_experts", "require_tp", "require_training_knobs",
            "resolve", "tp_divides"]
 
 
