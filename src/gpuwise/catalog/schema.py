@@ -391,7 +391,3 @@ class Interconnect(_Record):
     @property
     def achieved_bytes_per_s(self) -> float:
         return self.achieved_gb_s * GB
-
-    @property
-    def nominal_bytes_per_s(self) -> float:
-        return self.nominal_gb_s * GB

@@ -92,13 +92,6 @@ class HpcApp(_Record):
     sources: tuple[Reference, ...] = Field(min_length=1)
     as_of: dt.date
 
-    @property
-    def intensity_flop_per_byte(self) -> float | None:
-        """Arithmetic intensity of one step at the reference size: its FLOPs over its bytes."""
-        flops = sum(k.flops * self.reference_size ** k.exponent for k in self.kernels)
-        moved = sum(k.bytes * self.reference_size ** k.exponent for k in self.kernels)
-        return flops / moved if moved else None
-
 
 @functools.cache
 def apps() -> dict[str, HpcApp]:
