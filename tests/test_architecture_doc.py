@@ -111,11 +111,11 @@ def test_the_document_names_the_plan_and_the_contracts_it_describes() -> None:
 
 def test_a_made_up_name_is_reported() -> None:
     made_up = ("`gpuwise/api.py` and `src/gpuwise/probe/validate.py`, `estimate/flops.py`, "
-               "`gpuwise.estimate.roofline`, `estimate/estimate.py:no_such_function`, `catalog/data/gpus/<id>.toml`, "
+               "`gpuwise.estimate.flops`, `estimate/estimate.py:no_such_function`, `catalog/data/gpus/<id>.toml`, "
                "src/gpuwise/probe/calibrate/ "
                "and [a page](no-such-page.md)")
     assert sorted(missing(made_up)) == sorted([
-        "gpuwise.estimate.roofline", "estimate/estimate.py:no_such_function", "no-such-page.md", "gpuwise/api.py",
+        "gpuwise.estimate.flops", "estimate/estimate.py:no_such_function", "no-such-page.md", "gpuwise/api.py",
         "src/gpuwise/probe/calibrate/", "src/gpuwise/probe/validate.py", "estimate/flops.py",
         "catalog/data/gpus/<id>.toml"])
     assert missing("~~`benchmarks/fit.py`~~ is struck through: the document says it does not exist") == []

@@ -7,8 +7,8 @@ import pytest
 
 from gpuwise.catalog import Catalog
 from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.roofline import machine
 from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.roofline import machine
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.workload.jobs.job import InferJob, TrainJob
 from gpuwise.workload.model.resolve import resolve_model

@@ -15,7 +15,7 @@ from gpuwise.catalog.loading import shipped_raw
 from gpuwise.catalog.schema import GPU
 from gpuwise.errors import CatalogError
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.speed.roofline import Op, gemm_efficiency, machine, op_time
+from gpuwise.estimate.roofline import Op, gemm_efficiency, machine, op_time
 
 # the figures estimate/constants.py held before they moved (GEMM_EFFICIENCY_BY_GPU), written as it wrote them
 BEFORE = {

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from gpuwise.catalog import Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.estimate import estimate
+from gpuwise.estimate.roofline import Op, machine, op_time
 from gpuwise.estimate.serving.simulate import Request, percentile, poisson_requests, simulate
 from gpuwise.estimate.speed.inference import InferPerf, decode_step_s
 from gpuwise.estimate.speed.parallel import all_reduce_s, pipeline_bubble
-from gpuwise.estimate.speed.roofline import Op, machine, op_time
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.workload.jobs.job import InferJob, TrainJob
 from gpuwise.workload.model.resolve import resolve_model
@@ -224,8 +224,8 @@ def test_each_convolution_is_timed_by_its_own_roofline() -> None:
     at the rates we plan with): memory-bound. The following 3 x 3 convolution (64 -> 64) does 2 x 64 x 64 x 9 FLOP
     per pixel against (64 + 64) x 2 bytes: 288 FLOP/byte, compute-bound."""
     from gpuwise.catalog.catalog import load_catalog
+    from gpuwise.estimate.roofline import machine, op_time
     from gpuwise.estimate.speed.convolutions import conv_ops
-    from gpuwise.estimate.speed.roofline import machine, op_time
     from gpuwise.workload.model.resolve import resolve_model
 
     arch = resolve_model("resnet-50")

@@ -23,7 +23,7 @@ from gpuwise.api.validation import calibration_from
 from gpuwise.catalog import load_catalog
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError, ProbeUnavailable
-from gpuwise.estimate.speed.roofline import machine
+from gpuwise.estimate.roofline import machine
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.trace.steps import trace_training
 

@@ -22,7 +22,7 @@ from gpuwise.api.calibration_records import CALIBRATE_KIND
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.catalog.device_names import match_device, split_devices
 from gpuwise.errors import ConfigError, GpuwiseError
-from gpuwise.estimate.speed.roofline import machine
+from gpuwise.estimate.roofline import machine
 from gpuwise.safe_io import atomic_write_text, check_writable
 from gpuwise.workload.exports import CalibrateSettings, MeasuredRun, read_export, text
 from gpuwise.workload.model.architecture import Architecture, from_config

@@ -25,8 +25,8 @@ from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.image.pipeline import ImageEstimate
 from gpuwise.estimate.plan import InferPlan
+from gpuwise.estimate.roofline import machine
 from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.roofline import machine
 from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.safe_io import atomic_write_text, check_writable
 from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline

@@ -1,7 +1,7 @@
 """Benchmark figures of one card, each with its source and date: the matmul rates the speed model plans with.
 
 A card's ``measured.gemm`` gives, per dtype, the best dense matmul rate a published benchmark reached on that very
-card. The speed model (estimate/speed/roofline.py) plans the card's matmuls at that fraction of dense peak; a card
+card. The speed model (estimate/roofline.py) plans the card's matmuls at that fraction of dense peak; a card
 with none in a dtype borrows the figure of its architecture's reference card of the same segment (the one record
 whose ``stands_for`` says why), else a stated default.
 """
@@ -48,7 +48,7 @@ class GemmMeasurement(Record):
 class Measured(Record):
     """What benchmarks measured on this card, each figure with its source. The speed model plans a card's matmuls at
     its own measured fraction of dense peak; a card without one borrows that of its architecture's reference card of
-    the same segment (the card whose ``stands_for`` is set), else a stated default (estimate/speed/roofline.py)."""
+    the same segment (the card whose ``stands_for`` is set), else a stated default (estimate/roofline.py)."""
 
     gemm: dict[Dtype, GemmMeasurement] = Field(min_length=1, description="dtype -> the best matmul rate measured")
     stands_for: str | None = Field(

@@ -2,7 +2,7 @@
 
 ``gpuwise bench --save`` measures matmul rates and memory bandwidth; ``gpuwise validate --save`` a runtime's host
 seconds per dispatched operator; ``gpuwise calibrate --save`` rates read from benchmark exports. ``resolve`` puts the
-record on the plan (``plan.calibration``), and the roofline's machine (``speed/roofline.py``) and the runtime's launch
+record on the plan (``plan.calibration``), and the roofline's machine (``roofline.py``) and the runtime's launch
 cost read it from there.
 """
 

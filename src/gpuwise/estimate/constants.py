@@ -111,7 +111,7 @@ VLLM_CUDA_GRAPHS = Constant(1.04 * GIB, "bytes", LLMD_REPORT + ": CUDA graph poo
 # A card's measured matmul rate (fraction of dense peak, with its source and date) lives on its catalog record:
 # ``measured.gemm`` in catalog/data/gpus/<id>.yaml. A card without one borrows that of its architecture's reference
 # card of the same segment (the record whose ``measured.stands_for`` says why), else GEMM_EFFICIENCY_DEFAULT
-# (estimate/speed/roofline.py, gemm_efficiency).
+# (estimate/roofline.py, gemm_efficiency).
 FIXED_SHAPE_FRACTION = Constant(
     215.333 / 252.9, "fraction of the best-shape maximum",
     "benchmarks/data/public-measurements.yaml: a plain 8192^3 fp16 matmul reaches 215.3 TFLOPS on an A800 PCIe "

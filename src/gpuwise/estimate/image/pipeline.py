@@ -37,8 +37,8 @@ from gpuwise.estimate.image.streaming import (
 )
 from gpuwise.estimate.memory.breakdown import MemoryEstimate, for_card
 from gpuwise.estimate.plan import ImagePlan, resolve
+from gpuwise.estimate.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.eager import encoder_layer_ops
-from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.runtimes.engines import HF as TRANSFORMERS
 from gpuwise.workload.diffusion.denoisers import Tally

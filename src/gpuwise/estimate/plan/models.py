@@ -26,6 +26,7 @@ from gpuwise.estimate.dtypes import (
     training_state_bytes,
     training_weight_bytes,
 )
+from gpuwise.estimate.roofline import Machine, machine
 from gpuwise.estimate.sharding import Sharding, resolve_sharding
 from gpuwise.estimate.weights import Weights, as_header_says, matmul_dtype, weights
 from gpuwise.flags import build
@@ -74,6 +75,11 @@ class TrainPlan:
     def matmul_dtype(self) -> Dtype:
         """The dtype the training matmuls run in: --precision's (bf16 for the mixed-precision recipes)."""
         return train_dtype(self.job.precision)
+
+    @property
+    def machine(self) -> Machine:
+        """The card's achievable rates for the training matmuls, the user's calibration in place of the tables."""
+        return machine(self.gpu, self.matmul_dtype, calibration=self.calibration)
 
     @property
     def layers_per_stage(self) -> float:
@@ -185,6 +191,14 @@ class InferPlan:
         """The dtype the matmuls run in on this card: the weights' format where the card multiplies it natively,
         else the 16-bit type they are dequantized to."""
         return matmul_dtype(self.job.weights, self.gpu)
+
+    @property
+    def machine(self) -> Machine:
+        """The card's achievable rates for the plan's matmuls, the user's calibration in place of the tables; an
+        eager engine without a traced host inventory keeps the eager per-kernel floor (one with an inventory pays
+        its host's dispatch as a whole, speed/inference.py)."""
+        eager = self.engine.eager.value and self.engine.host_ops is None
+        return machine(self.gpu, self.matmul_dtype, eager=eager, calibration=self.calibration)
 
     def captured_sizes(self, query: int = 1) -> tuple[int, ...] | None:
         """The decode batches the engine replays as CUDA graphs (None: it captures none)."""

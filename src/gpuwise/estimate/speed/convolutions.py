@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuwise.catalog import GPU
 from gpuwise.catalog.schema import Dtype
-from gpuwise.estimate.speed.roofline import Op
+from gpuwise.estimate.roofline import Op
 from gpuwise.workload.model.convnets import network
 
 

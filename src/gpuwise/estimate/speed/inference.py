@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.plan import InferPlan, resolve
+from gpuwise.estimate.roofline import Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.estimate.speed.breakdown import top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops
 from gpuwise.estimate.speed.eager import host_seconds
@@ -21,7 +22,6 @@ from gpuwise.estimate.speed.parallel import (
     all_to_all_s,
     links,
 )
-from gpuwise.estimate.speed.roofline import Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.runtimes.bench_tools import LLAMA_BENCH
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
@@ -98,16 +98,9 @@ def _tp_comm_s(plan: InferPlan, job: InferJob, tokens: int, catalog: Catalog) ->
     return seconds
 
 
-def _machine(plan: InferPlan) -> Machine:
-    """The card's rates; an eager engine without a traced host inventory keeps the eager per-kernel floor (one with
-    an inventory pays its host's dispatch as a whole, ``_host_s``)."""
-    eager = plan.engine.eager.value and plan.engine.host_ops is None
-    return machine(plan.gpu, plan.matmul_dtype, eager=eager, calibration=plan.calibration)
-
-
 def infer_perf(plan: InferPlan, catalog: Catalog, *, backend_scaled: bool = True) -> InferPerf:
     arch, job, gpu = plan.arch, plan.job, plan.gpu
-    m = _machine(plan)
+    m = plan.machine
     if arch.kind == "cnn":
         m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=plan.calibration)
 
@@ -157,7 +150,7 @@ def _host_note(plan: InferPlan, host_s: float, gpu_s: float) -> tuple[str, ...]:
 
 def decode_step_s(plan: InferPlan, catalog: Catalog, *, batch: int, context: float) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens (the serving simulator's clock)."""
-    return _decode_s(plan, catalog, _machine(plan), batch=batch, context=context)
+    return _decode_s(plan, catalog, plan.machine, batch=batch, context=context)
 
 
 def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, context: float,
@@ -188,7 +181,7 @@ def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, cont
 def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int) -> float:
     """Prefill of ``tokens`` prompt tokens: whole prompts of the job's input length batched together, and what is
     left as one chunk of a prompt (chunked prefill), its queries attending to about half a prompt of keys."""
-    job, m = plan.job, _machine(plan)
+    job, m = plan.job, plan.machine
     whole, rest = divmod(max(tokens, 1), job.input_len)
     seconds = 0.0
     for batch, query in ((whole, job.input_len), (1 if rest else 0, rest)):

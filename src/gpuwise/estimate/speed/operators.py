@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.speed.roofline import Op
+from gpuwise.estimate.roofline import Op
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Attention, Block, FeedForward
 

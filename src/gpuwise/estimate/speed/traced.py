@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuwise.estimate.plan import Plan
+from gpuwise.estimate.roofline import Op, machine, phase_time
 from gpuwise.estimate.speed.eager import host_s_per_dispatch
-from gpuwise.estimate.speed.roofline import Op, machine, phase_time
 from gpuwise.workload.trace.kernels import TracedOp
 
 

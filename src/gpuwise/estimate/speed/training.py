@@ -15,6 +15,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import bytes_per_element
 from gpuwise.estimate.plan import TrainPlan, adapted_linears
+from gpuwise.estimate.roofline import Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.estimate.speed.breakdown import merged_seconds, top_ops
 from gpuwise.estimate.speed.convolutions import conv_dtype, conv_ops, forward_flops_per_image
 from gpuwise.estimate.speed.eager import training_forward_host_s
@@ -28,7 +29,6 @@ from gpuwise.estimate.speed.parallel import (
     links,
     pipeline_bubble,
 )
-from gpuwise.estimate.speed.roofline import Machine, Op, PhaseTime, machine, phase_time
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.counts import Linear
@@ -309,7 +309,7 @@ def train_perf(plan: TrainPlan, catalog: Catalog, *, paged_out_bytes: float = 0.
     """Speed of one optimizer step of ``plan``; ``paged_out_bytes``: a paged optimizer's states the memory model
     found no room for on the card."""
     arch, job, gpu = plan.arch, plan.job, plan.gpu
-    m = machine(gpu, plan.matmul_dtype, calibration=plan.calibration)
+    m = plan.machine
     if arch.kind == "cnn":
         m = machine(gpu, conv_dtype(m.dtype, gpu), calibration=plan.calibration)
     step = _step(plan, catalog, m, paged_out_bytes)
