@@ -124,12 +124,16 @@ def command_line(model: BaseModel, *, command: str, head: tuple[str, ...] = (),
     spells the fields whose flag another model defines. Run as printed, the command gives the same figures."""
     parts = ["gpuwise", command, *head]
     task = str(getattr(model, "task", ""))
+    # with --framework, a field the recipe fills would be filled again when the command runs: one the user gave
+    # (``--ckpt none``) is spelled out even at its default
+    recipe = frozenset(getattr(model, "recipe_fields", ()))
     for name, info in type(model).model_fields.items():
         flag = flag_of(info) or (borrowed or {}).get(name)  # a field whose flag another model defines (--quant)
         if flag is None or command not in flag.commands:
             continue
         value = getattr(model, name)
-        if value == info.get_default(call_default_factory=True) or value is None:
+        at_default = value == info.get_default(call_default_factory=True)
+        if value is None or (at_default and not (name in recipe and name in model.model_fields_set)):
             continue
         if flag.refused.get((command, task)):  # what the command decides itself, or ignores for this task
             continue

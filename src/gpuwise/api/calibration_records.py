@@ -30,7 +30,8 @@ class _Mechanism(BaseModel):
 
     bound: str = Field(max_length=40)
     predicted_over_measured: float = Field(gt=0, le=1e4)
-    gemm_tflops: dict[Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8"], Annotated[
+    # keyed by the dtype the prediction's matmuls ran in (the plan's matmul_dtype: fp4 for NVFP4/MXFP4 on Blackwell)
+    gemm_tflops: dict[Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"], Annotated[
         float, Field(gt=0, le=1e5)]] | None = None
     memory_gb_s: float | None = Field(default=None, gt=0, le=1e5)
     host_op_s: float | None = Field(default=None, gt=0, le=1.0)

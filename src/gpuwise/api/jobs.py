@@ -72,11 +72,14 @@ def trace(name: ModelRef, job: Job | TrainPlan | InferPlan) -> Any:
     prefill and a decode step; peak allocated bytes by kind, FLOPs and kernels. ``job``: an estimate's plan (its job
     as resolved, and the sharding it decided), or a bare job. Needs the ``hf`` extra and torch (PEFT for adapters);
     no GPU."""
+    from gpuwise.estimate.plan import with_framework
     from gpuwise.workload.trace.by_layers import trace_by_layers
     from gpuwise.workload.trace.steps import trace_inference, trace_training
 
     plan = job if isinstance(job, (TrainPlan, InferPlan)) else None
     typed: Job = job.job if isinstance(job, (TrainPlan, InferPlan)) else job
+    if isinstance(typed, TrainJob) and plan is None:
+        typed = with_framework(typed)  # a bare job: its framework's recipe, as its plan would fill it
     arch = model(name)
     if not arch.config.get("model_type") or arch.kind not in ("decoder", "encoder"):
         raise ConfigError(f"--trace supports decoder and encoder language models; {arch.name} is neither")

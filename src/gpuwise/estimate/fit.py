@@ -223,7 +223,9 @@ def _greedy(arch: Architecture, job: Job, gpu: GPU, *, max_steps: int,
         done = estimate(arch, current, gpu)
         if done.memory.fits:
             return tuple(flags), current
-        edits = _training_edits(current, gpu, done) if isinstance(current, TrainJob) else _inference_edits(done)
+        resolved = done.plan.job  # the edits read the job as resolved (its framework's recipe filled)
+        edits = (_training_edits(resolved, gpu, done) if isinstance(resolved, TrainJob)
+                 else _inference_edits(done))
         best: tuple[float, str, Job] | None = None
         for flag, _d, _t, update in edits:
             budget.checkpoint()

@@ -40,9 +40,10 @@ def scaling(arch: Architecture, job: TrainJob, gpu: GPU, catalog: Catalog,
             continue
         nodes = max(1, -(-count // GPUS_PER_NODE))
         budget.checkpoint()
-        # one GPU has nothing to shard or offload to; several use the job's ZeRO stage (default: ZeRO-3)
-        shaped = job.updated(count=count, nodes=nodes, zero=job.zero if count > 1 else None,
-                             offload=job.offload if count > 1 else "none")
+        # one GPU has nothing to shard or offload to; several use the job's ZeRO stage, else its framework's, else
+        # ZeRO-3 (a stage left unset stays unset, so the plan fills the framework's for this count)
+        cleared: dict[str, object] = {"zero": None, "offload": "none"} if count == 1 else {}
+        shaped = job.updated(count=count, nodes=nodes, **cleared)
         result = estimate(arch, shaped, gpu, catalog)
         perf = result.perf
         assert isinstance(perf, TrainPerf)

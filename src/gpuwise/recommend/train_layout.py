@@ -12,6 +12,7 @@ from gpuwise import runtimes
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.calibration import Calibration
+from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.estimate import Estimate, estimate
 from gpuwise.estimate.memory.knobs import free_knobs
 from gpuwise.estimate.plan import TrainPlan, tp_divides
@@ -99,6 +100,13 @@ def _zero_choices(template: TrainJob, data_parallel: int) -> tuple[dict[str, int
     return ({}, {"zero": 2})
 
 
+def _hard_need(result: Estimate, gpu: GPU) -> Rejection | None:
+    """What the job as resolved needs and the card lacks (a framework's recipe for this GPU count may ask for paged
+    8-bit AdamW, which needs bitsandbytes): the card-level check saw only the user's flags."""
+    need = next((r for r in unmet(_resolved(result), gpu) if r.hard), None)
+    return Rejection(need.code, describe(need, gpu)) if need is not None else None
+
+
 def _resolved(result: Estimate) -> TrainJob:
     """The job as the estimate's plan resolved it (its framework's recipe filled in)."""
     job = result.plan.job
@@ -117,6 +125,9 @@ def _laid_out(arch: Architecture, template: TrainJob, job: TrainJob, gpu: GPU, c
         result = estimate(arch, job, gpu, catalog, calibration=calibration)
     except GpuwiseError as exc:  # a layout this model cannot take
         return Rejection("count", str(exc))
+    missing = _hard_need(result, gpu)
+    if missing is not None:
+        return missing
     notes: list[str] = []
     for knob in free_knobs(arch, template, _resolved(result), gpu):
         if result.memory.fits:

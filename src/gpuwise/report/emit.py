@@ -114,8 +114,10 @@ def _option_text(option: Any, workload: Any, settings: Mapping[str, object], too
         trained = job.updated(**fields, count=option.count, nodes=place.machines if place else 1,
                               network=place.network if place else None)
         estimate = api.estimate(workload.model, gpu=option.gpu, job=trained)
-        if kind == "cluster":
-            text = skypilot_task(_training_deployment(trained, estimate, workload.model, option.offer))
+        if kind == "cluster":  # the job as the estimate's plan resolved it: the framework's recipe filled
+            resolved = estimate.job
+            assert isinstance(resolved, TrainJob)
+            text = skypilot_task(_training_deployment(resolved, estimate, workload.model, option.offer))
         else:
             text = _training_text(estimate, workload.model, tool)
         refuse_unfit(estimate)

@@ -102,6 +102,13 @@ def framework_fills(profile: FrameworkProfile, values: Mapping[str, Any]) -> dic
     return fills
 
 
+def recipe_fields(profile: FrameworkProfile) -> frozenset[str]:
+    """Every field ``profile``'s recipe may fill, for some GPU count, method or checkpointing."""
+    sources = (profile.fills, profile.fills_one_gpu_full, profile.fills_while_checkpointing)
+    found = {k for s in sources if s is not None for k in s.value}
+    return frozenset(found | ({"zero"} if profile.zero_when_data_parallel is not None else set()))
+
+
 def _whole(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1
 

@@ -37,6 +37,7 @@ from gpuwise.estimate.plan.models import (
     require_tp,
     require_training_knobs,
     tp_divides,
+    with_framework,
 )
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.jobs.hpc import HpcJob
@@ -47,7 +48,7 @@ from gpuwise.workload.model.architecture import Architecture
 __all__ = ["UNBOUNDED_SEQUENCES", "Choice", "HpcPlan", "ImagePlan", "InferPlan", "Plan", "TrainPlan",
            "adapted_linears", "adapter_params", "data_parallel_layout",
            "peft_targets_experts", "require_tp", "require_training_knobs",
-           "resolve", "tp_divides"]
+           "resolve", "tp_divides", "with_framework"]
 
 
 @overload

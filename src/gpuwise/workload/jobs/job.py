@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 from gpuwise import runtimes
 from gpuwise.errors import ConfigError
 from gpuwise.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
+from gpuwise.runtimes import rules
 from gpuwise.runtimes.names import Engine, Framework, Sharding  # the runtimes' names, beside their registries
 from gpuwise.runtimes.rules import engine_refusal
 from gpuwise.workload.model.checkpoint import WeightFormat
@@ -168,6 +169,11 @@ class TrainJob(_Job):
         default=False, description="several documents packed into each --seq sequence (torchtune packed=True, "
                                    "axolotl sample_packing, TRL packing): without FlashAttention the block-causal "
                                    "mask is held too")
+
+    @property
+    def recipe_fields(self) -> frozenset[str]:
+        """The fields --framework's recipe may fill (a reproduce command spells the user's even at their default)."""
+        return rules.recipe_fields(runtimes.framework(self.framework)) if self.framework else frozenset()
 
     def updated(self, **changes: object) -> Any:
         """A validated copy with some fields changed; what --framework's recipe filled is dropped with the fill, so
