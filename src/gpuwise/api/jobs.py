@@ -201,7 +201,7 @@ def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | No
     shaped = _job("infer", job, options)
     assert isinstance(shaped, InferJob)
     arch = model(model_name)
-    return _layer_split(arch, shaped.for_checkpoint(arch.checkpoint), [cat.gpu(g) for g in gpus], cat)
+    return _layer_split(arch, shaped, [cat.gpu(g) for g in gpus], cat)  # each card's estimate resolves the job
 
 
 def fit(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None, weights: str | None = None,
