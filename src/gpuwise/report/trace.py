@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuwise.api import Estimate, InferPerf, MemoryEstimate, TrainPerf
-from gpuwise.api.reporting import Trace, TracedTime
+if TYPE_CHECKING:  # types only: `gpuwise --help` imports this module and loads no estimator for it
+    from gpuwise.api import Estimate, MemoryEstimate
+    from gpuwise.api.reporting import Trace, TracedTime
 
 
 def allocated_bytes(memory: MemoryEstimate) -> float:
@@ -15,6 +16,8 @@ def allocated_bytes(memory: MemoryEstimate) -> float:
 
 def closed_form_step_s(result: Estimate) -> float | None:
     """The closed form's counterpart of the traced step: a training step, or one decode step."""
+    from gpuwise.api import InferPerf, TrainPerf
+
     perf = result.perf
     if isinstance(perf, TrainPerf):
         return perf.step_time_s
