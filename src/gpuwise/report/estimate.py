@@ -49,7 +49,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
     workload: dict[str, Any] = {
         "model": arch.name, "family": arch.family, "params": arch.total_params,
         "active_params": arch.active_params, "task": est.task,
-        **job.model_dump(exclude={"count", "nodes", "network", "task", "framework_filled"}),
+        **job.model_dump(exclude={"count", "nodes", "network", "task"}),
         "params_breakdown": params_breakdown(arch),
     }
     if arch.resolved_as:

@@ -29,7 +29,6 @@ from gpuwise.estimate.dtypes import (
 from gpuwise.estimate.roofline import Machine, machine
 from gpuwise.estimate.sharding import Sharding, resolve_sharding
 from gpuwise.estimate.weights import Weights, as_header_says, matmul_dtype, weights
-from gpuwise.flags import build
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile, Sourced
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
@@ -275,8 +274,10 @@ def with_framework(job: TrainJob) -> TrainJob:
     resolve, so a copy at another GPU count (recommend's layouts) gets that count's recipe."""
     if job.framework is None:
         return job
-    given = job.model_dump(exclude_unset=True, exclude={*job.framework_filled, "framework_filled"})
-    return build(TrainJob, rules.apply_framework(given))
+    given = job.model_dump(exclude_unset=True, exclude=set(job.framework_filled))
+    values = rules.apply_framework(given)
+    filled = tuple(values.pop("framework_filled", ()))
+    return job.with_recipe(values, filled)
 
 
 def _train_plan(arch: Architecture, job: TrainJob, gpu: GPU) -> TrainPlan:

@@ -7,9 +7,10 @@ are far above any real job and keep every computation finite.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from gpuwise import runtimes
@@ -157,8 +158,6 @@ class TrainJob(_Job):
         default=None, description="fill the flags you leave out with this framework's defaults (torchtune: bf16, "
                                   "checkpointing, chunked loss; unsloth: offloaded checkpoints, fused loss; "
                                   "torchtitan: selective checkpointing); the estimate lists what it filled")
-    framework_filled: tuple[str, ...] = Field(default=(), description="set when the plan is resolved: the fields "
-                                                                     "--framework's recipe filled")
     activation_offload: Annotated[bool, Flag(_TRAIN, TRAINING, name="--cpu-activations", negatable=True,
                                                              aliases=("--activation-offload",))] = Field(
         default=False, description="keep saved activations in host memory between forward and backward "
@@ -170,6 +169,19 @@ class TrainJob(_Job):
                                    "axolotl sample_packing, TRL packing): without FlashAttention the block-causal "
                                    "mask is held too")
 
+    _recipe_filled: tuple[str, ...] = PrivateAttr(default=())  # set by with_recipe only: never an input
+
+    @property
+    def framework_filled(self) -> tuple[str, ...]:
+        """The fields --framework's recipe filled; set when the plan resolves the job (with_recipe)."""
+        return self._recipe_filled
+
+    def with_recipe(self, values: Mapping[str, object], filled: tuple[str, ...]) -> TrainJob:
+        """The job of ``values`` (the user's flags and the recipe's fills), remembering which the recipe filled."""
+        job = build(TrainJob, values)
+        job._recipe_filled = filled
+        return job
+
     @property
     def recipe_fields(self) -> frozenset[str]:
         """The fields --framework's recipe may fill (a reproduce command spells the user's even at their default)."""
@@ -178,7 +190,7 @@ class TrainJob(_Job):
     def updated(self, **changes: object) -> Any:
         """A validated copy with some fields changed; what --framework's recipe filled is dropped with the fill, so
         the plan fills it again for the changed job (its GPU count decides the recipe) unless the change sets it."""
-        kept = self.model_dump(exclude_unset=True, exclude={*self.framework_filled, "framework_filled"})
+        kept = self.model_dump(exclude_unset=True, exclude=set(self.framework_filled))
         return build(type(self), {**kept, **changes})
 
     @model_validator(mode="before")
