@@ -21,7 +21,7 @@ from gpuwise.estimate.speed.expert_offload import (
     offloaded_layers,
     prefill_copy_s,
 )
-from gpuwise.workload.jobs.job import make_job
+from gpuwise.workload.jobs.parse import make_job
 from gpuwise.workload.model.resolve import resolve_model
 
 runner = CliRunner()

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from gpuwise import api
 from gpuwise.cli.main import app
-from gpuwise.workload.jobs.job import TrainJob, make_job
+from gpuwise.workload.jobs.job import TrainJob
+from gpuwise.workload.jobs.parse import make_job
 
 RUN = CliRunner()
 

@@ -26,7 +26,7 @@ from gpuwise.cli.main import app
 from gpuwise.errors import GpuwiseError
 from gpuwise.recommend.request import load_scenario
 from gpuwise.workload.jobs.hpc import APPS
-from gpuwise.workload.jobs.job import job_flag_fields, make_job
+from gpuwise.workload.jobs.parse import job_flag_fields, make_job
 from gpuwise.workload.model.presets import presets
 
 runner = CliRunner()

@@ -19,7 +19,7 @@ from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError, InputTooLarge, TimeLimitExceeded
 from gpuwise.safe_io import atomic_write_text, excerpt, parse_json, parse_yaml
 from gpuwise.troubleshoot.matcher import anchors, diagnose_text
-from gpuwise.workload.jobs.job import job_flag_fields
+from gpuwise.workload.jobs.parse import job_flag_fields
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[1]

@@ -19,7 +19,8 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate.serving.capacity import batch_capacity, capacity, latency_at, poisson_quantile, replica
 from gpuwise.estimate.serving.simulate import poisson_requests, simulate
 from gpuwise.probe.bench import CalibrationRecord
-from gpuwise.workload.jobs.job import InferJob, make_job
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.jobs.parse import make_job
 from gpuwise.workload.model.resolve import resolve_model
 from plans import infer_plan
 

@@ -34,8 +34,9 @@ from gpuwise.recommend.engine import Recommendation
 from gpuwise.recommend.rank import recommend as _recommend
 from gpuwise.recommend.request import Request, parse_request
 from gpuwise.safe_io import check_size
-from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, make_job
+from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
 from gpuwise.workload.jobs.load_test import LoadTest
+from gpuwise.workload.jobs.parse import make_job
 from gpuwise.workload.model.architecture import Architecture, from_config
 from gpuwise.workload.model.presets import Preset, presets
 from gpuwise.workload.model.resolve import resolve_model

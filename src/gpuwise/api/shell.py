@@ -23,8 +23,9 @@ from gpuwise.recommend.request import Constraints, Request, Workload, load_scena
 from gpuwise.workload.exports import CalibrateSettings
 from gpuwise.workload.jobs.hpc import HPC_SHARED, HpcJob, make_hpc_job
 from gpuwise.workload.jobs.image import SHARED, ImageJob, make_image_job
-from gpuwise.workload.jobs.job import HARDWARE, JOB_MODELS, InferJob, TrainJob, job_flag_fields, make_job
+from gpuwise.workload.jobs.job import HARDWARE, JOB_MODELS, InferJob, TrainJob
 from gpuwise.workload.jobs.load_test import LoadTest
+from gpuwise.workload.jobs.parse import job_flag_fields, make_job
 from gpuwise.workload.kind import workload_kind
 from gpuwise.workload.model.presets import hub_index
 

@@ -31,7 +31,8 @@ from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.safe_io import atomic_write_text, check_writable
 from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
 from gpuwise.workload.jobs.image import ImageJob, make_image_job
-from gpuwise.workload.jobs.job import InferJob, Job, TrainJob, make_job
+from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
+from gpuwise.workload.jobs.parse import make_job
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.trace.run import Measured, RunSettings, run_inference, run_training
 

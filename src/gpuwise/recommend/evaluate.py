@@ -38,7 +38,8 @@ from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.hpc.apps import HpcApp
 from gpuwise.workload.jobs.hpc import HpcJob
 from gpuwise.workload.jobs.image import ImageJob
-from gpuwise.workload.jobs.job import InferJob, job_flag_fields
+from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.jobs.parse import job_flag_fields
 from gpuwise.workload.model.architecture import Architecture
 
 

@@ -32,7 +32,8 @@ from gpuwise.flags import Flag
 from gpuwise.safe_io import excerpt, parse_yaml, read_text
 from gpuwise.workload.jobs.hpc import HpcJob, make_hpc_job
 from gpuwise.workload.jobs.image import ImageJob, make_image_job
-from gpuwise.workload.jobs.job import JOB_MODELS, InferJob, Task, TrainJob, make_job
+from gpuwise.workload.jobs.job import JOB_MODELS, InferJob, Task, TrainJob
+from gpuwise.workload.jobs.parse import make_job
 from gpuwise.workload.kind import workload_kind
 
 Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt", "usd-per-mtok"]

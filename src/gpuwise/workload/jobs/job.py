@@ -14,8 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from pydantic.fields import FieldInfo
 
 from gpuwise import runtimes
-from gpuwise.errors import ConfigError
-from gpuwise.flags import JOB_COMMANDS, Flag, build, check_command, flag_fields, spelling
+from gpuwise.flags import JOB_COMMANDS, Flag, build
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.names import Engine, Framework, Sharding  # the runtimes' names, beside their registries
 from gpuwise.runtimes.rules import engine_refusal
@@ -90,10 +89,9 @@ class _Job(BaseModel):
                                   "ResNet/ViT, 1024 SAM, 640 YOLO, 512 U-Net); a ViT's tokens follow: (side / patch)^2")
 
     def updated(self, **changes: object) -> Any:
-        """A validated copy with some fields changed (ConfigError naming the flag when incoherent). The copy keeps
-        which fields were given: what was left free stays free (the plan fills it from the framework's recipe, the
-        checkpoint or the engine, as it would have for the original)."""
-        return build(type(self), {**self.model_dump(exclude_unset=True), **changes})
+        """A validated copy with some fields changed: the given stay given, a recipe's fills go (the plan refills)."""
+        kept = self.model_dump(exclude_unset=True, exclude=set(getattr(self, "framework_filled", ())))
+        return build(type(self), {**kept, **changes})
 
 
 class TrainJob(_Job):
@@ -186,12 +184,6 @@ class TrainJob(_Job):
     def recipe_fields(self) -> frozenset[str]:
         """The fields --framework's recipe may fill (a reproduce command spells the user's even at their default)."""
         return rules.recipe_fields(runtimes.framework(self.framework)) if self.framework else frozenset()
-
-    def updated(self, **changes: object) -> Any:
-        """A validated copy with some fields changed; what --framework's recipe filled is dropped with the fill, so
-        the plan fills it again for the changed job (its GPU count decides the recipe) unless the change sets it."""
-        kept = self.model_dump(exclude_unset=True, exclude=set(self.framework_filled))
-        return build(type(self), {**kept, **changes})
 
     @model_validator(mode="before")
     @classmethod
@@ -369,40 +361,3 @@ class InferJob(_Job):
 
 Job = TrainJob | InferJob
 JOB_MODELS: dict[str, type[TrainJob] | type[InferJob]] = {"train": TrainJob, "infer": InferJob}
-
-
-def make_job(task: str = "train", /, *, command: str | None = None, fixed: dict[str, object] | None = None,
-             **values: object) -> TrainJob | InferJob:
-    """Validate flag values into the job of ``task``; one-line ConfigError naming the flag and what it accepts.
-
-    A value of the other task is refused with the flag that would make it count (``--quant ... add --task infer``);
-    with ``command``, so is a flag that command does not take or decides itself. ``fixed`` values are the caller's
-    own (a recommender's GPU count) and are not checked against ``command``."""
-    kind = JOB_MODELS.get(task) if isinstance(task, str) else None
-    if kind is None:
-        raise ConfigError(f"--task {str(task)[:40]!r} is not accepted; use train or infer (hpc: estimate, recommend)")
-    if values.pop("task", task) != task:
-        raise ConfigError(f"the options say another task than {task!r}; give the task once")
-    other = JOB_MODELS["infer" if task == "train" else "train"]
-    for name in values:
-        if name not in kind.model_fields and name not in kind.shorthands and name in other.model_fields:
-            spelled = spelling(other, name)
-            raise ConfigError(f"{spelled} applies to {'inference' if task == 'train' else 'training'}; "
-                              f"{'add --task infer' if task == 'train' else 'this is an inference job'}")
-    if command is not None:
-        check_command(kind, values, command=command, task=task)
-    return build(kind, {**values, **(fixed or {}), "task": task})
-
-
-def job_flag_fields(command: str, tasks: tuple[str, ...] = ("train", "infer")) -> dict[str, tuple[Any, Flag]]:
-    """Every job flag ``command`` takes for ``tasks``: name -> (field info, flag); a field both jobs share (count,
-    batch ...) once."""
-    found: dict[str, tuple[Any, Flag]] = {}
-    for task in tasks:
-        model = JOB_MODELS[task]
-        for name, info, flag in flag_fields(model, command):
-            found.setdefault(name, (info, flag))
-        for name, (info, flag) in model.shorthands.items():
-            if command in flag.commands:
-                found.setdefault(name, (info, flag))
-    return found
