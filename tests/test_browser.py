@@ -86,12 +86,13 @@ def test_recommend_serves_one_user_on_your_own_desktop_with_used_cards(server: s
     tab.uncheck("input[name=rent]")  # type: ignore[attr-defined]
     tab.check("input[name=own_host]")  # type: ignore[attr-defined]
     tab.select_option("select[name=chassis]", "desktop")  # type: ignore[attr-defined]
-    tab.click("#rec-go")  # type: ignore[attr-defined]
+    with tab.expect_response(lambda r: r.url.endswith("/api/recommend"), timeout=60000):  # type: ignore[attr-defined]
+        tab.click("#rec-go")  # type: ignore[attr-defined]
     tab.wait_for_selector("#rec-table tbody tr", timeout=20000)  # type: ignore[attr-defined]
-    rows = tab.locator("#rec-table tbody tr")  # type: ignore[attr-defined]
-    assert rows.count() >= 1
-    for i in range(rows.count()):
-        text = rows.nth(i).inner_text()
+    # the rows' text in one read of the page (a row count read apart from the rows can race a re-render)
+    texts = tab.eval_on_selector_all("#rec-table tbody tr", "rows => rows.map((r) => r.innerText)")  # type: ignore[attr-defined]
+    assert texts
+    for text in texts:
         assert "buy-used" in text and "desktop" in text and "tok/s" in text
     assert "USD per million generated tokens" in tab.inner_text("#rec-chart")  # type: ignore[attr-defined]
     tab.screenshot(path=str(ARTIFACTS / "recommend-one-user.png"), full_page=True)  # type: ignore[attr-defined]
