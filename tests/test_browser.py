@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,12 +42,25 @@ def page(server: str) -> Iterator[object]:
     assert not [m for m in CONSOLE if "favicon" not in m], CONSOLE
 
 
+def _opened(tab: Any, url: str, api: str) -> None:
+    """Open a page and let its worked example (submitted on load) answer first, so the answer a test reads is the one
+    its own submit asked for, not the example's arriving late on a loaded machine."""
+    with tab.expect_response(lambda r: r.url.endswith(api), timeout=60000):
+        tab.goto(url)
+
+
+def _submitted(tab: Any, button: str, api: str) -> None:
+    """Click a form's button and wait for its API's answer."""
+    with tab.expect_response(lambda r: r.url.endswith(api), timeout=60000):
+        tab.click(button)
+
+
 def test_fit_form_renders_the_breakdown_chart(server: str, page: object) -> None:
     tab = page  # a playwright Page
-    tab.goto(server + "/fit")  # type: ignore[attr-defined]
+    _opened(tab, server + "/fit", "/api/fit")
     tab.select_option("select[name=model]", "qwen2-7b")  # type: ignore[attr-defined]
     tab.select_option("select[name=gpu]", "rtx-4070-ti-super")  # type: ignore[attr-defined]
-    tab.click("#fit-go")  # type: ignore[attr-defined]
+    _submitted(tab, "#fit-go", "/api/fit")
     tab.wait_for_selector("#fit-chart .main-svg", timeout=15000)  # type: ignore[attr-defined]
     bars = tab.locator("#fit-chart .bars path").count()  # type: ignore[attr-defined]
     assert bars >= 3  # weights, activations, overhead ... stacked
@@ -59,8 +73,8 @@ def test_fit_form_renders_the_breakdown_chart(server: str, page: object) -> None
 
 def test_recommend_gives_a_table_and_a_pareto_scatter(server: str, page: object) -> None:
     tab = page
-    tab.goto(server + "/recommend")  # type: ignore[attr-defined]
-    tab.click("#rec-go")  # type: ignore[attr-defined]
+    _opened(tab, server + "/recommend", "/api/recommend")
+    _submitted(tab, "#rec-go", "/api/recommend")
     tab.wait_for_selector("#rec-table tbody tr", timeout=20000)  # type: ignore[attr-defined]
     tab.wait_for_selector("#rec-chart .main-svg", timeout=10000)  # type: ignore[attr-defined]
     assert tab.locator("#rec-table tbody tr").count() >= 5  # type: ignore[attr-defined]
@@ -77,7 +91,7 @@ def test_recommend_serves_one_user_on_your_own_desktop_with_used_cards(server: s
     """The page's serving, usage, own-host, chassis and acquisition inputs reach the request: one user on a
     desktop the user owns, bought used only, so every answer is a used card in one desktop with no host cost."""
     tab = page
-    tab.goto(server + "/recommend")  # type: ignore[attr-defined]
+    _opened(tab, server + "/recommend", "/api/recommend")
     tab.select_option("select[name=model]", "llama-3.1-8b")  # type: ignore[attr-defined]
     tab.select_option("select[name=task]", "one-user")  # type: ignore[attr-defined]
     assert tab.locator("input[name=tokens]").is_hidden()  # type: ignore[attr-defined]
@@ -86,8 +100,7 @@ def test_recommend_serves_one_user_on_your_own_desktop_with_used_cards(server: s
     tab.uncheck("input[name=rent]")  # type: ignore[attr-defined]
     tab.check("input[name=own_host]")  # type: ignore[attr-defined]
     tab.select_option("select[name=chassis]", "desktop")  # type: ignore[attr-defined]
-    with tab.expect_response(lambda r: r.url.endswith("/api/recommend"), timeout=60000):  # type: ignore[attr-defined]
-        tab.click("#rec-go")  # type: ignore[attr-defined]
+    _submitted(tab, "#rec-go", "/api/recommend")
     tab.wait_for_selector("#rec-table tbody tr", timeout=20000)  # type: ignore[attr-defined]
     # the rows' text in one read of the page (a row count read apart from the rows can race a re-render)
     texts = tab.eval_on_selector_all("#rec-table tbody tr", "rows => rows.map((r) => r.innerText)")  # type: ignore[attr-defined]
@@ -101,13 +114,13 @@ def test_recommend_serves_one_user_on_your_own_desktop_with_used_cards(server: s
 def test_recommend_per_watt_says_whether_a_75_watt_card_wins(server: str, page: object) -> None:
     """Vision serving ranked per watt: the finding under the chart compares the best T4/L4 with the best bigger card."""
     tab = page
-    tab.goto(server + "/recommend")  # type: ignore[attr-defined]
+    _opened(tab, server + "/recommend", "/api/recommend")
     tab.select_option("select[name=model]", "resnet-50")  # type: ignore[attr-defined]
     tab.select_option("select[name=task]", "serve")  # type: ignore[attr-defined]
     tab.fill("input[name=qps]", "500")  # type: ignore[attr-defined]
     tab.fill("input[name=p99]", "50")  # type: ignore[attr-defined]
     tab.select_option("select[name=objective]", "perf-per-watt")  # type: ignore[attr-defined]
-    tab.click("#rec-go")  # type: ignore[attr-defined]
+    _submitted(tab, "#rec-go", "/api/recommend")
     tab.wait_for_selector("#rec-findings li", timeout=20000)  # type: ignore[attr-defined]
     finding = tab.inner_text("#rec-findings")  # type: ignore[attr-defined]
     assert "500 QPS within P99 50 ms of resnet-50" in finding and "per W at the wall" in finding
