@@ -288,14 +288,14 @@ def _train_plan(arch: Architecture, job: TrainJob, gpu: GPU) -> TrainPlan:
     accumulation = math.ceil(job.global_batch / (job.batch * job.data_parallel)) if job.global_batch else 1
     microbatches = max(job.pp_microbatches or job.pp, accumulation) if job.pp > 1 else accumulation
     trainable = float(adapter_params(arch, job) if job.trains_adapters else arch.total_params)
-    sharding = data_parallel_layout(job)
+    sharding = resolve_sharding(job, framework)  # the job arrives with its recipe filled (model_plan)
     choices = _train_choices(job, framework) + _sharding_choices(job, sharding)
     return TrainPlan(arch, job, gpu, framework, microbatches, trainable, sharding, choices)
 
 
 def data_parallel_layout(job: TrainJob) -> Sharding:
-    """The data-parallel runtime, ZeRO stage and sharding ranks of a training job (its framework's recipe filled),
-    as the plan holds them; what ``--trace`` of a bare job shards with when it is given no plan."""
+    """The data-parallel runtime, ZeRO stage and sharding ranks of a bare training job, as its plan would decide them
+    (its framework's recipe filled first): what ``--trace`` shards with when it is given no plan."""
     job = with_framework(job)
     return resolve_sharding(job, runtimes.framework(job.framework))
 
