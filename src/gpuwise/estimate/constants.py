@@ -1,4 +1,7 @@
-"""Every outside constant the memory estimators use, stored once with its source.
+"""Every outside constant the estimators use, stored once with its source.
+
+A FittedConstant is a global parameter of a speed mechanism: its value, bounds, prior and sources are in
+gpuwise/fitted/parameters.yaml, chosen by benchmarks/fit.py out of sample.
 
 A value marked *gpuwise assumption* is our own choice, stated so it can be challenged; everything else
 cites the document it comes from.
@@ -7,6 +10,8 @@ cites the document it comes from.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from gpuwise.fitted import FittedConstant
 
 MIB = 2**20
 GIB = 2**30
@@ -112,21 +117,9 @@ VLLM_CUDA_GRAPHS = Constant(1.04 * GIB, "bytes", LLMD_REPORT + ": CUDA graph poo
 # ``measured.gemm`` in catalog/data/gpus/<id>.yaml. A card without one borrows that of its architecture's reference
 # card of the same segment (the record whose ``measured.stands_for`` says why), else GEMM_EFFICIENCY_DEFAULT
 # (estimate/roofline.py, gemm_efficiency).
-FIXED_SHAPE_FRACTION = Constant(
-    215.333 / 252.9, "fraction of the best-shape maximum",
-    "benchmarks/data/public-measurements.yaml: a plain 8192^3 fp16 matmul reaches 215.3 TFLOPS on an A800 PCIe "
-    "(mli/transformers-benchmarks, D-mli-a800-pcie-fp16-matmul-8192) while mamf-finder's best shape reaches 252.9 "
-    "on the same silicon (A100 PCIe 80GB, D-mamf-a100-pcie-bf16): shapes a model dictates get 0.85 of the best",
-)
-GEMM_EFFICIENCY_DEFAULT = Constant(0.75, "fraction", "gpuwise assumption for chips with no published matmul "
-                                   "measurement of their own nor of a reference card of their architecture and "
-                                   "segment (Volta, Turing, GeForce Ampere, Ada data-center and workstation, CDNA 2, "
-                                   "edge): below every measured NVIDIA card")
-GEMM_HALF_EFFICIENCY_FLOP = Constant(
-    2e9, "FLOP",
-    "Calculon (calculon-ai/calculon, systems/h100_80g_nvl8.json) matrix efficiency 0.6 at >= 1 GFLOP, 0.9 at >= 16, "
-    "0.95 at >= 128: a GEMM of f FLOP reaches max * f / (f + 2 GFLOP) of peak (0.33, 0.89, 0.98 there)",
-)
+FIXED_SHAPE_FRACTION = FittedConstant("fixed_shape_fraction", "fraction of the best-shape maximum")
+GEMM_EFFICIENCY_DEFAULT = FittedConstant("gemm_efficiency_default", "fraction")
+GEMM_HALF_EFFICIENCY_FLOP = FittedConstant("gemm_half_efficiency_flop", "FLOP")
 LLAMACPP_DECODE_REFERENCE = {
     # stack -> (the card it was measured on, llama-bench tg128 tokens/s of llama 7B Q4_0): one published single-user
     # decode measurement of llama.cpp on a backend other than CUDA. Its ratio to the model's own figure for that run
@@ -146,22 +139,16 @@ UNMEASURED_STACK_DISCOUNT = Constant(
     "output says so",
 )
 UNMEASURED_STACKS = frozenset({"rocm", "oneapi", "metal"})  # on consumer, workstation and soc cards only
-MEMORY_EFFICIENCY = Constant(
-    0.88, "fraction of datasheet bandwidth",
-    "device copy/stream measurements in benchmarks/data/public-measurements.yaml: A100 40GB memcopy 1355 of 1555 "
-    "GB/s (0.87), A800 PCIe 1727 of 1935 (0.89), RTX 5090 BabelStream 1573 of 1792 (0.88)",
-)
-FLASH_ATTENTION_EFFICIENCY = {
-    "ampere": Constant(0.60, "fraction of dense peak", "Dao 2023, FlashAttention-2 (arXiv 2307.08691) sec. 4.1: "
-                       "forward up to 73%, backward up to 63% of A100 peak; 0.60 for both passes at training sizes"),
-    "ada": Constant(0.60, "fraction of dense peak", "FlashAttention-2 on Ampere-class SMs (same kernels on sm_89)"),
-    "hopper": Constant(0.40, "fraction of dense peak", "Shah et al. 2024, FlashAttention-3 (arXiv 2407.08608) "
-                       "fig. 1: FlashAttention-2 reaches 35-40% of H100 peak; cuDNN/FA3 paths reach more"),
+MEMORY_EFFICIENCY = FittedConstant("memory_efficiency", "fraction of datasheet bandwidth")
+_SM80_ATTENTION = FittedConstant("attention_efficiency_sm80", "fraction of dense peak")
+FLASH_ATTENTION_EFFICIENCY: dict[str, Constant | FittedConstant] = {
+    "ampere": _SM80_ATTENTION,  # FlashAttention-2 (Dao 2023); the same kernels on sm_89
+    "ada": _SM80_ATTENTION,
+    "hopper": FittedConstant("attention_efficiency_sm90", "fraction of dense peak"),
 }
 FLASH_ATTENTION_DEFAULT = Constant(0.40, "fraction of dense peak", "gpuwise assumption: FA-2-class kernels on "
                                    "chips they were not tuned for (as on Hopper per the FlashAttention-3 paper)")
-KERNEL_OVERHEAD = Constant(3e-6, "s per kernel", "NVIDIA aiconfigurator memory-op model: 3 us constant per "
-                           "memory-bound kernel (estimators notes sec. 5.7)")
+KERNEL_OVERHEAD = FittedConstant("kernel_overhead_s", "s per kernel")
 HOST_COPY_PAGEABLE = Constant(
     0.5, "fraction of the link's achieved bandwidth",
     "gpuwise assumption: accelerate's offload hooks copy weights from pageable (not pinned) host memory, which "
@@ -177,12 +164,9 @@ CPU_MATVEC_BANDWIDTH_SHARE = Constant(
     "ggml-org/llama.cpp issue #4716 (2023-12-31): Mixtral Q8_0 on the CPU at 3.37 tokens/s (Ryzen 7950X) and 3.58 "
     "(5900X), both with 3,600 MT/s dual-channel memory (57.6 GB/s): about 12.9 B active weights x 8.5 bits = 13.7 "
     "GB per token, 46-49 GB/s, 0.80-0.85 of peak")
-EAGER_OVERHEAD = Constant(10e-6, "s per kernel", "gpuwise assumption: eager PyTorch launch and dispatch cost per "
-                          "op without CUDA graphs (Horace He, 'Making Deep Learning Go Brrrr', overhead section)")
-COLLECTIVE_LATENCY = Constant(10e-6, "s per collective", "aiconfigurator p2p latency 10 us; llm-analysis 8 us; "
-                              "Calculon 8-20 us (estimators notes sec. 5.8)")
-OVERLAP_SLOWDOWN = Constant(0.15, "fraction of overlapped compute", "Calculon processor_usage 0.15: compute slows "
-                            "by 15% while communication overlaps it (estimators notes sec. 5.8)")
+EAGER_OVERHEAD = FittedConstant("eager_dispatch_s", "s per kernel")
+COLLECTIVE_LATENCY = FittedConstant("collective_latency_s", "s per collective")
+OVERLAP_SLOWDOWN = FittedConstant("overlap_slowdown", "fraction of overlapped compute")
 SERVING_PLANNING_UTILISATION = Constant(
     0.8, "fraction of the saturation rate",
     "gpuwise assumption: with no latency SLO, plan a serving replica at 80 % of the rate that saturates it, so "
