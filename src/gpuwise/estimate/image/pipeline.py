@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import BITS, activation_bytes
+from gpuwise.estimate.image.operators import decoder_forward, denoiser_forward, forward_ops, runs_nchw_transposes
 from gpuwise.estimate.image.streaming import (
     Residency,
     copy_overhead_s,
@@ -38,6 +39,7 @@ from gpuwise.estimate.image.streaming import (
 from gpuwise.estimate.memory.breakdown import MemoryEstimate, for_card
 from gpuwise.estimate.plan import ImagePlan, resolve
 from gpuwise.estimate.roofline import Op, machine, phase_time
+from gpuwise.estimate.speed.convolutions import conv_dtype
 from gpuwise.estimate.speed.eager import encoder_layer_ops
 from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.runtimes.engines import HF as TRANSFORMERS
@@ -164,13 +166,6 @@ def image_memory(plan: ImagePlan) -> tuple[MemoryEstimate, dict[str, float]]:
     return for_card(memory, gpu), weights
 
 
-def _forward_ops(name: str, tally: Tally, images: int, weight_bytes: float, act_bytes: int) -> list[Op]:
-    traffic = weight_bytes + (tally.live_elements + tally.held_elements) * images * act_bytes
-    return [Op(f"{name} matmuls", "gemm", tally.gemm_flops * images, traffic, tally.kernels),
-            Op(f"{name} attention", "attention", tally.attention_flops * images, 0.0, 0),
-            Op(f"{name} norms and activations", "memory", 0.0, tally.elementwise_elements * images * act_bytes, 0)]
-
-
 def _dequant_op(tally: Tally, quant: str) -> list[Op]:
     """fp8, nf4 and GGUF weights are upcast to 16-bit each forward: read the stored bytes, write and read 16-bit
     ones."""
@@ -216,12 +211,15 @@ def image_phases(plan: ImagePlan, catalog: Catalog, weights: Mapping[str, float]
     pipeline, gpu, batch = plan.pipeline, plan.gpu, plan.job.batch
     m = machine(gpu, plan.matmul_dtype)
     den, (_, dec) = pipeline.denoiser(plan.resolution), pipeline.vae_parts(plan.resolution)
-    step = max(phase_time(_forward_ops("denoiser", den, batch * plan.guidance_passes,
-                                       weights[pipeline.denoiser_name], plan.act_bytes)
-                          + _dequant_op(den, plan.quant), m).seconds,
-               _host_s(plan, den.dispatches))
-    decode = max(phase_time(_forward_ops("vae", dec, batch, weights["vae"], plan.vae_act_bytes),
-                            machine(gpu, plan.vae_matmul_dtype)).seconds, _host_s(plan, dec.dispatches))
+    den_ops = forward_ops("denoiser", den, denoiser_forward(pipeline, plan.resolution, plan.act_bytes),
+                          images=batch * plan.guidance_passes, weight_bytes=weights[pipeline.denoiser_name],
+                          act_bytes=plan.act_bytes, transposes=runs_nchw_transposes(gpu, plan.matmul_dtype))
+    step = max(phase_time(den_ops + _dequant_op(den, plan.quant), m).seconds, _host_s(plan, den.dispatches))
+    vae_dtype = conv_dtype(plan.pipeline.defaults.vae_dtype, gpu)
+    vae_ops = forward_ops("vae", dec, decoder_forward(pipeline, plan.resolution, plan.vae_act_bytes), images=batch,
+                          weight_bytes=weights["vae"], act_bytes=plan.vae_act_bytes,
+                          transposes=runs_nchw_transposes(gpu, vae_dtype), fp32_attention=vae_dtype == "tf32")
+    decode = max(phase_time(vae_ops, machine(gpu, plan.vae_matmul_dtype)).seconds, _host_s(plan, dec.dispatches))
     decode *= _decode_factor(plan, weights)
     slower = 1 / unmeasured_stack_factor(gpu)  # a stack no published diffusers timing checks (estimate/speed/stacks.py)
     compute = {t.name: max(phase_time([Op(t.name, "gemm", t.flops(pipeline.defaults.text_tokens) * batch,

@@ -6,17 +6,49 @@ itself -- its convolutions and its other passes (residual adds, concatenations, 
 workload's (workload/vision/convnets.py). Worked check: the sum over ResNet-50 at 224 x 224 is 8.2 GFLOP per image
 forward, twice torchvision's 4.09 "GFLOPS" (which counts multiply-accumulates); YOLOv8n at 640 is 8.74 GFLOP,
 Ultralytics' fused 8.7.
+
+``layer_ops`` times any list of convolutions one by one (the diffusion UNet's and VAE decoder's, counted in
+estimate/image/layers.py), with the NCHW <-> NHWC transposes cuDNN runs around a tensor-core convolution when the maps
+are NCHW, PyTorch's default layout (LAYOUT_SOURCE); the vision networks here are timed without them (timm's and
+Ultralytics' runs) -- a difference to settle with channels_last-aware cases.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog import GPU
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate.roofline import Op
-from gpuwise.workload.model.convnets import network
+from gpuwise.workload.model.convnets import Conv, network
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A global mechanism parameter no source states: its prior, the bounds physics allows, and why."""
+
+    value: float
+    low: float
+    high: float
+    unit: str
+    source: str
+
+
+IMPLICIT_GEMM_FRACTION = Bounded(
+    1.0, 0.25, 1.0, "fraction of the dense-GEMM efficiency",
+    "to be fitted by benchmarks/fit.py. Prior 1.0: an implicit-GEMM convolution (M = N H W output pixels, N = C_out, "
+    "K = C_in k^2) reaches the card's dense-GEMM efficiency, as the ResNet-50 cases of "
+    "benchmarks/vision_accuracy.py bear out in 16-bit; the fp32 (TF32) VAE decodes of ../shared/data/h200-runs.yaml "
+    "(diffusion-sdxl-1024, 115.9 ms on an H200) and of the HF blog 'Exploring simple optimizations for SDXL' (its "
+    "Tiny-Autoencoder row, ~1 s less for 4 images on an A100) imply about 0.35-0.5 for TF32 convolutions at 128-512 "
+    "channels over 0.25-1 M pixels. A bound, not a measurement: used by the diffusion convolutions (layer_ops) only")
+LAYOUT_SOURCE = (
+    "MosaicML Composer method card 'Channels Last' (docs.mosaicml.com/projects/composer/en/v0.3.0/method_cards/"
+    "channels_last.html): tensor cores need NHWC, PyTorch makes NCHW tensors, and 'every time a convolution "
+    "operation is called ... the cuDNN library performs a transpose to convert the tensor into NHWC format'; "
+    "microsoft/onnxruntime@7c17e33c ('Make CUDA a NHWC EP', #17200) shows the NCHW<>NHWC kernels around each conv")
 
 
 def conv_dtype(dtype: str, gpu: GPU) -> Dtype:
@@ -50,4 +82,24 @@ def conv_ops(config: Mapping[str, Any], *, batch: int, act_bytes: int, train: bo
     for name, elements in net.passes.items():
         launches = net.launches.get(name, 1) * (2 if train else 1)
         ops.append(Op(name, "memory", 0.0, batch * elements * act_bytes * (backward if train else 1.0), launches))
+    return ops
+
+
+def layer_ops(convs: list[Conv], *, images: int, act_bytes: int, nchw_transposes: bool) -> list[Op]:
+    """One operator per convolution of ``images`` images, each timed by its own roofline (FLOPs 2 H W C_in C_out k^2;
+    traffic: the input map read, the output map written -- the weights are the caller's), and, where the maps are
+    NCHW and the convolution runs on tensor cores (``nchw_transposes``), the layout transposes cuDNN runs around each:
+    the input read and written as NHWC, the output read and written back as NCHW (LAYOUT_SOURCE), memory-bound
+    kernels apart from the convolution's own.
+
+    Worked example: the SDXL VAE decoder's 128 -> 128 3x3 conv at 1024 x 1024 is 2 x 128 x 128 x 9 x 1024^2 = 309 GFLOP
+    and moves 2 x 128 x 1024^2 x 4 B = 1.07 GB in fp32; its transposes move twice that again."""
+    ops, transposed = [], 0.0
+    for c in convs:
+        maps = (c.in_hw**2 * c.c_in + c.out_hw**2 * c.c_out) * images * act_bytes
+        # the implicit GEMM's useful share of the tile work a dense GEMM of the same FLOPs would do
+        ops.append(Op("convolutions", "gemm", 2.0 * c.macs * images, maps, 1, row_fill=IMPLICIT_GEMM_FRACTION.value))
+        transposed += 2 * maps
+    if nchw_transposes and convs:
+        ops.append(Op("NCHW <-> NHWC transposes", "memory", 0.0, transposed, 2 * len(convs)))
     return ops
