@@ -9,7 +9,7 @@ import pytest
 
 from gpuwise.catalog import load_catalog
 from gpuwise.estimate.image.layers import Forward, decoder, flux, resnet, unet
-from gpuwise.estimate.image.operators import FAST_F32_PRODUCTS, forward_ops, runs_nchw_transposes
+from gpuwise.estimate.image.operators import FAST_F32_PRODUCTS, forward_ops, runs_nchw_transposes, sdpa_kernel
 from gpuwise.estimate.speed.convolutions import IMPLICIT_GEMM_FRACTION, layer_ops
 from gpuwise.workload.diffusion.pipeline import find_pipeline
 from gpuwise.workload.model.convnets import Conv
@@ -122,3 +122,18 @@ def test_more_pixels_move_more_bytes() -> None:
     small, large = (flux(pipeline.denoiser_config, image_tokens=(side // 16) ** 2, text_tokens=512, act_bytes=2)
                     for side in (512, 1024))
     assert large.moved_bytes > 2 * small.moved_bytes
+
+
+def test_the_attention_kernel_sdpa_picks_follows_the_compute_capability() -> None:
+    """PyTorch's sdp_utils.cpp (pytorch/pytorch@001f694a): FlashAttention-2 on sm_80-sm_121 for 16-bit heads up to
+    256, cuDNN attention first on sm_90 and sm_100, the memory-efficient kernel for fp32, wider heads, older cards."""
+    cards = load_catalog(use_user_dir=False).gpus
+    assert cards["rtx-5090"].compute_capability == "12.0"
+    assert sdpa_kernel(cards["rtx-5090"], "bf16", 128) == "FlashAttention-2"  # consumer Blackwell: FA2
+    assert sdpa_kernel(cards["rtx-pro-6000-blackwell"], "bf16", 128) == "FlashAttention-2"
+    assert sdpa_kernel(cards["b200-sxm-180gb"], "bf16", 128).startswith("cuDNN attention")
+    assert sdpa_kernel(cards["h100-sxm-80gb"], "bf16", 128).startswith("cuDNN attention")
+    assert sdpa_kernel(cards["a100-sxm-80gb"], "fp16", 64) == "FlashAttention-2"
+    assert sdpa_kernel(cards["a100-sxm-80gb"], "fp16", 512) == "memory-efficient attention"  # the VAE's 512-wide head
+    assert sdpa_kernel(cards["a100-sxm-80gb"], "fp32", 512) == "memory-efficient attention (3xTF32)"
+    assert sdpa_kernel(cards["t4"], "fp16", 64) == "memory-efficient attention"

@@ -19,6 +19,25 @@ from gpuwise.workload.diffusion.denoisers import Tally
 from gpuwise.workload.diffusion.pipeline import FLUX_PATCH, LATENT_SCALE, Pipeline
 
 FAST_F32_PRODUCTS = 3  # TF32 tensor-core products per fp32 product in 3xTF32 (cutlass/arch/mma.h)
+SDPA_SOURCE = "pytorch/pytorch@001f694a aten/src/ATen/native/transformers/cuda/sdp_utils.cpp"
+
+
+def sdpa_kernel(gpu: GPU, dtype: str, head_dim: int) -> str:
+    """The kernel PyTorch's SDPA picks on a CUDA card (SDPA_SOURCE): FlashAttention-2 on sm_80 to sm_121 for 16-bit
+    heads up to 256 wide (check_flash_attention_hardware_support, check_head_dim_size_flash); before it, cuDNN's
+    attention on sm_90 and sm_100 (H100/H200, B200) from cuDNN 9.15.1 (check_prefer_cudnn_attention); fp32, wider
+    heads and older cards fall to the memory-efficient kernel (sm_50 to sm_121). So consumer and workstation Blackwell
+    (sm_120: RTX 5090, RTX PRO 6000) run FlashAttention-2's Ampere-style kernels, not Hopper's or B200's."""
+    cc = gpu.compute_capability
+    if gpu.software.stack != "cuda" or cc is None:
+        return f"PyTorch SDPA on {gpu.software.stack}"
+    major, minor = (int(x) for x in cc.split("."))
+    flash = dtype in ("fp16", "bf16") and head_dim <= 256 and (8, 0) <= (major, minor) <= (12, 1)
+    if flash and major in (9, 10):
+        return "cuDNN attention (FlashAttention-2 with cuDNN before 9.15.1)"
+    if flash:
+        return "FlashAttention-2"
+    return "memory-efficient attention" + (" (3xTF32)" if dtype == "fp32" and major >= 8 else "")
 
 
 def denoiser_forward(pipeline: Pipeline, resolution: int, act_bytes: int) -> Forward:

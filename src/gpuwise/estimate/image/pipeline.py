@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.dtypes import BITS, activation_bytes
-from gpuwise.estimate.image.operators import decoder_forward, denoiser_forward, forward_ops, runs_nchw_transposes
+from gpuwise.estimate.image.operators import (
+    decoder_forward,
+    denoiser_forward,
+    forward_ops,
+    runs_nchw_transposes,
+    sdpa_kernel,
+)
 from gpuwise.estimate.image.streaming import (
     Residency,
     copy_overhead_s,
@@ -135,6 +141,21 @@ def holding(plan: ImagePlan, weights: Mapping[str, float]) -> Residency | None:
                      tile_share)
 
 
+def _attention_kernels(plan: ImagePlan) -> str:
+    """The kernels SDPA runs for the denoiser's heads and the VAE's one head as wide as its last level's channels. A
+    UNet config's attention_head_dim is its head count per level (diffusers' naming): the width is channels / heads."""
+    config = plan.pipeline.denoiser_config
+    heads, channels = config.get("attention_head_dim", 64), config.get("block_out_channels", (64,))
+    if plan.pipeline.is_dit:
+        head = int(heads)
+    else:
+        counts = heads if isinstance(heads, list) else [heads] * len(channels)
+        head = max(int(c) // int(n) for c, n in zip(channels, counts, strict=False))
+    vae_head = int(plan.pipeline.vae_config.get("block_out_channels", (512,))[-1])
+    den = sdpa_kernel(plan.gpu, plan.matmul_dtype, head)
+    return f"{den} in the denoiser, {sdpa_kernel(plan.gpu, plan.pipeline.defaults.vae_dtype, vae_head)} in the VAE"
+
+
 def _offload_words(plan: ImagePlan) -> str:
     own = plan.image.offload_modes.value[plan.offload]
     return f"offload {plan.offload} ({plan.runtime.name}: {own}): " + {
@@ -158,7 +179,7 @@ def image_memory(plan: ImagePlan) -> tuple[MemoryEstimate, dict[str, float]]:
         f"denoiser weights {plan.quant}; text encoders {pipeline.defaults.dtype}; VAE decodes in "
         f"{pipeline.defaults.vae_dtype} ({pipeline.defaults.source.split(':')[0]})",
         _offload_words(plan) + (f"; {loads_note(held, weights)}" if held else ""),
-        "attention through PyTorch SDPA (flash / memory-efficient): no score matrix is kept",
+        f"attention through PyTorch SDPA: {_attention_kernels(plan)}; no score matrix is kept",
     ) + (("the VAE decode runs in tiles (it does not fit whole): ComfyUI's retry after an out-of-memory error",)
          if held and held.tiled_decode else ())
     memory = MemoryEstimate(breakdown_bytes=parts, capacity_bytes=gpu.usable_memory_bytes,
