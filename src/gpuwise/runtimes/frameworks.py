@@ -8,13 +8,37 @@ Adding a framework is adding a record here and a test in tests/test_runtimes.py 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuwise.runtimes.engines import HF as TRANSFORMERS
-from gpuwise.runtimes.schema import FrameworkProfile, Kernels, Sourced
+from gpuwise.runtimes.schema import FrameworkProfile, Fusions, Kernels, Sourced
 
 TORCHTUNE_FULL = "pytorch/torchtune@59dc1f4f recipes/configs/llama3_1/8B_full_single_device.yaml"
 TORCHTUNE_LORA = "pytorch/torchtune@2943c61e recipes/configs/llama3_1/8B_lora_single_device.yaml"
 TORCHTITAN_TOML = "pytorch/torchtitan@f3534d77 torchtitan/models/llama3/train_configs/llama3_8b.toml"
 TRAINER = "huggingface/transformers src/transformers/training_args.py TrainingArguments"
+LIGER_COMMIT = "linkedin/Liger-Kernel@ead96b61"
+LIGER = Fusions(
+    norm=True, activation=True, rotary=True, loss="fused_linear",
+    source=LIGER_COMMIT + " src/liger_kernel/transformers/monkey_patch.py apply_liger_kernel_to_llama (and each "
+                          "model's apply_liger_kernel_to_*): rope, rms_norm, swiglu and fused_linear_cross_entropy on "
+                          "by default; ops/rms_norm.py rms_norm_forward writes Y in X's dtype and RSTD per row, "
+                          "LigerRMSNorm in_place=True writes dX over dY; ops/rope.py rope_forward rotates q and k in "
+                          "place; ops/swiglu.py swiglu_forward writes c, swiglu_backward writes da and db over a and "
+                          "b; ops/fused_linear_cross_entropy.py: logits_chunk = _input_chunk @ weight.t() one chunk at "
+                          "a time, liger_cross_entropy_kernel (ops/cross_entropy.py) reads it twice and stores the "
+                          "gradient in place, grad_input and grad_weight in the forward")
+"""Liger's kernels on a transformers model, as its apply functions swap them in."""
+
+TORCH_COMPILE = Fusions(
+    norm=True, residual_in_norm=True, activation=True, rotary=True,
+    source="pytorch v2.13.0 torch/_inductor/scheduler.py Scheduler.fuse_nodes (can_fuse: a pointwise producer fuses "
+           "into the reduction that consumes it) and config.py max_fusion_size 64: an RMSNorm's pow, mean, rsqrt and "
+           "muls are one Triton kernel with the residual add before it as its prologue, writing the sum and the "
+           "normed output; SiLU * up and the rotary's muls, negation and cat are one pointwise kernel each. The loss "
+           "is not claimed: transformers' fp32 logits are kept")
+"""What torch.compile (inductor) fuses in a transformer layer; a job's --compile adds it to its framework's."""
+
 _SDPA = Sourced("PyTorch SDPA through transformers' attention interface", "transformers 5: sdpa is the default")
 _HF_KERNELS = Kernels(attention=_SDPA, norm=Sourced("transformers RMSNorm module, op by op",
                                                     "transformers modeling_llama.py LlamaRMSNorm"),
@@ -26,6 +50,10 @@ HF = FrameworkProfile(
                               "so nothing is filled"),
     kernels=_HF_KERNELS,
     host_ops=TRANSFORMERS.host_ops, launch_cost_s=TRANSFORMERS.launch_cost_s,
+    fused_loss_fusions=replace(
+        LIGER, source="huggingface/transformers v5.25.0 src/transformers/integrations/liger.py apply_liger_kernel: "
+                      "TrainingArguments.use_liger_kernel calls liger's _apply_liger_kernel_to_instance with its "
+                      "defaults (the only fused cross-entropy the Trainer offers); " + LIGER.source),
 )
 
 DEEPSPEED = FrameworkProfile(
@@ -75,6 +103,14 @@ UNSLOTH = FrameworkProfile(
                                       "unslothai/unsloth@9fbe0b6d unsloth/models/llama.py get_peft_model: "
                                       "use_gradient_checkpointing='unsloth' offloads the checkpoints to system RAM"),
     fused_kernels=Sourced(True, "unsloth/kernels: Triton RMSNorm, RoPE and SwiGLU kernels"),
+    fusions=Fusions(
+        norm=True, activation=True, rotary=True, loss="in_place",
+        source="unslothai/unsloth@015bdef0 unsloth/kernels: rms_layernorm.py Fast_RMS_Layernorm (forward reads X, "
+               "writes Y and r; backward writes dX over dY), rope_embedding.py (_rope_embedding stores Q in place, "
+               "forward and backward), swiglu.py (_fg_kernel writes h; _DWf_DW_dfg_kernel reads DW, e, g and "
+               "stores three results over them), cross_entropy_loss.py (_cross_entropy_forward reads each logit "
+               "once and stores loss and logsumexp per row; _cross_entropy_backward reads the logits and stores "
+               "the gradient over them)"),
     adapter_bytes=Sourced((2.0, 4.0, 6.0, 4.0),
                           "unslothai/unsloth unsloth/kernels/utils.py matmul_lora: out = X @ W, then "
                           "out.addmm_(X @ A, B, alpha=s) in the base dtype: X @ A reads x (2 per input element), "
@@ -97,6 +133,10 @@ TORCHTITAN = FrameworkProfile(
     sharding=Sourced("fsdp2", "pytorch/torchtitan@018740b7 torchtitan/models/llama3/infra/parallelize.py apply_fsdp: "
                               "fully_shard with MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32)"),
     fused_kernels=Sourced(True, "torchtitan models/llama3: torch fused RMSNorm and compiled rotary"),
+    fusions=Fusions(norm=True, source="pytorch/torchtitan@b5bcd76c torchtitan/models/common/nn_modules.py: class "
+                                       "RMSNorm(nn.RMSNorm), which pytorch v2.13.0 runs as one kernel "
+                                       "(aten::_fused_rms_norm); the rotary and SwiGLU run as the model's own ops "
+                                       "unless --compile"),
     tensor_parallel=Sourced(True, "pytorch/torchtitan README: FSDP2 with tensor parallel, pipeline parallel and "
                                   "context parallel (parallelism.tensor_parallel_degree)"),
     kernels=Kernels(attention=Sourced("PyTorch SDPA / FlexAttention", "torchtitan models/attention.py"),
@@ -118,6 +158,10 @@ LLAMA_FACTORY = FrameworkProfile(
                                     "disable_gradient_checkpointing False (checkpointing on)"),
     kernels=_HF_KERNELS,
     host_ops=TRANSFORMERS.host_ops, launch_cost_s=TRANSFORMERS.launch_cost_s,
+    fused_loss_fusions=replace(
+        LIGER, source="hiyouga/LLaMA-Factory@6706b327 src/llamafactory/model/model_utils/liger_kernel.py "
+                      "apply_liger_kernel: enable_liger_kernel calls liger's apply_liger_kernel_to_<model>() with its "
+                      "defaults; " + LIGER.source),
 )
 
 MEGATRON = FrameworkProfile(
@@ -128,6 +172,15 @@ MEGATRON = FrameworkProfile(
     sharding=Sourced("megatron", "NVIDIA/Megatron-LM: its own DDP and distributed optimizer (--use-distributed-"
                                  "optimizer is --zero 1)"),
     fused_kernels=Sourced(True, "Megatron-LM / Transformer Engine: fused layer norm and rotary kernels"),
+    fusions=Fusions(
+        norm=True, activation=True, rotary=True,
+        source="NVIDIA/Megatron-LM@d98e8a64 megatron/core/models/gpt/gpt_layer_specs.py: linear_qkv is "
+               "backend.column_parallel_layer_norm_linear() (Transformer Engine's LayerNormLinear: one norm kernel "
+               "writes ln_out for the GEMM), the MLP's fc1 likewise (pre_mlp_layernorm IdentityOp); the residual "
+               "adds are get_bias_dropout_add, apart from the norm; megatron/training/arguments.py --no-bias-swiglu-"
+               "fusion and --no-rope-fusion: the fused SwiGLU (core/fusions/fused_bias_swiglu.py) and fused RoPE run "
+               "unless turned off; the loss is vocab_parallel_cross_entropy over fp32 logits "
+               "(model_parallel_config.py cross_entropy_loss_fusion False)"),
     tensor_parallel=Sourced(True, "NVIDIA/Megatron-LM: --tensor-model-parallel-size, the layout it was built for"),
     persistent_gradients=Sourced(True, "NVIDIA/Megatron-LM@293e1041 megatron/core/distributed/"
                                        "distributed_data_parallel.py: gradients accumulate into a persistent main_grad "

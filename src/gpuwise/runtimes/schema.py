@@ -114,6 +114,35 @@ class HostOps:
     per_forward: int  # what one plain forward runs outside the layers (an encoder's: embeddings, final norm, head)
     source: str
     layer_norm: int = 1  # torch.nn.LayerNorm: one native operator (native_layer_norm), no casts
+    per_expert: int = 0  # a MoE block that loops over its experts in Python (transformers' "eager" experts): operators
+    # per expert that received tokens -- index, the expert's linears, activation, weighting, index_add; ``moe`` is then
+    # what the block runs around the loop. 0: one grouped kernel runs them all (its operators are all in ``moe``)
+
+
+LossKernel = Literal["fp32_logits", "fused_linear", "in_place"]
+"""What a stack's cross-entropy moves per logit (speed/stacks.py ``loss_op``):
+    fp32_logits   the logits upcast to fp32 and log_softmax over them, forward and backward (torch's cross_entropy)
+    fused_linear  the logits made a chunk at a time in 16 bits, the loss and its gradient computed in place in the
+                  forward pass (Liger's fused linear cross-entropy): nothing left for backward
+    in_place      one kernel reads the 16-bit logits forward; backward reads them and writes the gradient in place"""
+
+
+@dataclass(frozen=True)
+class Fusions:
+    """Which memory-bound operators of a layer a stack runs as one fused kernel each; the others run as the model's
+    own modules (op by op in transformers' RMSNorm, rotary and activation; one native kernel for a LayerNorm). The
+    bytes each fused kernel moves are worked out beside it in speed/stacks.py ``_fused_parts``."""
+
+    source: str
+    norm: bool = False  # RMSNorm: one kernel reads x and writes y; backward reads dy and x, writes dx
+    residual_in_norm: bool = False  # the residual add runs inside the next norm's kernel (writes sum and normed)
+    activation: bool = False  # SwiGLU / GeGLU: one kernel reads gate and up, writes their product
+    rotary: bool = False  # RoPE on q and k in one kernel, in place
+    loss: LossKernel = "fp32_logits"  # the cross-entropy it runs for --loss fused
+
+
+UNFUSED = Fusions(source="the model's own modules: transformers' RMSNorm, rotary and activation op by op, "
+                         "torch.nn.functional.cross_entropy over fp32 logits")
 
 
 @dataclass(frozen=True)
@@ -222,6 +251,9 @@ class FrameworkProfile:
     launch_cost_s: Sourced[float] | None = None  # host seconds per operator its forward dispatches from Python
     adapter_dispatches: int = 12  # operators PEFT dispatches around one adapted linear in forward: traced, LoRA on
     # all seven linears of a Llama layer adds 84 (peft 0.18, transformers 5.25, tests/test_host_ops.py)
+    fusions: Fusions = UNFUSED  # the operators it runs as fused kernels
+    fused_loss_fusions: Fusions | None = None  # what it runs under --loss fused, where that swaps in a kernel library
+    # (transformers' use_liger_kernel); None: its own fusions, with whatever loss they name
     notes: tuple[str, ...] = field(default_factory=tuple)
     sharding: Sourced[str] | None = None  # the data-parallel runtime it shards with (runtimes/sharding.py)
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.roofline import Op
+from gpuwise.estimate.speed.stacks import elementwise_op, loss_op
+from gpuwise.runtimes.schema import Fusions
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Attention, Block, FeedForward
 
@@ -45,7 +47,8 @@ class Pass:
     ep: int = 1  # expert-parallel group: the routed experts are spread over ep GPUs
     dp: int = 1  # attention data-parallel groups: ``batch`` is one group's share; the MoE sees every group's tokens
     eager_modules: bool = False  # norms, rotary and gating run as transformers' Python modules, op by op (training
-    # without torch.compile): ``_eager_elementwise``
+    # without torch.compile): stacks.py ``_eager_parts``
+    fusions: Fusions | None = None  # the operators the stack runs as fused kernels (training: stacks.stack_fusions)
     stream_bytes: int | None = None  # the residual stream's element size when it differs (fp32 under autocast)
     moe_call_s: float = 0.0  # the engine's measured floor of one MoE layer's grouped-GEMM call (its profile)
     act_quant: bool = False  # W8A8/W4A4 matmuls: each linear first quantizes its input in a kernel of its own
@@ -230,59 +233,6 @@ def _routing(ffn: FeedForward, p: Pass, n: int, h: int) -> list[Op]:
     return [router, Op("moe_topk_align_sum", "memory", 0.0, moved * n, 3 * n, fixed_s=floor)]
 
 
-EAGER_BACKWARD_RATIO = 2.2
-"""Bytes autograd moves in backward per byte of these modules' forward: each mul writes two gradients from the
-saved inputs (twice its forward), pow's gradient is two muls, an input used twice (the residual, RMSNorm's x)
-accumulates its gradients with an add, the norm weights' gradients reduce over the tokens. Traced
-(gpuwise.workload.trace.kernels, transformers 5.25 on fake tensors, a bf16-autocast layer of hidden 1024): Llama
-845 MB forward, 1,837 backward (2.17); Qwen3 1,099 and 2,470 (2.25)."""
-
-
-def _eager_elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
-    """The same work as transformers' eager modules launch it, kernel by kernel (modeling_llama.py and copies):
-    LlamaRMSNorm is to(fp32), pow, mean, add, rsqrt, mul, to(dtype), mul by the weight: 8 kernels moving
-    4 s + 28 bytes per element of a stream of s-byte elements; apply_rotary_pos_emb is q*cos, neg and cat
-    (rotate_half), *sin, add: 5 kernels and 10 e bytes per element of q and of k; SiLU(gate) * up: 2 kernels,
-    5 e bytes per element; each residual add 3 s bytes; a QK-norm (Qwen3) is two more RMSNorms over q and k, on
-    16-bit elements. Under autocast the residual stream stays fp32 (the fp32
-    embedding plus each bf16 sublayer output), so s = 4 there, and each linear that reads a normed fp32 hidden state
-    casts it to 16 bits itself (read s, write e): q, k and v (three modules in transformers), gate and up. Autocast
-    caches only the casts of leaf tensors, the weights (PyTorch docs, torch.autocast). A QK-norm's product with its fp32
-    weight promotes q and k to fp32 (torch type promotion: mul is not an autocast op), so its rotary runs in fp32 and
-    SDPA casts q and k back."""
-    a, ffn, t = block.attention, block.ffn, p.tp
-    e, s = p.act_bytes, p.stream_bytes or p.act_bytes
-    width = ffn.width / t * (max(ffn.top_k, 1) if ffn.experts else 1) + ffn.shared_width / t
-    rotary = (a.q_width + a.kv_heads * a.head_dim) / t if a.kind == "gqa" else 0.0
-    qk_norm = rotary if a.qk_norm != "none" else 0.0  # Qwen3's q_norm and k_norm: the same 8 kernels on q and k
-    casts = (3 + (2 if ffn.gated else 1)) if s != e and a.kind == "gqa" else 0
-    # a QK-norm's weight has the parameters' dtype: its product promotes q and k to it (fp32 under autocast), the
-    # rotary then runs on those, and SDPA's autocast casts them back to 16 bits
-    qk = s if qk_norm else e
-    per_token = (2 * (4 * s + 28) * h + 2 * 3 * s * h + (5 if ffn.gated else 2) * e * width + 10 * qk * rotary
-                 + (4 * e + 24 + qk) * qk_norm + (qk + e) * rotary * (qk != e) + casts * (s + e) * h)
-    kernels = 2 * 8 + 2 + (2 if ffn.gated else 1) + (10 if rotary else 0) + (16 if qk_norm else 0) + casts
-    moved = p.tokens * per_token * n
-    return Op("norms_residuals_activation", "memory", 0.0, moved, kernels * n,
-              backward_bytes=EAGER_BACKWARD_RATIO * moved)
-
-
-def _elementwise(block: Block, p: Pass, n: int, h: int) -> Op:
-    if p.eager_modules:
-        return _eager_elementwise(block, p, n, h)
-    a, ffn, t = block.attention, block.ffn, p.tp
-    width = ffn.width / t
-    active = max(ffn.top_k, 1) if ffn.experts else 1
-    elementwise = p.tokens * p.act_bytes * (
-        2 * 2 * h  # two norms: read + write the hidden state
-        + 2 * 3 * h  # two residual adds: read two, write one
-        + (3 if ffn.gated else 2) * width * active  # activation (and the gate product)
-        + 3 * ffn.shared_width / t  # the shared expert's activation and gate product
-        + 2 * (a.q_width + a.kv_heads * a.head_dim) / t  # rotary on q and k, or bias adds
-    )
-    return Op("norms_residuals_activation", "memory", 0.0, elementwise * n, 6 * n)
-
-
 ATTENTION = {"gqa": _gqa, "mla": _mla, "linear": _linear}
 
 
@@ -292,7 +242,7 @@ def block_ops(arch: Architecture, block: Block, p: Pass, n: int) -> list[Op]:
         return []
     h = arch.hidden
     return [*ATTENTION[block.attention.kind](block.attention, p, n, h), *_feed_forward(block.ffn, p, n, h),
-            _elementwise(block, p, n, h)]
+            elementwise_op(block, p, n, h)]
 
 
 def layer_ops(arch: Architecture, p: Pass, layers: float) -> list[Op]:
@@ -314,12 +264,7 @@ def head_ops(arch: Architecture, p: Pass) -> list[Op]:
     vocab = arch.vocab / p.tp
     ops.append(_gemm("lm_head", positions, h, vocab, p, 2.0, 1))
     if p.loss:
-        # per logit (torch.nn.functional.cross_entropy over the fp32 upcast, as transformers' ForCausalLMLoss runs it):
-        # forward the cast (read e, write 4) and log_softmax (read 4, write 4); backward nll_loss's zero-filled
-        # gradient (4), log_softmax's backward (read 4 + 4, write 4) and the cast back (read 4, write e). Traced
-        # (gpuwise.workload.trace.kernels on transformers 5.25): 6 + 8 forward and 8 + 12 + 6 backward at e = 2
-        logits = positions * vocab
-        ops.append(Op("loss", "memory", 0.0, logits * (e + 12), 3, backward_bytes=logits * (20 + e)))
+        ops.append(loss_op(positions * vocab, e, p.fusions.loss if p.fusions else "fp32_logits"))
     return ops
 
 

@@ -29,7 +29,7 @@ from gpuwise.estimate.speed.parallel import (
     links,
     pipeline_bubble,
 )
-from gpuwise.estimate.speed.stacks import unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.estimate.speed.stacks import stack_fusions, unmeasured_stack_factor, unmeasured_stack_note
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.counts import Linear
 
@@ -76,7 +76,7 @@ def _micro_batch_ops(plan: TrainPlan) -> tuple[list[Op], list[Op], list[Op]]:
     causal = arch.kind == "decoder"
     p = Pass(batch=job.batch, query=job.seq, context=job.seq / 2 if causal else job.seq, act_bytes=e,
              weight_bytes=float(plan.weight_bytes), kv_bytes=e, tp=job.tp, flash=job.flash_attn,
-             loss=True, eager_modules=plan.eager_modules, stream_bytes=plan.stream_bytes,
+             loss=True, eager_modules=plan.eager_modules, stream_bytes=plan.stream_bytes, fusions=stack_fusions(plan),
              ep=job.ep, dp=job.ep)  # under --ep a GPU's experts take the routed tokens of all ep ranks
     layers = plan.layers_per_stage
     fwd = forward_ops(arch, p, layers)
