@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.plan import InferPlan, Plan, TrainPlan, adapted_linears
+from gpuwise.estimate.speed.operators import experts_touched
 from gpuwise.runtimes.schema import EngineProfile, HostOps
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Block
@@ -19,14 +20,16 @@ _ATTENTION_LINEARS = {"gqa": 4, "mla": 5, "linear": 3}  # q, k, v, o; MLA's q, k
 # in_proj_qkvz, in_proj_ba and out_proj
 
 
-def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool, rms_norm: bool, rotary: bool) -> int:
+def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool, rms_norm: bool, rotary: bool, tokens: int) -> float:
     a, f = block.attention, block.ffn
     norms = 2 + (2 if a.qk_norm != "none" or a.kind == "mla" else 0)  # MLA norms its q and kv latents
     norm = ops.norm + (ops.norm_casts if sixteen_bit else 0) if rms_norm else ops.layer_norm
     linears = _ATTENTION_LINEARS[a.kind]
+    feed_forward: float
     if f.experts:
         linears += 1 + (3 if f.shared_width else 0)  # the router, a shared expert's MLP
         feed_forward = ops.moe + (ops.gated_activation if f.shared_width else 0)
+        feed_forward += ops.per_expert * experts_touched(f, tokens)  # a Python loop over the experts hit
     else:
         linears += 3 if f.gated else 2
         feed_forward = ops.gated_activation if f.gated else 1
@@ -34,22 +37,26 @@ def _block_ops(block: Block, ops: HostOps, *, sixteen_bit: bool, rms_norm: bool,
             + ops.attention + ops.residual + feed_forward)
 
 
-def host_ops_per_step(arch: Architecture, ops: HostOps, *, sixteen_bit: bool = True, generate: bool = True) -> int:
-    """Operators one forward of the model dispatches (a decode step of generate, a prefill, an encoder's or a training
-    step's forward: the count does not depend on the tokens). RMSNorm families run the norm op by op, LayerNorm is one
-    operator; decoders rotate q and k (RoPE), encoders add absolute positions once."""
+def host_ops_per_step(arch: Architecture, ops: HostOps, *, sixteen_bit: bool = True, generate: bool = True,
+                      tokens: int = 1) -> float:
+    """Operators one forward of ``tokens`` tokens dispatches (a decode step of generate, a prefill, an encoder's or a
+    training step's forward). RMSNorm families run the norm op by op, LayerNorm is one operator; decoders rotate q and
+    k (RoPE), encoders add absolute positions once. Only a MoE block that loops over its experts in Python depends on
+    the tokens: it runs its loop's body once per expert that received any (``experts_touched``: top-k experts at a
+    batch-1 decode step, nearly all of them in a prefill)."""
     decoder = arch.kind == "decoder"
     outside = ops.per_step if decoder and generate else ops.per_forward
     return outside + sum(b.count * _block_ops(b, ops, sixteen_bit=sixteen_bit, rms_norm=arch.rms_norm,
-                                              rotary=decoder) for b in arch.blocks)
+                                              rotary=decoder, tokens=tokens) for b in arch.blocks)
 
 
-def host_seconds(engine: EngineProfile, arch: Architecture, *, sixteen_bit: bool = True) -> float:
-    """Seconds the engine's host takes to dispatch one forward of ``arch`` (0 for a runtime without an inventory:
-    a compiled engine, whose launch floor the roofline's per-kernel overhead and graph capture already cover)."""
+def host_seconds(engine: EngineProfile, arch: Architecture, *, sixteen_bit: bool = True, tokens: int = 1) -> float:
+    """Seconds the engine's host takes to dispatch one forward of ``tokens`` tokens of ``arch`` at the engine's
+    launch_cost_s per operator (0 for a runtime without an inventory: a compiled engine, whose launch floor the
+    roofline's per-kernel overhead and graph capture already cover)."""
     if engine.host_ops is None or engine.launch_cost_s is None:
         return 0.0
-    return host_ops_per_step(arch, engine.host_ops, sixteen_bit=sixteen_bit) * engine.launch_cost_s.value
+    return host_ops_per_step(arch, engine.host_ops, sixteen_bit=sixteen_bit, tokens=tokens) * engine.launch_cost_s.value
 
 
 def encoder_layer_ops(ops: HostOps) -> int:
@@ -65,7 +72,8 @@ def training_forward_host_s(plan: TrainPlan) -> float:
     framework = plan.framework
     if framework.host_ops is None or framework.launch_cost_s is None or not plan.eager_modules:
         return 0.0
-    ops = host_ops_per_step(plan.arch, framework.host_ops, sixteen_bit=True, generate=False)
+    ops = host_ops_per_step(plan.arch, framework.host_ops, sixteen_bit=True, generate=False,
+                            tokens=plan.job.batch * plan.job.seq)
     if plan.job.trains_adapters:
         share = plan.layers_per_stage / max(plan.arch.layers, 1)
         ops += round(sum(x.layers * share for x in adapted_linears(plan.arch, plan.job))) * framework.adapter_dispatches

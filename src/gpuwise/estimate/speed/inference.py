@@ -121,7 +121,7 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, backend_scaled: bool = True
     e2e = prefill_s + max(job.output_len - 1, 0) * tpot
     scaled = (f"{plan.engine.name} decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement "
               "against the model (estimate/speed/inference.py)",) if factor != 1.0 else ()
-    host = _host_s(plan)
+    host = _host_s(plan, job.local_batch)
     notes = _host_note(plan, host, decode.seconds)
     cpu_experts = decode_host_s(plan, job.batch)
     if cpu_experts > decode.seconds:  # --n-cpu-moe: the host's memory bounds the step
@@ -170,7 +170,7 @@ def _decode_s(plan: InferPlan, catalog: Catalog, m: Machine, *, batch: int, cont
     ops = forward_ops(arch, _infer_pass(plan, shaped, query=query, context=context, logits=query))
     if job.spec_tokens:
         ops += forward_ops(arch, _infer_pass(plan, shaped, query=1, context=context), layers=1) * job.spec_tokens
-    step = max(phase_time(ops, m).seconds / factor, _host_s(plan) * (1 + job.spec_tokens))
+    step = max(phase_time(ops, m).seconds / factor, _host_s(plan, local * query) * (1 + job.spec_tokens))
     if sizes is not None and graphed is None:
         step = max(step, sum(op.count for op in ops) * C.EAGER_OVERHEAD.value)
     step += _tp_comm_s(plan, shaped, shaped.batch * query, catalog)
@@ -208,17 +208,17 @@ def _prefill_phase(plan: InferPlan, catalog: Catalog, m: Machine, job: InferJob,
         query = micro
     one = phase_time(forward_ops(plan.arch, _infer_pass(plan, shaped, query=query, context=context))
                      + _dequantize(plan, shaped), m)
-    seconds = max(one.seconds, _host_s(plan)) + prefill_copy_s(plan, catalog, min(tokens, micro))
+    seconds = max(one.seconds, _host_s(plan, min(tokens, micro))) + prefill_copy_s(plan, catalog, min(tokens, micro))
     return PhaseTime(forwards * seconds, forwards * one.compute_s, forwards * one.memory_s,
                      {k: forwards * v for k, v in one.by_op.items()})
 
 
-def _host_s(plan: InferPlan) -> float:
-    """The host's time to dispatch one forward, for an eager engine (transformers): the floor of a step. A compiled
-    model (--compile) replays CUDA graphs instead."""
+def _host_s(plan: InferPlan, tokens: int) -> float:
+    """The host's time to dispatch one forward of ``tokens`` tokens, for an eager engine (transformers): the floor of a
+    step. A compiled model (--compile) replays CUDA graphs instead."""
     if plan.job.compile:
         return 0.0
-    return host_seconds(plan.engine, plan.arch, sixteen_bit=plan.act_bytes == 2)
+    return host_seconds(plan.engine, plan.arch, sixteen_bit=plan.act_bytes == 2, tokens=tokens)
 
 
 def _infer_assumptions(m: Machine) -> tuple[str, ...]:
