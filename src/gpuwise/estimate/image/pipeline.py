@@ -14,8 +14,10 @@ the matmuls run at the 16-bit rate.
 Time per pipeline call: the text encoders once per prompt, ``steps`` denoiser forwards of batch x guidance passes
 images, one VAE decode of the batch (SDXL's in fp32, which cuDNN runs on TF32 tensor cores: torch.backends.cudnn
 .allow_tf32 defaults to True), plus the host copies the offload mode makes. Each forward is a roofline over its
-matmuls, attention and weight reads; never shorter than eager PyTorch's host dispatch of its operators (the
-modules' traced counts, workload/diffusion/denoisers.py DISPATCHES, at the diffusers profile's cost each).
+linear layers, each convolution with the layout transposes cuDNN runs around it, attention, the weight reads and the
+memory-bound passes its diffusers forward code makes (estimate/image/operators.py, layers.py); never shorter than
+eager PyTorch's host dispatch of its operators (the modules' traced counts, workload/diffusion/denoisers.py
+DISPATCHES, at the diffusers profile's cost each).
 """
 
 from __future__ import annotations
