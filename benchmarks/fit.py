@@ -1,0 +1,258 @@
+"""Fit gpuwise's global mechanism parameters on the public corpus, chosen and scored leave-one-source-out.
+
+What it does, in order:
+1. Scores every corpus case (benchmarks/corpus.py) at the priors, then once per candidate value of each parameter
+   (a grid within the parameter's physical bounds, gpuwise/fitted/parameters.yaml), one parameter at a time, on the
+   groups the parameter's mechanism reaches.
+2. A separable surrogate (log prediction = prior + the sum of each parameter's one-at-a-time change) fits a parameter
+   vector by coordinate descent on a robust loss: Huber of log(predicted / measured), each group weighing the same,
+   each source within a group by 1/sqrt(its cases), and a weak pull toward the prior.
+3. Chooses which parameters to free by forward selection on the leave-one-source-out error: a parameter is freed only
+   if fitting it lowers the error on sources the fit never saw. A publisher with one file of many models (the given
+   serving split) is left out one model at a time.
+4. Scores exactly (the real estimators, not the surrogate): in-sample at the final fit, and each source at the fit
+   made without it. The out-of-sample residuals of each regime give its 10th-90th percentile band; each band's
+   coverage is itself tested out of sample (the band from the other sources, on the left-out one).
+5. Writes src/gpuwise/fitted/parameters.yaml, src/gpuwise/estimate/data/bands.yaml and
+   benchmarks/results/fit-<date>.md (the accuracy table the README shows) and fit-<date>.jsonl (every case).
+
+Run: python benchmarks/fit.py [--dry-run] [--jobs 2]       (about 15 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+import corpus
+import fit_report
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMETERS = ROOT / "src" / "gpuwise" / "fitted" / "parameters.yaml"
+BANDS = ROOT / "src" / "gpuwise" / "estimate" / "data" / "bands.yaml"
+RESULTS = Path(__file__).parent / "results"
+GRID_POINTS = 7
+HUBER = math.log(1.3)
+PRIOR_PULL = 0.02
+MIN_GAIN_PCT = 0.3  # a parameter is freed only if it lowers the held-out error by this much
+SPEED_GROUPS = ("train", "infer", "serving_ttft", "serving_tpot", "image", "vision")
+# which groups each mechanism reaches (a parameter is scored on these only)
+REACH = {
+    "memory_efficiency": SPEED_GROUPS,
+    "gemm_half_efficiency_flop": (*SPEED_GROUPS, "gemm"),
+    "fixed_shape_fraction": (*SPEED_GROUPS, "gemm"),
+    "gemm_efficiency_default": SPEED_GROUPS,
+    "kernel_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
+    "eager_dispatch_s": ("train", "infer", "image", "vision"),
+    "attention_efficiency_sm80": ("train", "infer", "serving_ttft", "image", "attention"),
+    "attention_efficiency_sm90": ("train", "infer", "serving_ttft", "image", "attention"),
+    "overlap_slowdown": ("train",),
+    "collective_latency_s": ("train", "serving_ttft", "serving_tpot", "allreduce"),
+}
+
+Predictions = dict[str, float]
+
+
+def grid(raw: Mapping[str, Any]) -> list[float]:
+    """GRID_POINTS values spanning the bounds (log-spaced where they span a decade), the prior among them."""
+    low, high = (float(b) for b in raw["bounds"])
+    prior = float(raw["prior"])
+    if low > 0 and high / low >= 10:
+        values = [low * (high / low) ** (i / (GRID_POINTS - 1)) for i in range(GRID_POINTS)]
+    else:
+        values = [low + (high - low) * i / (GRID_POINTS - 1) for i in range(GRID_POINTS)]
+    return sorted({float(f"{v:.4g}") for v in values} | {prior})
+
+
+def _score_chunk(args: tuple[Sequence[corpus.Case], Mapping[str, float]]) -> Predictions:
+    from gpuwise.fitted import overrides
+
+    cases, values = args
+    with overrides(values):
+        answers = corpus.predict(cases)
+    return {k: v for k, v in answers.items() if isinstance(v, float) and v > 0}
+
+
+def score(cases: Sequence[corpus.Case], values: Mapping[str, float], jobs: int) -> Predictions:
+    """The real estimators' predictions for ``cases`` at parameter ``values`` (answered cases only)."""
+    if jobs <= 1 or len(cases) < 40:
+        return _score_chunk((cases, values))
+    by_command: dict[tuple[str, ...], list[corpus.Case]] = defaultdict(list)
+    for case in cases:
+        by_command[case.command].append(case)
+    chunks: list[list[corpus.Case]] = [[] for _ in range(jobs)]
+    for i, group in enumerate(by_command.values()):
+        chunks[i % jobs].extend(group)
+    with ProcessPoolExecutor(jobs) as pool:
+        parts = pool.map(_score_chunk, [(chunk, values) for chunk in chunks])
+    return {k: v for part in parts for k, v in part.items()}
+
+
+def sensitivities(cases: Sequence[corpus.Case], raw: Mapping[str, Any], base: Predictions,
+                  jobs: int) -> dict[str, dict[float, Predictions]]:
+    """For each parameter and grid value, the log change of each case it reaches (one parameter at a time)."""
+    out: dict[str, dict[float, Predictions]] = {}
+    for name, spec in raw.items():
+        reached = [c for c in cases if c.group in REACH.get(name, SPEED_GROUPS) and c.id in base]
+        out[name] = {}
+        for candidate in grid(spec):
+            if candidate == float(spec["prior"]):
+                out[name][candidate] = {}
+                continue
+            moved = score(reached, {name: candidate}, jobs)
+            out[name][candidate] = {k: math.log(v / base[k]) for k, v in moved.items() if abs(v / base[k] - 1) > 1e-6}
+            print(f"  {name} = {candidate:g}: {len(out[name][candidate])} of {len(reached)} cases move", flush=True)
+    return out
+
+
+class Surrogate:
+    """log prediction of each case = log prior prediction + each parameter's one-at-a-time log change."""
+
+    def __init__(self, cases: Sequence[corpus.Case], base: Predictions,
+                 moves: Mapping[str, Mapping[float, Predictions]], raw: Mapping[str, Any]) -> None:
+        self.cases = [c for c in cases if c.id in base]
+        self.base = {c.id: math.log(base[c.id] / c.measured) for c in self.cases}
+        self.moves = moves
+        self.raw = raw
+        self.weights = _weights(self.cases)
+
+    def residuals(self, values: Mapping[str, float], cases: Sequence[corpus.Case]) -> dict[str, float]:
+        out = {}
+        for case in cases:
+            r = self.base[case.id]
+            for name, v in values.items():
+                r += self.moves[name][v].get(case.id, 0.0)
+            out[case.id] = r
+        return out
+
+    def loss(self, values: Mapping[str, float], cases: Sequence[corpus.Case]) -> float:
+        res = self.residuals(values, cases)
+        total = sum(self.weights[c.id] * _huber(res[c.id]) for c in cases)
+        pull = sum(_prior_distance(self.raw[n], v) ** 2 for n, v in values.items())
+        return total / max(sum(self.weights[c.id] for c in cases), 1e-12) + PRIOR_PULL * pull
+
+    def fit(self, free: Sequence[str], cases: Sequence[corpus.Case]) -> dict[str, float]:
+        """Coordinate descent over each free parameter's grid; the others stay at their priors."""
+        values = {n: float(self.raw[n]["prior"]) for n in free}
+        for _sweep in range(4):
+            changed = False
+            for name in free:
+                best = min(self.moves[name], key=lambda v, n=name: self.loss({**values, n: v}, cases))
+                changed |= best != values[name]
+                values[name] = best
+            if not changed:
+                break
+        return values
+
+
+def _huber(r: float) -> float:
+    return 0.5 * r * r if abs(r) <= HUBER else HUBER * (abs(r) - 0.5 * HUBER)
+
+
+def _prior_distance(spec: Mapping[str, Any], v: float) -> float:
+    low, high, prior = float(spec["bounds"][0]), float(spec["bounds"][1]), float(spec["prior"])
+    if low > 0:
+        return math.log(v / prior) / math.log(high / low)
+    return (v - prior) / (high - low)
+
+
+def _weights(cases: Sequence[corpus.Case]) -> dict[str, float]:
+    """Each group weighs the same; within a group each source by 1/sqrt(its cases)."""
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    for c in cases:
+        count[(c.group, c.source)] += 1
+    raw = {c.id: 1 / math.sqrt(count[(c.group, c.source)]) for c in cases}
+    per_group: dict[str, float] = defaultdict(float)
+    for c in cases:
+        per_group[c.group] += raw[c.id]
+    return {c.id: raw[c.id] / per_group[c.group] for c in cases}
+
+
+def folds(cases: Sequence[corpus.Case]) -> dict[str, list[corpus.Case]]:
+    out: dict[str, list[corpus.Case]] = defaultdict(list)
+    for c in cases:
+        out[c.fold].append(c)
+    return out
+
+
+def held_out_error(model: Surrogate, free: Sequence[str]) -> float:
+    """Group-balanced median |error| (%) of each fold predicted by a fit made without it (surrogate)."""
+    errors: dict[str, list[float]] = defaultdict(list)
+    by_fold = folds(model.cases)
+    group = {c.id: c.group for c in model.cases}
+    for fold, left in by_fold.items():
+        kept = [c for c in model.cases if c.fold != fold]
+        values = model.fit(free, kept)
+        for case_id, r in model.residuals(values, left).items():
+            errors[group[case_id]].append(100 * abs(math.exp(r) - 1))
+    return statistics.mean(statistics.median(v) for v in errors.values())
+
+
+def select(model: Surrogate, names: Sequence[str]) -> tuple[list[str], list[tuple[str, float]]]:
+    """Forward selection: free the parameter that lowers the held-out error most, while it lowers it enough."""
+    free: list[str] = []
+    trail = [("(all priors)", held_out_error(model, free))]
+    while True:
+        options = [(held_out_error(model, [*free, n]), n) for n in names if n not in free]
+        if not options:
+            break
+        error, name = min(options)
+        print(f"  + {name}: held-out {error:.2f} % (was {trail[-1][1]:.2f} %)", flush=True)
+        if trail[-1][1] - error < MIN_GAIN_PCT:
+            break
+        free.append(name)
+        trail.append((name, error))
+    return free, trail
+
+
+def exact_out_of_sample(model: Surrogate, free: Sequence[str], jobs: int) -> tuple[Predictions, dict[str, dict]]:
+    """Each fold scored by the real estimators at the parameters fitted without it."""
+    predicted: Predictions = {}
+    chosen: dict[str, dict] = {}
+    for fold, left in folds(model.cases).items():
+        values = model.fit(free, [c for c in model.cases if c.fold != fold])
+        chosen[fold] = values
+        predicted.update(score(left, values, 1))
+    return predicted, chosen
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dry-run", action="store_true", help="print the results; write nothing")
+    parser.add_argument("--jobs", type=int, default=2)
+    ns = parser.parse_args(argv)
+    document = yaml.safe_load(PARAMETERS.read_text("utf-8"))
+    raw = document["parameters"]
+    for spec in raw.values():  # fit from the priors, whatever the last run wrote
+        spec["value"] = spec["prior"]
+    cases = corpus.load()
+    priors = {n: float(s["prior"]) for n, s in raw.items()}
+    print(f"{len(cases)} cases; scoring at the priors", flush=True)
+    base = score(cases, priors, ns.jobs)
+    moves = sensitivities(cases, raw, base, ns.jobs)
+    model = Surrogate(cases, base, moves, raw)
+    free, trail = select(model, list(raw))
+    final = model.fit(free, model.cases)
+    print(f"freed {free}: {final}", flush=True)
+    inside = score(model.cases, {**priors, **final}, ns.jobs)
+    outside, chosen = exact_out_of_sample(model, free, ns.jobs)
+    result = fit_report.Result(model.cases, base, inside, outside, final, chosen, trail, moves)
+    fit_report.print_summary(result)
+    if not ns.dry_run:
+        fit_report.write(result, document, PARAMETERS, BANDS, RESULTS, dt.date.today().isoformat())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

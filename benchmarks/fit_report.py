@@ -1,0 +1,180 @@
+"""What benchmarks/fit.py found, as a table, a per-case file, the fitted parameters and the bands.
+
+Regimes (each gets its own band): train; decode and prefill (batch-1 inference); samples (encoders); serving TTFT and
+TPOT; image. A band is the 10th-90th percentile of the out-of-sample ratio measured / predicted (throughput; a time's
+ratio is inverted), and always holds 1. Its coverage is tested out of sample too: for each fold, the band made from
+the other folds' residuals, on the fold's cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import corpus
+import yaml
+
+Predictions = dict[str, float]
+REGIMES = ("train", "decode", "prefill", "samples", "serving_ttft", "serving_tpot", "image")
+
+
+@dataclass(frozen=True)
+class Result:
+    cases: Sequence[corpus.Case]
+    prior: Predictions
+    inside: Predictions
+    outside: Predictions
+    values: Mapping[str, float]
+    chosen: Mapping[str, Mapping[str, float]]  # fold -> values fitted without it
+    trail: Sequence[tuple[str, float]]
+    moves: Mapping[str, Mapping[float, Predictions]]
+
+
+def regime(case: corpus.Case) -> str | None:
+    if case.group == "infer":
+        return "prefill" if case.key.endswith("ttft_ms") else "decode"
+    return {"vision": "samples"}.get(case.group, case.group if case.group in REGIMES else None)
+
+
+def ratio(case: corpus.Case, predicted: float) -> float:
+    """measured / predicted as a throughput ratio (a time's ratio inverted), the form bands.yaml stores."""
+    return predicted / case.measured if case.is_time else case.measured / predicted
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def band_of(ratios: Sequence[float]) -> tuple[float, float]:
+    return min(percentile(ratios, 0.1), 1.0), max(percentile(ratios, 0.9), 1.0)
+
+
+def coverage(cases: Sequence[corpus.Case], outside: Predictions) -> float | None:
+    """Share of cases inside the band made from the other folds' out-of-sample ratios."""
+    scored = [(c, ratio(c, outside[c.id])) for c in cases if c.id in outside]
+    inside = total = 0
+    for fold in {c.fold for c, _ in scored}:
+        others = [r for c, r in scored if c.fold != fold]
+        if len(others) < 5:
+            continue
+        low, high = band_of(others)
+        for c, r in scored:
+            if c.fold == fold:
+                total += 1
+                inside += low <= r <= high
+    return inside / total if total else None
+
+
+def _errors(cases: Sequence[corpus.Case], predicted: Predictions) -> list[float]:
+    return [corpus.error_pct(c, predicted[c.id]) for c in cases if c.id in predicted]
+
+
+def _median_abs(errors: Sequence[float]) -> str:
+    return f"{statistics.median(abs(e) for e in errors):.1f} %" if errors else "-"
+
+
+def _signed(errors: Sequence[float]) -> str:
+    return f"{statistics.median(errors):+.1f} %" if errors else "-"
+
+
+def table(result: Result) -> list[str]:
+    """The accuracy table: per regime, cases, sources, prior, in-sample, out-of-sample, signed, band, coverage."""
+    lines = ["| regime | cases | sources | at the priors | in-sample | leave-one-source-out | signed (out) | "
+             "80 % band (measured / predicted) | band coverage (out) |", "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    by: dict[str, list[corpus.Case]] = defaultdict(list)
+    for c in result.cases:
+        by[regime(c) or c.group].append(c)
+    for name in [*REGIMES, *sorted(set(by) - set(REGIMES))]:
+        cases = by.get(name, [])
+        if not cases:
+            continue
+        out = _errors(cases, result.outside)
+        ratios = [ratio(c, result.outside[c.id]) for c in cases if c.id in result.outside]
+        band = "-"
+        cover = None
+        if name in REGIMES and len(ratios) >= 5:
+            low, high = band_of(ratios)
+            band = f"{low:.2f}-{high:.2f}"
+            cover = coverage(cases, result.outside)
+        lines.append(f"| {name} | {len(cases)} | {len({c.source for c in cases})} | "
+                     f"{_median_abs(_errors(cases, result.prior))} | {_median_abs(_errors(cases, result.inside))} | "
+                     f"{_median_abs(out)} | {_signed(out)} | {band} | "
+                     f"{'-' if cover is None else f'{100 * cover:.0f} %'} |")
+    return lines
+
+
+def bands(result: Result, as_of: str) -> dict[str, Any]:
+    by: dict[str, list[float]] = defaultdict(list)
+    cases_by: dict[str, list[corpus.Case]] = defaultdict(list)
+    for c in result.cases:
+        name = regime(c)
+        if name in REGIMES and c.id in result.outside:
+            by[name].append(ratio(c, result.outside[c.id]))
+            cases_by[name].append(c)
+    out = {}
+    for name, ratios in sorted(by.items()):
+        if len(ratios) < 5:
+            continue
+        low, high = band_of(ratios)
+        cover = coverage(cases_by[name], result.outside)
+        out[name] = {"low_ratio": round(low, 4), "high_ratio": round(high, 4), "cases": len(ratios),
+                     "sources": len({c.source for c in cases_by[name]}),
+                     "coverage_out_of_sample": None if cover is None else round(cover, 3)}
+    return {"generated": as_of,
+            "source": "benchmarks/fit.py over benchmarks/data/corpus and the public-*-measurements files: the "
+                      "leave-one-source-out ratios measured / predicted (throughput; times inverted), 10th-90th "
+                      "percentile; coverage_out_of_sample: the band made without each source, on that source",
+            "regimes": out}
+
+
+def informed_by(result: Result, name: str) -> list[str]:
+    """Sources with a case that the parameter moves by more than 1 % across its grid."""
+    ids = {case_id for move in result.moves[name].values() for case_id, r in move.items() if abs(r) > 0.01}
+    return sorted({c.source for c in result.cases if c.id in ids})
+
+
+def print_summary(result: Result) -> None:
+    print("\n".join(table(result)))
+    for name, error in result.trail:
+        print(f"  selection: {name:30} held-out (surrogate) {error:.2f} %")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(temporary, path)
+
+
+def write(result: Result, document: dict[str, Any], parameters: Path, bands_file: Path, results: Path,
+          as_of: str) -> None:
+    for name, spec in document["parameters"].items():
+        folds = [v[name] for v in result.chosen.values() if name in v]
+        spec["freed"] = name in result.values
+        spec["value"] = float(result.values.get(name, spec["prior"]))
+        spec["informed_by"] = informed_by(result, name) if spec["freed"] else []
+        spec["loso_range"] = [min(folds), max(folds)] if folds else None
+    document.update(fitted_by="benchmarks/fit.py", as_of=as_of,
+                    corpus=f"{len(result.cases)} cases from {len({c.source for c in result.cases})} sources")
+    _atomic_write(parameters, yaml.safe_dump(document, sort_keys=False, width=118))
+    _atomic_write(bands_file, yaml.safe_dump(bands(result, as_of), sort_keys=False))
+    rows = [json.dumps({"id": c.id, "group": c.group, "source": c.source, "fold": c.fold, "measured": c.measured,
+                        "prior": result.prior.get(c.id), "in_sample": result.inside.get(c.id),
+                        "out_of_sample": result.outside.get(c.id)}) for c in result.cases]
+    _atomic_write(results / f"fit-{as_of}.jsonl", "\n".join(rows) + "\n")
+    freed = ", ".join(f"{n} = {v:g}" for n, v in result.values.items()) or "none"
+    report = [f"# benchmarks/fit.py, {as_of}", "", f"{len(result.cases)} answered cases. Freed: {freed}.", "",
+              *table(result), "", "Forward selection (held-out error of the surrogate, group-balanced median):", "",
+              *[f"- {n}: {e:.2f} %" for n, e in result.trail], ""]
+    _atomic_write(results / f"fit-{as_of}.md", "\n".join(report))
