@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.workload.diffusion.denoisers import _int, _levels  # the workload walk's own config readers
 from gpuwise.workload.model.convnets import Conv
 
 FP32 = 4
@@ -58,11 +59,6 @@ class Forward:
         self.moved_bytes += elements * (a + 2 * a + (a + FP32) + 2 * FP32 + (a + FP32) + 2 * FP32 + 3 * FP32
                                         + (FP32 + a))
         self.kernels += 8
-
-
-def _int(config: Mapping[str, Any], key: str, default: int) -> int:
-    value = config.get(key, default)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
 # ---- FLUX -------------------------------------------------------------------------------------------------
@@ -129,15 +125,6 @@ def _transformer(f: Forward, width: int, depth: int, side: int, text_tokens: flo
         f.passes(tokens, 2 + 2 + 2 + 3, 3)  # cross-attention: q in and the output out (the text keys are small)
         f.passes(tokens, 4 * 2 + 4 * 3 + 3, 3)  # GEGLU: GELU of the 4C gate, value * gate, + residual
     del text_tokens  # 77 keys: their traffic is the linears'
-
-
-def _levels(config: Mapping[str, Any]) -> list[int]:
-    depths = config.get("transformer_layers_per_block", 1)
-    channels = config.get("block_out_channels", (320, 640, 1280))
-    kinds = list(config.get("down_block_types", ()))
-    if isinstance(depths, int):
-        depths = [depths] * len(channels)
-    return [int(d) if i < len(kinds) and "CrossAttn" in str(kinds[i]) else 0 for i, d in enumerate(depths)]
 
 
 def unet(config: Mapping[str, Any], *, latent_side: int, text_tokens: float, act_bytes: int) -> Forward:
