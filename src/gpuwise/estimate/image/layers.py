@@ -18,6 +18,9 @@ costs what it reads plus what it writes.
 Worked example: one FLUX single-stream block at 1024 px (L = 4608 tokens of d = 3072, bf16) moves 123 L d a =
 3.48 GB, of which the fp32 q/k norms and rotary embeddings are 86 L d a; the 38 such blocks and 19 double blocks
 move about 200 GB per step, ~70 ms at an H100's ~3 TB/s.
+
+ComfyUI runs its own modules (comfy/ldm); they are charged the same passes here, an approximation: its rotary
+embedding also computes in fp32, while its RMSNorm may be one fused kernel where PyTorch has one.
 """
 
 from __future__ import annotations
