@@ -172,6 +172,19 @@ MEGATRON = FrameworkProfile(
     sharding=Sourced("megatron", "NVIDIA/Megatron-LM: its own DDP and distributed optimizer (--use-distributed-"
                                  "optimizer is --zero 1)"),
     fused_kernels=Sourced(True, "Megatron-LM / Transformer Engine: fused layer norm and rotary kernels"),
+    adapter_bytes=Sourced(
+        (2.0, 12.0, 10.0, 6.0),
+        "NVIDIA/NeMo@a9a2b2ea nemo/collections/llm/peft/lora.py LoRALinear.forward (LoRA on Megatron core layers): "
+        "linear_output + adapter(layernorm_output); NVIDIA/NeMo@f85c9e53 nemo/collections/nlp/modules/common/megatron/"
+        "adapters/parallel_adapters.py ParallelLinearAdapter: bf16 parameters (self.bfloat16() under "
+        "model_parallel_config.bf16); forward linear_in(x) reads x (2 per input element), linear_out's output, "
+        "x * (alpha / dim) and the add into the base output (12 per output element); backward as torchtune's adapter "
+        "of the same shape: linear_in's input gradient and its add into x's (10 per input), the output side's reads "
+        "(6 per output)"),
+    adapter_kernels=4,
+    merges_fused_experts=Sourced(False, "NVIDIA/NeMo@a9a2b2ea nemo/collections/llm/peft/lora.py LoRA.transform: a "
+                                        "ParallelLinearAdapter beside each expert linear (is_expert), no merged "
+                                        "weight"),
     fusions=Fusions(
         norm=True, activation=True, rotary=True,
         source="NVIDIA/Megatron-LM@d98e8a64 megatron/core/models/gpt/gpt_layer_specs.py: linear_qkv is "
