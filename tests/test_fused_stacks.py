@@ -118,3 +118,19 @@ def test_every_fusion_record_cites_code_at_a_commit_or_version() -> None:
     assert len(records) >= 6
     for record in records:
         assert cited.search(record.source), record.source
+
+
+def test_liger_swaps_transformers_modules_for_wrappers_that_dispatch_five_operators_each() -> None:
+    """Host time of an 8B LoRA forward on an H200 under --loss fused (transformers' use_liger_kernel): each layer's
+    two RMSNorms (6 operators + 2 casts in transformers), its rotary (16) and its SiLU * up (2) become Liger wrappers of
+    5 operators each (a view or transpose pair, the allocations, the Triton launch): 76 - 2 x 3 - 11 + 3 = 62 per
+    layer; the 28 outside the layers and PEFT's 12 per adapted linear stay."""
+    from gpuwise.estimate.speed.eager import training_forward_host_s
+
+    plans = [train_plan(resolve_model("llama-3.1-8b"), TrainJob(method="lora", batch=1, seq=2048, loss=loss),
+                        "h200-sxm-141gb") for loss in ("standard", "fused")]
+    cost = plans[0].framework.launch_cost_s
+    assert cost is not None
+    plain, liger = (training_forward_host_s(plan) for plan in plans)
+    assert plain == pytest.approx((28 + 32 * 76 + 224 * 12) * cost.value, rel=1e-9)
+    assert liger == pytest.approx((28 + 32 * 62 + 224 * 12) * cost.value, rel=1e-9)

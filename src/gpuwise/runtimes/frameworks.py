@@ -19,7 +19,7 @@ TORCHTITAN_TOML = "pytorch/torchtitan@f3534d77 torchtitan/models/llama3/train_co
 TRAINER = "huggingface/transformers src/transformers/training_args.py TrainingArguments"
 LIGER_COMMIT = "linkedin/Liger-Kernel@ead96b61"
 LIGER = Fusions(
-    norm=True, activation=True, rotary=True, loss="fused_linear",
+    norm=True, activation=True, rotary=True, loss="fused_linear", dispatches=5,
     source=LIGER_COMMIT + " src/liger_kernel/transformers/monkey_patch.py apply_liger_kernel_to_llama (and each "
                           "model's apply_liger_kernel_to_*): rope, rms_norm, swiglu and fused_linear_cross_entropy on "
                           "by default; ops/rms_norm.py rms_norm_forward writes Y in X's dtype and RSTD per row, "
@@ -27,7 +27,10 @@ LIGER = Fusions(
                           "place; ops/swiglu.py swiglu_forward writes c, swiglu_backward writes da and db over a and "
                           "b; ops/fused_linear_cross_entropy.py: logits_chunk = _input_chunk @ weight.t() one chunk at "
                           "a time, liger_cross_entropy_kernel (ops/cross_entropy.py) reads it twice and stores the "
-                          "gradient in place, grad_input and grad_weight in the forward")
+                          "gradient in place, grad_input and grad_weight in the forward. Dispatched per module: "
+                          "rms_norm_forward X.view, two torch.empty, the launch, Y.view; rope_forward two transposes, "
+                          "the launch, two transposes (contiguous() of a contiguous tensor dispatches nothing); "
+                          "swiglu_forward two views, empty_like, the launch, c.view: 5 each")
 """Liger's kernels on a transformers model, as its apply functions swap them in."""
 
 TORCH_COMPILE = Fusions(

@@ -139,6 +139,8 @@ class Fusions:
     activation: bool = False  # SwiGLU / GeGLU: one kernel reads gate and up, writes their product
     rotary: bool = False  # RoPE on q and k in one kernel, in place
     loss: LossKernel = "fp32_logits"  # the cross-entropy it runs for --loss fused
+    dispatches: int | None = None  # operators Python dispatches for one fused module in place of the model's (views,
+    # allocations and the kernel launch), where it swaps modules of an eager runtime; None: not counted
 
 
 UNFUSED = Fusions(source="the model's own modules: transformers' RMSNorm, rotary and activation op by op, "

@@ -9,10 +9,13 @@ some 2,500 operators. The operators per module are the runtime profile's :class:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.plan import InferPlan, Plan, TrainPlan, adapted_linears
 from gpuwise.estimate.speed.operators import experts_touched
-from gpuwise.runtimes.schema import EngineProfile, HostOps
+from gpuwise.estimate.speed.stacks import stack_fusions
+from gpuwise.runtimes.schema import EngineProfile, Fusions, HostOps
 from gpuwise.workload.model.architecture import Architecture
 from gpuwise.workload.model.blocks import Block
 
@@ -72,12 +75,23 @@ def training_forward_host_s(plan: TrainPlan) -> float:
     framework = plan.framework
     if framework.host_ops is None or framework.launch_cost_s is None or not plan.eager_modules:
         return 0.0
-    ops = host_ops_per_step(plan.arch, framework.host_ops, sixteen_bit=True, generate=False,
-                            tokens=plan.job.batch * plan.job.seq)
+    ops = host_ops_per_step(plan.arch, _swapped(framework.host_ops, stack_fusions(plan)), sixteen_bit=True,
+                            generate=False, tokens=plan.job.batch * plan.job.seq)
     if plan.job.trains_adapters:
         share = plan.layers_per_stage / max(plan.arch.layers, 1)
         ops += round(sum(x.layers * share for x in adapted_linears(plan.arch, plan.job))) * framework.adapter_dispatches
     return ops * framework.launch_cost_s.value
+
+
+def _swapped(ops: HostOps, fusions: Fusions) -> HostOps:
+    """The eager inventory with the modules a kernel library swaps in (Liger's RMSNorm, RoPE, SwiGLU) counted at what
+    the library's wrapper dispatches instead of the model's own operators."""
+    if fusions.dispatches is None:
+        return ops
+    fused = fusions.dispatches
+    return replace(ops, norm=fused if fusions.norm else ops.norm, norm_casts=0 if fusions.norm else ops.norm_casts,
+                   rotary=fused if fusions.rotary else ops.rotary,
+                   gated_activation=fused if fusions.activation else ops.gated_activation)
 
 
 def host_s_per_dispatch(plan: Plan) -> float:
