@@ -50,7 +50,7 @@ def _simulated_p99_ms(rep, rate: float, requests: int = 1500) -> tuple[float, fl
     job = rep.job
     stream = poisson_requests(rate, requests, job.input_len, job.output_len, seed=1)
     result = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
-                      kv_capacity_tokens=rep.kv_capacity_tokens)
+                      kv_capacity_tokens=rep.kv_capacity_tokens, policy=rep.policy, mixed_step=rep.mixed_step)
     return result.e2e_ms[2], result.mean_batch
 
 

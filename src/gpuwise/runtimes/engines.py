@@ -29,6 +29,23 @@ TRTLLM_ARGS = "NVIDIA/TensorRT-LLM@00043967 tensorrt_llm/llmapi/llm_args.py"
 LMDEPLOY_CONFIG = "InternLM/lmdeploy@9f134dc4 lmdeploy/messages.py TurbomindEngineConfig"
 LLAMACPP_COMMON = "ggml-org/llama.cpp@de93b991 common/common.h common_params"
 LLAMACPP_ARGS = "ggml-org/llama.cpp@145b6280 common/arg.cpp"
+VLLM_SCHEDULE = ("vllm-project/vllm@b4622cf9 vllm/v1/core/sched/scheduler.py Scheduler.schedule: token_budget = "
+                 "max_num_scheduled_tokens; the RUNNING requests first (a decode takes one token, a prompt being "
+                 "prefilled min(what is left, the budget)), then WAITING requests while token_budget > 0: decodes and "
+                 "prompt chunks share one step and one budget")
+VLLM_ASYNC = ("vllm-project/vllm@09f030ea vllm/config/vllm.py VllmConfig.__post_init__: async_scheduling None -> True "
+              "unless pipeline parallel, non-EAGLE speculative decoding or an executor without it; the engine then "
+              "forms step N + 1 while step N runs (a batch queue of 2), so a request that arrives during step N is "
+              "scheduled in step N + 2")
+SGLANG_SCHEDULE = ("sgl-project/sglang@0003215c python/sglang/srt/managers/scheduler.py "
+                   "Scheduler._get_new_batch_prefill_raw: PrefillAdder(..., chunked_prefill_size, running_bs if "
+                   "self.is_mixed_chunk else 0) -- decodes take none of the chunk -- and the prefill batch mixes with "
+                   "the running batch only when is_mixed_chunk, else decoding_reqs = None; get_next_batch_to_run "
+                   "runs a prefill batch when one forms ('Run prefill first if possible'), the decode batch "
+                   "otherwise; enable_mixed_chunk False (@001b8862 python/sglang/srt/arg_groups/fields/schedule.py)")
+SGLANG_OVERLAP = ("sgl-project/sglang@0003215c python/sglang/srt/managers/scheduler.py Scheduler.event_loop_overlap: "
+                  "batch N + 1 is formed and launched before batch N's results are processed (disable_overlap_schedule "
+                  "False, @001b8862 fields/schedule.py), so a request that arrives during batch N joins N + 2")
 NO_SCHEDULER_CAP = ("gpuwise: no scheduler of its own caps the batch; serve-sim caps a replica at vLLM's small-card "
                     "max_num_seqs 256 (" + VLLM_ARGS + ")")
 
@@ -86,6 +103,8 @@ VLLM = EngineProfile(
                     norm=Sourced("fused RMSNorm (custom op)", "vllm model_executor/layers/layernorm.py"),
                     int4_fused_from=Sourced(8.0, MARLIN)),
     needs=Requirement("vllm", "vLLM does not run on {stack} for {gpu}; choose another --engine"),
+    mixes_prefill=Sourced(True, VLLM_SCHEDULE),
+    schedules_ahead=Sourced(1, VLLM_ASYNC),
     disaggregates=Sourced(True, "vLLM docs, Disaggregated Prefilling: separate prefill and decode instances joined "
                                 "by a KV connector (NixlConnector)"),
 )
@@ -126,6 +145,8 @@ SGLANG = EngineProfile(
                     int4_fused_from=Sourced(8.0, "sgl-project/sglang srt/layers/quantization/awq.py and "
                                                  "marlin_utils.py: AWQ and GPTQ checkpoints run Marlin's kernels "
                                                  "(apply_awq_marlin_linear), as vLLM's do; " + MARLIN)),
+    mixes_prefill=Sourced(False, SGLANG_SCHEDULE),
+    schedules_ahead=Sourced(1, SGLANG_OVERLAP),
     disaggregates=Sourced(True, "SGLang docs, PD Disaggregation: --disaggregation-mode prefill / decode with a KV "
                                 "transfer backend (Mooncake, NIXL)"),
 )
@@ -146,6 +167,13 @@ TRTLLM = EngineProfile(
                                              "range(1, 32) + [32, 64, 128], enable_padding False"),
     kernels=Kernels(attention=Sourced("TensorRT-LLM XQA / FMHA kernels", "TensorRT-LLM docs, attention")),
     needs=Requirement("cuda", "TensorRT-LLM runs on NVIDIA GPUs (CUDA) only, not on {gpu}"),
+    mixes_prefill=Sourced(True, "TensorRT-LLM docs, Paged Attention, IFB, and Request Scheduling: 'sequences in the "
+                                "context phase can be processed together with sequences in the generation phase'; "
+                                "the tuning guide's scheduler counts both against max_num_tokens"),
+    schedules_ahead=Sourced(1, "TensorRT-LLM docs, Overlap Scheduler: 'At step n, the system launches GPU "
+                               "computation for step n+1 without waiting for CPU tasks ... from step n'; enabled by "
+                               "default (NVIDIA/TensorRT-LLM@fcd3f316 tensorrt_llm/llmapi/llm_args.py "
+                               "disable_overlap_scheduler False)"),
     disaggregates=Sourced(True, "TensorRT-LLM docs, Disaggregated Serving: context and generation servers "
                                 "(trtllm-serve disaggregated)"),
 )

@@ -212,6 +212,13 @@ class EngineProfile:
     expert_offload: Sourced[str] | None = None  # keeps chosen layers' routed experts in host RAM (its flag)
     prefix_caching: Sourced[str] | None = None  # reuses cached prompt prefixes unless told not to (how, in words)
     validate_runs: str | None = None  # what `gpuwise validate` runs of it for real (None: validate cannot run it)
+    # one iteration carries the running sequences' next tokens and the prompt chunks together, all from the token
+    # budget; False: an iteration with prompts to prefill runs them alone and the decoding sequences wait
+    mixes_prefill: Sourced[bool] = Sourced(True, "continuous batching (Orca, OSDI 2022): each iteration runs the "
+                                                 "decoding sequences and the admitted prompts together")
+    # iterations the scheduler forms ahead of the GPU: a request that arrives while iteration N runs joins
+    # N + 1 + schedules_ahead (0: the next one)
+    schedules_ahead: Sourced[int] = Sourced(0, "the next iteration is formed after the last one finished")
 
     @property
     def pooled(self) -> bool:

@@ -10,8 +10,12 @@ The closed form (continuous batching, Poisson arrivals at rate r; Orca/vLLM iter
     mean end-to-end T:  T = (P + (O - 1) S(B)) / (1 - r P),   B = r T  (Little's law), unstable when r P >= 1
                         or B passes the batch limit -- every other request's prefill, r T of them on average
                         during a request's life, stalls its decoding for P (prefills run in the same iterations)
-    P99 end-to-end:     S(B) (the iteration in flight at arrival) + P + (O - 1) S(B) + P x q99(Poisson(r T))
-    P99 TTFT:           S(B) + P x (1 + q99(Poisson(r (S(B) + P))))  (arrivals prefilled in the same iteration)
+    P99 end-to-end:     S(B) (the iteration in flight at arrival; (1 + a) S(B) where the scheduler forms a
+                        iterations ahead) + P + (O - 1) S(B) + D x q99(Poisson(r T))
+    P99 TTFT:           S(B) + P + D x q99(Poisson(r (S(B) + P)))  (arrivals prefilled in the same iteration)
+    D, the stall of one other prompt: what its I tokens add to a forward of the B decoding ones, P(I + B) - P(B),
+    where the engine runs prompts and decodes in one forward (B from a first pass with D = P); P where its prompts
+    run alone. r D replaces r P above.
 The tail is the 99th percentile of the Poisson number of interfering arrivals: a property of the arrival process the
 workload states, not a factor read off a simulator. tests/test_serving_capacity.py checks it against serve-sim.
 """
@@ -31,7 +35,8 @@ from gpuwise.estimate.memory.breakdown import MemoryEstimate
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
 from gpuwise.estimate.plan import InferPlan
-from gpuwise.estimate.serving.simulate import step_table
+from gpuwise.estimate.serving.simulate import Policy
+from gpuwise.estimate.serving.steps import step_table
 from gpuwise.estimate.speed.inference import decode_step_s, prefill_s
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
@@ -51,6 +56,7 @@ class Replica:
     prefill: Callable[[int], float]  # prompt tokens prefilled together -> seconds
     decode_step: Callable[[int, float], float]  # (batch, mean context) -> seconds
     max_batched_tokens: int | None = None  # the scheduler's token budget per iteration (chunked prefill)
+    policy: Policy = field(default_factory=Policy)  # how the engine's scheduler forms iterations (its profile's)
     _steps: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
 
     def step_at(self, batch: int) -> float:
@@ -58,6 +64,13 @@ class Replica:
         if batch not in self._steps:
             self._steps[batch] = self.decode_step(batch, self.job.input_len + self.job.output_len / 2)
         return self._steps[batch]
+
+    def mixed_step(self, tokens: int, batch: int, context: float) -> float:
+        """An iteration that prefills ``tokens`` prompt tokens beside ``batch`` decoding sequences: one forward over
+        both (vLLM's and TensorRT-LLM's mixed batches), so the weights are read and the kernels launched once; the
+        decode step plus what the prompt tokens add to a forward that already holds the batch's tokens."""
+        added = self.prefill(tokens + batch) - self.prefill(batch)
+        return self.decode_step(batch, context) + max(added, 0.0)
 
     @property
     def batch_limit(self) -> int:
@@ -90,8 +103,9 @@ def replica(plan: InferPlan, catalog: Catalog) -> Replica:
             prefills[bucket] = prefill_s(one_plan, catalog, tokens=bucket)
         return prefills[bucket]
 
+    policy = Policy(mixes_prefill=plan.engine.mixes_prefill.value, ahead=plan.engine.schedules_ahead.value)
     return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step,
-                   max_batched_tokens=plan.max_batched_tokens)
+                   max_batched_tokens=plan.max_batched_tokens, policy=policy)
 
 
 def require_room(rep: Replica, arch: Architecture, gpu: GPU) -> None:
@@ -148,17 +162,23 @@ def latency_at(rep: Replica, rate: float) -> Latency | None:
     job = rep.job
     first = rep.prefill(job.input_len)
     steps = max(job.output_len - 1, 0)
-    busy = rate * first
-    if busy >= 1:
-        return None
-    mean = time_in_system(rep, rate, fixed_s=first, stretch=1 / (1 - busy))
-    if mean is None:
-        return None
+    stall, mean = first, 0.0
+    for attempt in range(1 + rep.policy.mixes_prefill):
+        if attempt:  # one forward: what the prompt adds to the batch the first pass found
+            joined = max(1, round(rate * mean))
+            stall = rep.prefill(job.input_len + joined) - rep.prefill(joined)
+        if rate * stall >= 1:
+            return None
+        found = time_in_system(rep, rate, fixed_s=first, stretch=1 / (1 - rate * stall))
+        if found is None:
+            return None
+        mean = found
     batch = max(1.0, rate * mean)
     step = rep.step_at(round(batch))
-    in_flight = step if rate * mean > 0.01 else 0.0  # an idle engine has no iteration to wait for
-    p99 = in_flight + first + steps * step + first * poisson_quantile(rate * mean)
-    ttft = in_flight + first * (1 + poisson_quantile(rate * (step + first)))
+    # the iteration in flight at arrival, and those the scheduler formed ahead of it; an idle engine has none
+    in_flight = step * (1 + rep.policy.ahead) if rate * mean > 0.01 else 0.0
+    p99 = in_flight + first + steps * step + stall * poisson_quantile(rate * mean)
+    ttft = in_flight + first + stall * poisson_quantile(rate * (step + first))
     return Latency(mean, p99, ttft, batch)
 
 

@@ -62,7 +62,8 @@ def kv_transfer_s(plan: InferPlan, catalog: Catalog) -> float:
 def _prefill_pool(rep: Replica, rate: float, pools_: Pools, requests: int, seed: int) -> LoadResult:
     stream = poisson_requests(rate / pools_.prefill, requests, rep.job.input_len, 1, seed=seed)
     return simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
-                    kv_capacity_tokens=rep.kv_capacity_tokens, max_batched_tokens=rep.max_batched_tokens)
+                    kv_capacity_tokens=rep.kv_capacity_tokens, max_batched_tokens=rep.max_batched_tokens,
+                    policy=rep.policy)
 
 
 def _decode_step_s(rep: Replica, pools_: Pools, clients: int, ttft_s: float, kv_transfer_s: float) -> float:

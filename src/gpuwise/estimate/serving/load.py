@@ -8,6 +8,7 @@ the SLO, and is reported beside it so the two derivations can be compared.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
@@ -21,7 +22,6 @@ from gpuwise.estimate.serving.simulate import (
     LoadResult,
     ServingReport,
     closed_loop_requests,
-    highest_rate,
     poisson_requests,
     simulate,
 )
@@ -55,6 +55,38 @@ def _closed_loop_bounds(load: LoadTest, output: int) -> None:
                           f"{MAX_CLOSED_LOOP_STEPS * load.concurrency // output:,} requests")
 
 
+def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str = "e2e",
+                 low: float = 0.01, high: float = 1000.0, iterations: int = 14) -> tuple[float, LoadResult | None]:
+    """Largest QPS whose P99 (``key``: "e2e" or "ttft") meets the SLO, by bisection on a log scale of [low, high];
+    the bracket is widened (by 8x, up to 3 times each way) while the SLO holds at its top or misses at its bottom."""
+    def ok(result: LoadResult) -> bool:
+        p99 = result.e2e_ms[2] if key == "e2e" else result.ttft_ms[2]
+        return p99 <= p99_ms and not result.saturated and result.steady
+
+    for _ in range(3):  # the bracket came from the closed form: widen it if the simulation does worse
+        first = run(low)
+        if ok(first):
+            break
+        low, high = low / 8, low
+    else:
+        return 0.0, None
+    best: tuple[float, LoadResult | None] = (low, first)
+    for _ in range(3):  # ... or better
+        top = run(high)
+        if not ok(top):
+            break
+        low, high, best = high, high * 8, (high, top)
+    lo, hi = math.log(low), math.log(high)
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        result = run(math.exp(mid))
+        if ok(result):
+            lo, best = mid, (math.exp(mid), result)
+        else:
+            hi = mid
+    return best
+
+
 def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, load: LoadTest, *,
                    calibration: Calibration | None = None) -> ServingReport:
     if not arch.decoder_layers:
@@ -79,7 +111,8 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                                       exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
                        kv_capacity_tokens=rep.kv_capacity_tokens, concurrency=per_replica,
-                       max_batched_tokens=rep.max_batched_tokens, prefix_hit=load.prefix_hit)
+                       max_batched_tokens=rep.max_batched_tokens, prefix_hit=load.prefix_hit, policy=rep.policy,
+                       mixed_step=rep.mixed_step)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas,
                        requests_per_s=one.requests_per_s * replicas, concurrency=clients)
 
@@ -88,7 +121,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                                   exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
                        kv_capacity_tokens=rep.kv_capacity_tokens, max_batched_tokens=rep.max_batched_tokens,
-                       prefix_hit=load.prefix_hit)
+                       prefix_hit=load.prefix_hit, policy=rep.policy, mixed_step=rep.mixed_step)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
     if load.disagg is not None:

@@ -14,7 +14,6 @@ M/M/1 queue, whose mean wait is rho / (mu - lambda) (tested).
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 import random
@@ -96,6 +95,7 @@ CLIENT_TURNAROUND_S = 1e-6
 
 StepTime = Callable[[int, float], float]  # (batch, mean context) -> seconds of one decode step
 PrefillTime = Callable[[int], float]  # (prompt tokens) -> seconds
+MixedStep = Callable[[int, int, float], float]  # (prompt tokens, decoding sequences, their mean context) -> seconds
 
 
 def closed_loop_requests(count: int, input_len: int, output_len: int, *, seed: int,
@@ -108,22 +108,52 @@ def closed_loop_requests(count: int, input_len: int, output_len: int, *, seed: i
     return out
 
 
+@dataclass(frozen=True)
+class Policy:
+    """How the engine's scheduler forms an iteration (the engine profile's ``mixes_prefill`` and
+    ``schedules_ahead``, runtimes/schema.py): whether decodes and prompt chunks share an iteration and its token
+    budget, and how many iterations it forms ahead of the GPU."""
+
+    mixes_prefill: bool = True
+    ahead: int = 0
+
+
+def steady_phases(clients: int, cycle_s: float, *, seed: int) -> list[float]:
+    """First-request times of ``clients`` closed-loop clients that have drifted apart: each at an independent,
+    uniformly distributed point (seeded) of its cycle of about ``cycle_s``, the earliest at 0 -- the phase of a
+    stationary renewal process. serve-sim does not assume it: clients started together with equal lengths finish
+    together and send together again, round after round (the engine is deterministic), and a measured run agrees:
+    vllm bench serve, 32 clients of 128 + 128 tokens on an H100 (../shared/data/exports/vllm/massedcompute-h100-r1-
+    distill-llama8b-c32.json): mean TTFT 97 ms, median 98, about what 32 prompts prefilled together take (serve-sim:
+    126 ms); spread phases give 32 ms."""
+    rng = random.Random(seed)
+    phases = sorted(rng.uniform(0.0, max(cycle_s, 0.0)) for _ in range(clients))
+    return [p - phases[0] for p in phases] if phases else []
+
+
 def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: PrefillTime,
              max_batch: int, kv_capacity_tokens: float, concurrency: int | None = None,
-             max_batched_tokens: int | None = None, prefix_hit: float = 0.0) -> LoadResult:
+             max_batched_tokens: int | None = None, prefix_hit: float = 0.0, policy: Policy = Policy(),
+             phases_s: Sequence[float] | None = None, mixed_step: MixedStep | None = None) -> LoadResult:
     """Run the scheduler over ``requests`` (sorted by arrival); measures TTFT, TPOT, end-to-end latency, queueing.
 
-    With ``concurrency`` the arrivals are a closed loop: the first ``concurrency`` requests arrive at once and each
-    finished one lets the next pending request in (no think time), after the engine started its next iteration
-    (CLIENT_TURNAROUND_S). With ``max_batched_tokens`` the
-    scheduler chunks prefills (vLLM V1 and SGLang): each iteration spends its token budget on one token per running
-    sequence first, then on prompt chunks of admitted requests in arrival order; a request's first token comes with
-    the iteration that finishes its prompt. ``prefix_hit`` of each prompt is already cached: only the rest is
-    prefilled, at least the last token (whose logits give the first output token)."""
+    With ``concurrency`` the arrivals are a closed loop: the first ``concurrency`` requests arrive at ``phases_s``
+    (all at 0, as a benchmark starts its clients, unless given; see ``steady_phases``) and each finished one lets the
+    next pending request in (no think time), after the engine started its next iteration (CLIENT_TURNAROUND_S).
+    With ``max_batched_tokens`` the scheduler chunks prefills (vLLM V1 and SGLang): each iteration spends its token
+    budget on one token per running sequence first (when ``policy.mixes_prefill``; otherwise an iteration with
+    prompts to prefill runs them alone, on the whole budget, and the decodes wait), then on prompt chunks of
+    admitted requests in arrival order; a request's first token comes with the iteration that finishes its prompt.
+    An arrival joins the iteration after the one running, or ``policy.ahead`` later where the scheduler forms
+    iterations ahead of the GPU. ``prefix_hit`` of each prompt is already cached: only the rest is prefilled, at
+    least the last token (whose logits give the first output token). An iteration that decodes and prefills costs
+    ``mixed_step`` (prompt tokens, batch, mean context) -- one forward over both, see ``Replica.mixed_step`` -- or,
+    without it, the prefill plus the decode step."""
     arrival = [r.arrival_s for r in requests]
     if concurrency is not None:
-        arrival = [0.0 if i < concurrency else math.inf for i in range(len(requests))]
-    sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens, prefix_hit)
+        starts = sorted(phases_s) if phases_s is not None else [0.0] * concurrency
+        arrival = [starts[i] if i < concurrency else math.inf for i in range(len(requests))]
+    sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens, prefix_hit, policy)
     released = min(concurrency, len(requests)) if concurrency is not None else len(requests)
     while sim.busy():
         if sim.steps % 4096 == 0:
@@ -133,54 +163,73 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
             continue
         if not chunks and sim.coast(decode_step):
             continue
-        step = prefill(sum(chunks.values())) if chunks else 0.0
-        if sim.running:
-            step += decode_step(sim.running, sim.mean_context())
-        done_now = sim.advance(step, chunks)
+        tokens = sum(chunks.values())
+        decoding = sim.running > 0 and (policy.mixes_prefill or not chunks)
+        if not decoding:
+            step = prefill(tokens)
+        elif tokens and mixed_step is not None:
+            step = mixed_step(tokens, sim.running, sim.mean_context())
+        else:
+            step = (prefill(tokens) if tokens else 0.0) + decode_step(sim.running, sim.mean_context())
+        done_now = sim.advance(step, chunks, decoding)
         if concurrency is not None:  # each client that got its answer sends its next request: it misses the
             for _ in range(min(done_now, len(requests) - released)):  # iteration the engine starts meanwhile
-                arrival[released] = sim.clock + CLIENT_TURNAROUND_S
+                sim.arrive(released, sim.clock + CLIENT_TURNAROUND_S)
                 released += 1
     return _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
                       (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
 
 
 class _Scheduler:
-    """The engine's queues and clock: waiting (arrived, not admitted), prefilling (admitted, prompt not done) and
-    running (decoding) requests. Every running sequence gains one token per iteration, so each one's last
-    iteration is known when it starts decoding: a heap of those makes an iteration cost O(log n), not O(n)."""
+    """The engine's queues and clock: pending (not arrived yet, a heap by time), waiting (arrived, not admitted),
+    prefilling (admitted, prompt not done) and running (decoding) requests. Every running sequence gains one token
+    per decoding iteration, so each one's last decoding iteration is known when it starts decoding: a heap of those
+    makes an iteration cost O(log n), not O(n)."""
 
     def __init__(self, requests: Sequence[Request], arrival: list[float], max_batch: int, kv_capacity: float,
-                 token_budget: int | None, prefix_hit: float = 0.0) -> None:
+                 token_budget: int | None, prefix_hit: float, policy: Policy) -> None:
         self.requests, self.arrival, self.max_batch, self.kv_capacity = requests, arrival, max_batch, kv_capacity
-        self.token_budget, self.prefix_hit = token_budget, prefix_hit
+        self.token_budget, self.prefix_hit, self.policy = token_budget, prefix_hit, policy
+        self.pending = [(t, i) for i, t in enumerate(arrival) if t < math.inf]
+        heapq.heapify(self.pending)
         self.waiting: deque[int] = deque()
         self.prefilling: dict[int, int] = {}  # request -> prompt tokens still to prefill (insertion = arrival order)
-        self.ends: list[tuple[int, int]] = []  # heap of (the iteration a running request finishes in, request)
+        self.ends: list[tuple[int, int]] = []  # heap of (the decoding iteration a request finishes in, request)
         self.context_sum = 0  # tokens held by the running sequences (prompt + generated)
         n = len(requests)
         self.first_token, self.finished, self.started = [math.nan] * n, [math.nan] * n, [math.nan] * n
-        self.clock, self.next_arrival, self.batches, self.steps, self.generated = 0.0, 0, 0, 0, 0
+        self.clock, self.batches, self.steps, self.generated = 0.0, 0, 0, 0
+        self.decode_steps = 0  # iterations that decoded (all of them, unless prefills run alone)
+        self.starts: deque[float] = deque(maxlen=policy.ahead + 1)  # when the last iterations started
 
     @property
     def running(self) -> int:
         return len(self.ends)
 
     def busy(self) -> bool:
-        return self.next_arrival < len(self.requests) or bool(self.waiting or self.prefilling or self.ends)
+        return bool(self.pending or self.waiting or self.prefilling or self.ends)
+
+    def arrive(self, i: int, t: float) -> None:
+        self.arrival[i] = t
+        heapq.heappush(self.pending, (t, i))
 
     def mean_context(self) -> float:
         return self.context_sum / len(self.ends)
 
     def schedule(self) -> dict[int, int]:
-        """This iteration's prompt chunks: request -> tokens."""
-        if not self.waiting and not self.prefilling and not self.ends:
-            self.clock = max(self.clock, self.arrival[self.next_arrival])
-        while self.next_arrival < len(self.requests) and self.arrival[self.next_arrival] <= self.clock:
-            self.waiting.append(self.next_arrival)
-            self.next_arrival += 1
+        """This iteration's prompt chunks: request -> tokens. It takes the arrivals before the start of the
+        iteration ``policy.ahead`` back (the one it was formed during), or before now when the engine was idle."""
+        idle = not self.waiting and not self.prefilling and not self.ends
+        if idle:
+            self.clock = max(self.clock, self.pending[0][0])
+            self.starts.clear()
+        self.starts.append(self.clock)
+        cutoff = self.starts[0]
+        while self.pending and self.pending[0][0] <= cutoff:
+            self.waiting.append(heapq.heappop(self.pending)[1])
         self._admit()
-        room = math.inf if self.token_budget is None else max(self.token_budget - self.running, 0)
+        used = self.running if self.policy.mixes_prefill else 0  # decodes share the budget only when mixed
+        room = math.inf if self.token_budget is None else max(self.token_budget - used, 0)
         chunks: dict[int, int] = {}
         for i, left in self.prefilling.items():
             if room <= 0:
@@ -211,34 +260,39 @@ class _Scheduler:
         context, as the step table is between its grid points). An arrival joins the first iteration that starts at
         or after it, so the jump ends before it: the iterations the loop would have run one by one, none of which
         admits anything. False when there is nothing to jump over."""
-        k = self.ends[0][0] - self.steps - 1
+        k = self.ends[0][0] - self.decode_steps - 1
         if k < 2 or self.waiting or self.prefilling:
             return False
         context = self.mean_context()
         seconds = k * decode_step(self.running, context + (k - 1) / 2)
-        if self.next_arrival < len(self.requests):
-            room = self.arrival[self.next_arrival] - self.clock
+        if self.pending:
+            room = self.pending[0][0] - self.clock
             while k >= 2 and seconds >= room:  # fewer steps, each no longer than the k steps' middle one
                 k = min(k - 1, math.floor(room / (seconds / k)))
                 seconds = k * decode_step(self.running, context + (k - 1) / 2)
             if k < 2:
                 return False
         self.clock += seconds
+        self.starts.append(self.clock - seconds / k)  # the last jumped iteration's start
         self.steps += k
+        self.decode_steps += k
         self.batches += self.running * k
         self.generated += self.running * k
         self.context_sum += self.running * k
         return True
 
-    def advance(self, step: float, chunks: dict[int, int]) -> int:
-        """Run the iteration; returns how many requests finished."""
+    def advance(self, step: float, chunks: dict[int, int], decoded: bool = True) -> int:
+        """Run the iteration (``decoded``: the running sequences gain a token in it); returns how many requests
+        finished."""
         self.clock += step
         self.steps += 1
-        self.batches += self.running
-        self.generated += self.running
-        self.context_sum += self.running
+        if decoded:
+            self.decode_steps += 1
+            self.batches += self.running
+            self.generated += self.running
+            self.context_sum += self.running
         done = 0
-        while self.ends and self.ends[0][0] <= self.steps:
+        while self.ends and self.ends[0][0] <= self.decode_steps:
             _, i = heapq.heappop(self.ends)
             self.finished[i] = self.clock
             self.context_sum -= self.requests[i].input_len + self.requests[i].output_len
@@ -253,8 +307,8 @@ class _Scheduler:
             if self.requests[i].output_len <= 1:
                 self.finished[i] = self.clock
                 done += 1
-            else:  # one token now; the rest one per iteration, the last in iteration steps + output_len - 1
-                heapq.heappush(self.ends, (self.steps + self.requests[i].output_len - 1, i))
+            else:  # one token now; the rest one per decoding iteration, the last output_len - 1 of them later
+                heapq.heappush(self.ends, (self.decode_steps + self.requests[i].output_len - 1, i))
                 self.context_sum += self.requests[i].input_len + 1
         return done
 
@@ -300,79 +354,6 @@ def _growing(queue_ms: list[float], service_ms: list[float]) -> bool:
     quarter = len(queue_ms) // 4
     second, last = percentile(queue_ms[quarter:2 * quarter], 0.5), percentile(queue_ms[3 * quarter:], 0.5)
     return last > 1.5 * max(second, 1.0) and last > percentile(service_ms, 0.5)
-
-
-def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str = "e2e",
-                 low: float = 0.01, high: float = 1000.0, iterations: int = 14) -> tuple[float, LoadResult | None]:
-    """Largest QPS whose P99 (``key``: "e2e" or "ttft") meets the SLO, by bisection on a log scale of [low, high];
-    the bracket is widened (by 8x, up to 3 times each way) while the SLO holds at its top or misses at its bottom."""
-    def ok(result: LoadResult) -> bool:
-        p99 = result.e2e_ms[2] if key == "e2e" else result.ttft_ms[2]
-        return p99 <= p99_ms and not result.saturated and result.steady
-
-    for _ in range(3):  # the bracket came from the closed form: widen it if the simulation does worse
-        first = run(low)
-        if ok(first):
-            break
-        low, high = low / 8, low
-    else:
-        return 0.0, None
-    best: tuple[float, LoadResult | None] = (low, first)
-    for _ in range(3):  # ... or better
-        top = run(high)
-        if not ok(top):
-            break
-        low, high, best = high, high * 8, (high, top)
-    lo, hi = math.log(low), math.log(high)
-    for _ in range(iterations):
-        mid = (lo + hi) / 2
-        result = run(math.exp(mid))
-        if ok(result):
-            lo, best = mid, (math.exp(mid), result)
-        else:
-            hi = mid
-    return best
-
-
-def step_table(step: StepTime, max_batch: int, context: float) -> StepTime:
-    """Decode step times on a grid of batch sizes (powers of two) and contexts, each computed once when first
-    needed, linear between grid points (the roofline's weight, KV and activation traffic is linear in both)."""
-    grid = sorted({1, max_batch, *[2 ** k for k in range(int(math.log2(max(max_batch, 1))) + 1)]})
-    contexts = [context * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]
-    table: dict[tuple[int, float], float] = {}
-    segments: dict[tuple[float, int], tuple[float, float, float, float]] = {}
-
-    def at(batch: int, ctx: float) -> float:
-        if (batch, ctx) not in table:
-            table[(batch, ctx)] = step(batch, ctx)
-        return table[(batch, ctx)]
-
-    def segment(batch: float, j: int) -> tuple[float, float, float, float]:
-        """The step at ``batch`` (between its grid points) at the contexts j - 1 and j: linear between them."""
-        b0, b1, wb = _bracket(grid, batch)
-        c0, c1 = contexts[j - 1], contexts[j]
-        return (at(int(b0), c0) * (1 - wb) + at(int(b1), c0) * wb,
-                at(int(b0), c1) * (1 - wb) + at(int(b1), c1) * wb, c0, c1)
-
-    def lookup(batch: float, ctx: float) -> float:
-        j = min(max(bisect.bisect_left(contexts, ctx), 1), len(contexts) - 1)
-        found = segments.get((batch, j))
-        if found is None:  # each batch's segment once: the simulation asks for the same batches again and again
-            found = segments[(batch, j)] = segment(batch, j)
-        v0, v1, c0, c1 = found
-        return v0 + (v1 - v0) * min(max((ctx - c0) / (c1 - c0), 0.0), 1.0)
-
-    return lookup
-
-
-def _bracket(points: Sequence[float], value: float) -> tuple[float, float, float]:
-    """The grid points around ``value`` and its weight towards the upper one (clamped to the grid)."""
-    i = min(max(bisect.bisect_left(points, value), 1), len(points) - 1)
-    low, high = points[i - 1], points[i]
-    if len(points) == 1 or high == low:
-        return high, high, 0.0
-    return low, high, min(max((value - low) / (high - low), 0.0), 1.0)
-
 
 
 @dataclass(frozen=True)
