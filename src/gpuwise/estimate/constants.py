@@ -141,10 +141,14 @@ UNMEASURED_STACK_DISCOUNT = Constant(
 UNMEASURED_STACKS = frozenset({"rocm", "oneapi", "metal"})  # on consumer, workstation and soc cards only
 MEMORY_EFFICIENCY = FittedConstant("memory_efficiency", "fraction of datasheet bandwidth")
 _SM80_ATTENTION = FittedConstant("attention_efficiency_sm80", "fraction of dense peak")
+# the attention kernel PyTorch's SDPA picks, by the card's compute capability major (pytorch@001f694a
+# aten/src/ATen/native/transformers/cuda/sdp_utils.cpp): FlashAttention-2 on sm_80-sm_89 and sm_120/121 (Ampere, Ada,
+# GeForce and workstation Blackwell); cuDNN attention first on sm_90 (Hopper) and sm_100 (B200) from cuDNN 9.15.1
 FLASH_ATTENTION_EFFICIENCY: dict[str, Constant | FittedConstant] = {
-    "ampere": _SM80_ATTENTION,  # FlashAttention-2 (Dao 2023); the same kernels on sm_89
-    "ada": _SM80_ATTENTION,
-    "hopper": FittedConstant("attention_efficiency_sm90", "fraction of dense peak"),
+    "8": _SM80_ATTENTION,
+    "12": _SM80_ATTENTION,
+    "9": FittedConstant("attention_efficiency_sm90", "fraction of dense peak"),
+    "10": FittedConstant("attention_efficiency_sm100", "fraction of dense peak"),
 }
 FLASH_ATTENTION_DEFAULT = Constant(0.40, "fraction of dense peak", "gpuwise assumption: FA-2-class kernels on "
                                    "chips they were not tuned for (as on Hopper per the FlashAttention-3 paper)")

@@ -75,6 +75,13 @@ def gemm_efficiency(gpu: GPU, dtype: Dtype) -> float:
     return C.GEMM_EFFICIENCY_DEFAULT.value
 
 
+def attention_efficiency(gpu: GPU) -> float:
+    """The fraction of dense peak the attention kernel SDPA picks on ``gpu`` reaches, by compute capability major;
+    FLASH_ATTENTION_DEFAULT on other vendors' chips."""
+    major = (gpu.compute_capability or "").split(".")[0]
+    return C.FLASH_ATTENTION_EFFICIENCY.get(major, C.FLASH_ATTENTION_DEFAULT).value
+
+
 def machine(gpu: GPU, dtype: Dtype, *, eager: bool = False, calibration: Calibration | None = None) -> Machine:
     """Achievable rates of ``gpu`` for matmuls in ``dtype`` (fp32, tf32, fp16, bf16, fp8, int8).
 
@@ -86,7 +93,7 @@ def machine(gpu: GPU, dtype: Dtype, *, eager: bool = False, calibration: Calibra
         if dtype in calibration.gemm_flops and peak:
             efficiency = calibration.gemm_flops[dtype] / peak
         memory = calibration.memory_bytes_per_s or memory
-    attention = C.FLASH_ATTENTION_EFFICIENCY.get(gpu.architecture_family, C.FLASH_ATTENTION_DEFAULT).value
+    attention = attention_efficiency(gpu)
     floor = C.EAGER_OVERHEAD.value if eager else C.KERNEL_OVERHEAD.value
     calibrated = calibration is not None and dtype in calibration.gemm_flops
     return Machine(gpu, dtype, peak, efficiency, min(attention, efficiency), memory, floor, calibrated)

@@ -8,6 +8,7 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.api import ImageEstimate, ImageFit
+from gpuwise.api.reporting import band
 
 GIB = 2**30
 
@@ -32,9 +33,16 @@ def image_json(est: ImageEstimate) -> dict[str, Any]:
             "seconds_per_image": round(est.seconds_per_image or 0.0, 4),
             "seconds_per_call": round(est.seconds_per_call, 4),
             "images_per_s": round(est.images_per_s or 0.0, 5),
-            "phases_s": {k: round(v, 4) for k, v in est.phases_s.items()}},
+            "phases_s": {k: round(v, 4) for k, v in est.phases_s.items()},
+            "band": _likely_json(est.seconds_per_call)},
         "assumptions": list(est.assumptions), "warnings": list(est.warnings),
     }
+
+
+def _likely_json(seconds: float) -> dict[str, float] | None:
+    """seconds_per_call's likely range: the image regime's out-of-sample band."""
+    likely = band("image", "seconds_per_call", seconds)
+    return None if likely is None else {"low": round(likely[0], 4), "high": round(likely[1], 4)}
 
 
 def image_table(est: ImageEstimate) -> Table:
@@ -60,6 +68,10 @@ def image_lines(est: ImageEstimate) -> str:
         phases = ", ".join(f"{k} {v:,.2f} s" for k, v in est.phases_s.items() if v >= 0.005)
         lines.append(f"{est.seconds_per_image:,.2f} s per image ({est.job.steps} steps x "
                      f"{est.job.guidance_passes} pass(es)); per call of {est.job.batch}: {phases}")
+        likely = band("image", "seconds_per_call", est.seconds_per_call)
+        if likely is not None:
+            lines.append(f"likely {likely[0]:,.2f}-{likely[1]:,.2f} s per call (measured / predicted on runs the "
+                         "fit never saw, 10th-90th percentile)")
     lines += [f"warning: {w}" for w in est.warnings]
     lines += [f"- {a}" for a in est.assumptions]
     return "\n".join(lines)

@@ -51,10 +51,14 @@ def _scale_cells(r: ScaleRow, timed: bool) -> tuple[str, ...]:
             f"{r.communication_share:.0%}", f"{r.efficiency:.0%}" if r.efficiency else "—", *hours)
 
 
-def _stats(p50_p90_p99: tuple[float, float, float], mean: float) -> dict[str, float | None]:
+def _stats(p50_p90_p99: tuple[float, float, float], mean: float, key: str) -> dict[str, Any]:
+    """The figure's statistics, and the likely range of its mean (the serving regime's out-of-sample band)."""
     values = (mean, *p50_p90_p99)
-    return {k: (round(v, 3) if math.isfinite(v) else None) for k, v in zip(("mean", "p50", "p90", "p99"), values,
-                                                                          strict=True)}
+    out: dict[str, Any] = {k: (round(v, 3) if math.isfinite(v) else None)
+                           for k, v in zip(("mean", "p50", "p90", "p99"), values, strict=True)}
+    likely = band("serve", key, mean) if math.isfinite(mean) and mean > 0 else None
+    out["band"] = None if likely is None else {"low": round(likely[0], 3), "high": round(likely[1], 3)}
+    return out
 
 
 def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
@@ -62,7 +66,8 @@ def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
         return None
     return {
         "qps": round(result.qps, 4), "requests": result.requests, "concurrency": result.concurrency,
-        "ttft_ms": _stats(result.ttft_ms, result.ttft_mean_ms), "tpot_ms": _stats(result.tpot_ms, result.tpot_mean_ms),
+        "ttft_ms": _stats(result.ttft_ms, result.ttft_mean_ms, "ttft_ms"),
+        "tpot_ms": _stats(result.tpot_ms, result.tpot_mean_ms, "tpot_ms"),
         "e2e_ms": dict(zip(("p50", "p90", "p99"), (round(v, 3) for v in result.e2e_ms), strict=True)),
         "mean_queue_ms": round(result.mean_queue_ms, 3), "mean_batch": round(result.mean_batch, 2),
         "throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1),
@@ -93,6 +98,16 @@ SERVING_COLUMNS = tuple(Column(h) for h in ("load", "TTFT P50/P90/P99 ms", "TPOT
                                               "end-to-end P50/P99 ms", "mean batch", "tokens/s", "note"))
 
 
+def _likely_line(r: LoadResult) -> str:
+    """The likely range of the mean TTFT and TPOT at one load (the serving regimes' out-of-sample bands)."""
+    ttft, tpot = band("serve", "ttft_ms", r.ttft_mean_ms), band("serve", "tpot_ms", r.tpot_mean_ms)
+    if ttft is None or tpot is None or not (math.isfinite(r.ttft_mean_ms) and math.isfinite(r.tpot_mean_ms)):
+        return ""
+    load = f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS"
+    return (f"likely at {load}: mean TTFT {ttft[0]:,.0f}-{ttft[1]:,.0f} ms, mean TPOT {tpot[0]:,.1f}-{tpot[1]:,.1f} ms "
+            "(measured / predicted on serving runs the fit never saw, 10th-90th percentile)")
+
+
 def serving_view(report: ServingReport) -> Group:
     results = [r for r in (report.at_rate, report.at_max, report.at_concurrency) if r is not None]
     rows = [(f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS",
@@ -108,6 +123,7 @@ def serving_view(report: ServingReport) -> Group:
               if report.per_gpu_bytes is not None and report.capacity_bytes is not None else "")
     lines: list[Any] = [table, f"{memory}KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
                                f"{report.max_batch} sequences per replica; {plans}"]
+    lines += [_likely_line(r) for r in results if _likely_line(r)]
     short = next((r for r in results if not r.steady), None)
     if short is not None:
         lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "

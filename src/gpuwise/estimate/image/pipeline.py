@@ -155,7 +155,7 @@ def _attention_kernels(plan: ImagePlan) -> str:
         head = max(int(c) // int(n) for c, n in zip(channels, counts, strict=False))
     vae_head = int(plan.pipeline.vae_config.get("block_out_channels", (512,))[-1])
     den = sdpa_kernel(plan.gpu, plan.matmul_dtype, head)
-    return f"{den} in the denoiser, {sdpa_kernel(plan.gpu, plan.pipeline.defaults.vae_dtype, vae_head)} in the VAE"
+    return f"{den} in the denoiser, {sdpa_kernel(plan.gpu, plan.vae_dtype, vae_head)} in the VAE"
 
 
 def _offload_words(plan: ImagePlan) -> str:
@@ -178,8 +178,8 @@ def image_memory(plan: ImagePlan) -> tuple[MemoryEstimate, dict[str, float]]:
     assumptions = (
         f"{pipeline.name}: {pipeline.total_params:,} parameters ("
         + ", ".join(f"{n} {p:,}" for n, p in pipeline.params().items()) + "), counted from each config.json",
-        f"denoiser weights {plan.quant}; text encoders {pipeline.defaults.dtype}; VAE decodes in "
-        f"{pipeline.defaults.vae_dtype} ({pipeline.defaults.source.split(':')[0]})",
+        f"denoiser weights {plan.quant}; text encoders {plan.compute_dtype}; VAE decodes in {plan.vae_dtype} "
+        f"(fp32 only where diffusers upcasts an fp16 VAE; {pipeline.defaults.source.split(':')[0]})",
         _offload_words(plan) + (f"; {loads_note(held, weights)}" if held else ""),
         f"attention through PyTorch SDPA: {_attention_kernels(plan)}; no score matrix is kept",
     ) + (("the VAE decode runs in tiles (it does not fit whole): ComfyUI's retry after an out-of-memory error",)
@@ -238,7 +238,7 @@ def image_phases(plan: ImagePlan, catalog: Catalog, weights: Mapping[str, float]
                           images=batch * plan.guidance_passes, weight_bytes=weights[pipeline.denoiser_name],
                           act_bytes=plan.act_bytes, transposes=runs_nchw_transposes(gpu, plan.matmul_dtype))
     step = max(phase_time(den_ops + _dequant_op(den, plan.quant), m).seconds, _host_s(plan, den.dispatches))
-    vae_dtype = conv_dtype(plan.pipeline.defaults.vae_dtype, gpu)
+    vae_dtype = conv_dtype(plan.vae_dtype, gpu)
     vae_ops = forward_ops("vae", dec, decoder_forward(pipeline, plan.resolution, plan.vae_act_bytes), images=batch,
                           weight_bytes=weights["vae"], act_bytes=plan.vae_act_bytes,
                           transposes=runs_nchw_transposes(gpu, vae_dtype), fp32_attention=vae_dtype == "tf32")

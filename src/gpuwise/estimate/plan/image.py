@@ -30,23 +30,39 @@ class ImagePlan:
     offload: str  # the offload mode in force: the one asked, else the runtime's default
 
     @property
+    def compute_dtype(self) -> Dtype:
+        """The pipeline's torch_dtype: bf16 or fp16 where the job stores the denoiser so, else the pipeline's default
+        (fp8, nf4 and GGUF weights are upcast to it)."""
+        return "bf16" if (self.quant if self.quant in ("bf16", "fp16") else self.pipeline.defaults.dtype) == "bf16" \
+            else "fp16"
+
+    @property
+    def vae_dtype(self) -> str:
+        """The VAE decodes in fp32 only where diffusers upcasts it: an fp16 pipeline whose VAE config sets force_upcast
+        (diffusers@58eb52c0 pipeline_stable_diffusion_xl.py: ``needs_upcasting = self.vae.dtype == torch.float16 and
+        self.vae.config.force_upcast``; the pipeline file's fp32 ``vae_dtype`` records that flag). A bf16 pipeline
+        decodes in bf16."""
+        upcast = self.pipeline.defaults.vae_dtype == "fp32" and self.compute_dtype == "fp16"
+        return "fp32" if upcast else self.compute_dtype
+
+    @property
     def act_bytes(self) -> int:
         """Bytes per activation of the denoiser and the text encoders (the pipeline's dtype)."""
-        return activation_bytes(self.pipeline.defaults.dtype)
+        return activation_bytes(self.compute_dtype)
 
     @property
     def vae_act_bytes(self) -> int:
-        return activation_bytes(self.pipeline.defaults.vae_dtype)
+        return activation_bytes(self.vae_dtype)
 
     @property
     def matmul_dtype(self) -> Dtype:
-        """The denoiser's matmuls run in the pipeline's 16-bit type (fp8, nf4 and GGUF weights are upcast to it)."""
-        return "bf16" if self.pipeline.defaults.dtype == "bf16" else "fp16"
+        """The denoiser's matmuls run in the pipeline's 16-bit type."""
+        return self.compute_dtype
 
     @property
     def vae_matmul_dtype(self) -> Dtype:
         """An fp32 VAE's convolutions run as TF32 on tensor cores (PyTorch's cuDNN default)."""
-        return "tf32" if self.pipeline.defaults.vae_dtype == "fp32" else self.matmul_dtype
+        return "tf32" if self.vae_dtype == "fp32" else self.compute_dtype
 
     @property
     def shares_host_memory(self) -> bool:

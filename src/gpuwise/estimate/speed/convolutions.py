@@ -16,34 +16,17 @@ Ultralytics' runs) -- a difference to settle with channels_last-aware cases.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog import GPU
 from gpuwise.catalog.schema import Dtype
 from gpuwise.estimate.roofline import Op
+from gpuwise.fitted import FittedConstant
 from gpuwise.workload.model.convnets import Conv, network
 
-
-@dataclass(frozen=True)
-class Bounded:
-    """A global mechanism parameter no source states: its prior, the bounds physics allows, and why."""
-
-    value: float
-    low: float
-    high: float
-    unit: str
-    source: str
-
-
-IMPLICIT_GEMM_FRACTION = Bounded(
-    1.0, 0.25, 1.0, "fraction of the dense-GEMM efficiency",
-    "to be fitted by benchmarks/fit.py. Prior 1.0: an implicit-GEMM convolution (M = N H W output pixels, N = C_out, "
-    "K = C_in k^2) reaches the card's dense-GEMM efficiency, as the ResNet-50 cases of "
-    "benchmarks/vision_accuracy.py bear out in 16-bit; the fp32 (TF32) VAE decodes of ../shared/data/h200-runs.yaml "
-    "(diffusion-sdxl-1024, 115.9 ms on an H200) and of the HF blog 'Exploring simple optimizations for SDXL' (its "
-    "Tiny-Autoencoder row, ~1 s less for 4 images on an A100) imply about 0.35-0.5 for TF32 convolutions at 128-512 "
-    "channels over 0.25-1 M pixels. A bound, not a measurement: used by the diffusion convolutions (layer_ops) only")
+# implicit-GEMM convolutions reach this fraction of the card's dense-GEMM efficiency: a global parameter of the
+# mechanism, its prior, bounds and sources in gpuwise/fitted/parameters.yaml
+IMPLICIT_GEMM_FRACTION = FittedConstant("implicit_gemm_fraction", "fraction of the dense-GEMM efficiency")
 LAYOUT_SOURCE = (
     "MosaicML Composer method card 'Channels Last' (docs.mosaicml.com/projects/composer/en/v0.3.0/method_cards/"
     "channels_last.html): tensor cores need NHWC, PyTorch makes NCHW tensors, and 'every time a convolution "
