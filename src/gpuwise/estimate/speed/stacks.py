@@ -131,16 +131,15 @@ def _eager_parts(block: Block, p: Pass, h: int, fusions: Fusions) -> dict[str, _
 
 def _native_parts(block: Block, p: Pass, h: int) -> dict[str, _Part]:
     """The layer with one native kernel per operator (a LayerNorm, GELU, or a stack whose modules are not the
-    model's): each norm reads and writes the hidden state (a QK-norm q and k), each residual add reads two and writes
-    one, the activation reads its inputs and writes its output, the rotary (or the bias adds) reads and writes q and
-    k; backward moves twice the forward's bytes."""
+    model's): each norm reads and writes the hidden state, each residual add reads two and writes one, the activation
+    reads its inputs and writes its output, the rotary (or the bias adds) reads and writes q and k; backward moves
+    twice the forward's bytes. A QK-norm (Qwen3, Gemma 3) is not charged here (nor by the inference engines, whose
+    figures this path also sets)."""
     a, ffn, t, e = block.attention, block.ffn, p.tp, p.act_bytes
     active = max(ffn.top_k, 1) if ffn.experts else 1
-    qk_norm = _widths(block, p)[2]
     parts = {"norm": (2 * 2 * h, 2), "residual": (2 * 3 * h, 2),
              "activation": ((3 if ffn.gated else 2) * ffn.width / t * active + 3 * ffn.shared_width / t, 1),
-             "rotary": (2 * (a.q_width + a.kv_heads * a.head_dim) / t, 1),
-             "qk_norm": (2 * qk_norm, 2 if qk_norm else 0)}
+             "rotary": (2 * (a.q_width + a.kv_heads * a.head_dim) / t, 1)}
     return {name: _Part(e * moved, 2 * e * moved, kernels) for name, (moved, kernels) in parts.items()}
 
 
@@ -155,7 +154,7 @@ def _fused_parts(block: Block, p: Pass, h: int, fusions: Fusions) -> dict[str, _
     - SwiGLU (Liger swiglu_forward/backward): forward reads gate and up and writes their product (3 e per element
       of the MLP width); backward reads dc, gate and up and writes both gradients over them (5 e). GELU: 2 e, 3 e.
     - RoPE (Liger rope_forward, Unsloth _rope_embedding): in place on q and k, 2 e per element forward and back.
-    - QK-norm: the RMSNorm kernel on q and k, 2 e and 3 e.
+    - QK-norm: the RMSNorm kernel on q and k, 2 e and 3 e (where it replaces transformers' QK-norm modules).
     Worked example (tests/test_fused_stacks.py): Llama-3.1-8B at bf16, h 4096, MLP 14336, q + k 5120 elements:
     norms 2 x 2 x 2 x 4096 = 32,768 B/token forward, activation 3 x 2 x 14336 = 86,016, rotary 2 x 2 x 5120 =
     20,480."""
@@ -165,7 +164,8 @@ def _fused_parts(block: Block, p: Pass, h: int, fusions: Fusions) -> dict[str, _
     parts: dict[str, _Part] = {}
     if fusions.norm:
         parts["norm"] = _Part(2 * 2 * s * h, 2 * 3 * s * h, 2)
-        parts["qk_norm"] = _Part(2 * e * qk_norm, 3 * e * qk_norm, 2 if qk_norm else 0)
+        if p.eager_modules:  # in place of transformers' QK-norm modules (the native path charges none)
+            parts["qk_norm"] = _Part(2 * e * qk_norm, 3 * e * qk_norm, 2 if qk_norm else 0)
     if fusions.residual_in_norm:  # what the fused add costs beyond the norm's own 2 s and 3 s
         parts["residual"] = _Part(2 * 2 * s * h, 2 * 1 * s * h, 0)
     if fusions.activation:
