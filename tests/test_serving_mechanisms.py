@@ -118,3 +118,23 @@ def test_each_engines_scheduler_is_its_profiles(engine: str, mixes: bool, ahead:
     assert profile.mixes_prefill.value is mixes and profile.schedules_ahead.value == ahead
     assert cited in profile.mixes_prefill.source + profile.schedules_ahead.source
     assert "@" in profile.schedules_ahead.source  # read at a commit
+
+
+def test_clients_that_take_their_time_drift_apart_and_obey_the_response_time_law() -> None:
+    """Four clients, 100-token prompts at 1 ms a token, 10 ms decode steps, 101 output tokens. With no turnaround
+    they finish together and send together: four prompts in one iteration, TTFT 0.4 s. With a mean turnaround Z of
+    5 s (exponential) their requests come apart and mostly meet an idle engine: a lone prompt takes 0.1 s. The
+    interactive response time law holds either way: throughput X = N / (R + Z) for N clients with response time R
+    (Denning and Buzen, 'The Operational Analysis of Queueing Network Models', 1978)."""
+    requests = closed_loop_requests(400, 100, 101, seed=0)
+
+    def run(turnaround_s: float):  # type: ignore[no-untyped-def]
+        return simulate(requests, decode_step=lambda batch, context: DECODE_S,
+                        prefill=lambda tokens: tokens * 0.001, max_batch=64, kv_capacity_tokens=1e9,
+                        concurrency=4, policy=Policy(turnaround_s=turnaround_s), seed=5)
+
+    together, apart = run(0.0), run(5.0)
+    assert together.ttft_mean_ms == pytest.approx(400.0, rel=1e-6)
+    assert apart.ttft_mean_ms < 0.5 * together.ttft_mean_ms
+    mean_e2e_s = (apart.ttft_mean_ms + 100 * apart.tpot_mean_ms) / 1e3  # each request: TTFT + 100 x its TPOT
+    assert apart.requests_per_s == pytest.approx(4 / (mean_e2e_s + 5.0), rel=0.1)

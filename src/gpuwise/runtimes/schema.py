@@ -219,6 +219,11 @@ class EngineProfile:
     # iterations the scheduler forms ahead of the GPU: a request that arrives while iteration N runs joins
     # N + 1 + schedules_ahead (0: the next one)
     schedules_ahead: Sourced[int] = Sourced(0, "the next iteration is formed after the last one finished")
+    # mean seconds from a closed-loop request's last token to the client's next request reaching the scheduler
+    # (streaming the answer, the client's turn, the request's parsing and tokenization), exponential around it
+    client_turnaround_s: Sourced[float] = Sourced(0.0, "gpuwise: not measured; to be fitted by benchmarks/fit.py "
+                                                       "within 0 to 0.05 s (0: clients that finish together send "
+                                                       "together)")
 
     @property
     def pooled(self) -> bool:

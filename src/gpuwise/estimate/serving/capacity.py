@@ -103,7 +103,9 @@ def replica(plan: InferPlan, catalog: Catalog) -> Replica:
             prefills[bucket] = prefill_s(one_plan, catalog, tokens=bucket)
         return prefills[bucket]
 
-    policy = Policy(mixes_prefill=plan.engine.mixes_prefill.value, ahead=plan.engine.schedules_ahead.value)
+    engine = plan.engine
+    policy = Policy(mixes_prefill=engine.mixes_prefill.value, ahead=engine.schedules_ahead.value,
+                    turnaround_s=engine.client_turnaround_s.value)
     return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step,
                    max_batched_tokens=plan.max_batched_tokens, policy=policy)
 

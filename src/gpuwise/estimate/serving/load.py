@@ -112,7 +112,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
                        kv_capacity_tokens=rep.kv_capacity_tokens, concurrency=per_replica,
                        max_batched_tokens=rep.max_batched_tokens, prefix_hit=load.prefix_hit, policy=rep.policy,
-                       mixed_step=rep.mixed_step)
+                       mixed_step=rep.mixed_step, seed=load.seed)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas,
                        requests_per_s=one.requests_per_s * replicas, concurrency=clients)
 

@@ -110,12 +110,15 @@ def closed_loop_requests(count: int, input_len: int, output_len: int, *, seed: i
 
 @dataclass(frozen=True)
 class Policy:
-    """How the engine's scheduler forms an iteration (the engine profile's ``mixes_prefill`` and
-    ``schedules_ahead``, runtimes/schema.py): whether decodes and prompt chunks share an iteration and its token
-    budget, and how many iterations it forms ahead of the GPU."""
+    """How the engine's scheduler forms an iteration (the engine profile's ``mixes_prefill``, ``schedules_ahead``
+    and ``client_turnaround_s``, runtimes/schema.py): whether decodes and prompt chunks share an iteration and its
+    token budget, how many iterations it forms ahead of the GPU, and how long a closed-loop client's next request
+    takes to reach it."""
 
     mixes_prefill: bool = True
     ahead: int = 0
+    turnaround_s: float = 0.0  # mean of the exponential time from a closed-loop request's last token to the
+    # client's next request reaching the scheduler (beside CLIENT_TURNAROUND_S): what lets clients drift apart
 
 
 def steady_phases(clients: int, cycle_s: float, *, seed: int) -> list[float]:
@@ -134,12 +137,15 @@ def steady_phases(clients: int, cycle_s: float, *, seed: int) -> list[float]:
 def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: PrefillTime,
              max_batch: int, kv_capacity_tokens: float, concurrency: int | None = None,
              max_batched_tokens: int | None = None, prefix_hit: float = 0.0, policy: Policy = Policy(),
-             phases_s: Sequence[float] | None = None, mixed_step: MixedStep | None = None) -> LoadResult:
+             phases_s: Sequence[float] | None = None, mixed_step: MixedStep | None = None,
+             seed: int = 0) -> LoadResult:
     """Run the scheduler over ``requests`` (sorted by arrival); measures TTFT, TPOT, end-to-end latency, queueing.
 
     With ``concurrency`` the arrivals are a closed loop: the first ``concurrency`` requests arrive at ``phases_s``
     (all at 0, as a benchmark starts its clients, unless given; see ``steady_phases``) and each finished one lets the
-    next pending request in (no think time), after the engine started its next iteration (CLIENT_TURNAROUND_S).
+    next pending request in (no think time), after the engine started its next iteration (CLIENT_TURNAROUND_S),
+    and ``policy.turnaround_s`` later on average (exponential, drawn with ``seed``): clients that finished in the
+    same iteration then reach the scheduler at different times, and drift apart round after round.
     With ``max_batched_tokens`` the scheduler chunks prefills (vLLM V1 and SGLang): each iteration spends its token
     budget on one token per running sequence first (when ``policy.mixes_prefill``; otherwise an iteration with
     prompts to prefill runs them alone, on the whole budget, and the decodes wait), then on prompt chunks of
@@ -155,6 +161,7 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
         arrival = [starts[i] if i < concurrency else math.inf for i in range(len(requests))]
     sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens, prefix_hit, policy)
     released = min(concurrency, len(requests)) if concurrency is not None else len(requests)
+    rng = random.Random(seed)
     while sim.busy():
         if sim.steps % 4096 == 0:
             budget.checkpoint()
@@ -174,7 +181,8 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
         done_now = sim.advance(step, chunks, decoding)
         if concurrency is not None:  # each client that got its answer sends its next request: it misses the
             for _ in range(min(done_now, len(requests) - released)):  # iteration the engine starts meanwhile
-                sim.arrive(released, sim.clock + CLIENT_TURNAROUND_S)
+                late = rng.expovariate(1 / policy.turnaround_s) if policy.turnaround_s > 0 else 0.0
+                sim.arrive(released, sim.clock + CLIENT_TURNAROUND_S + late)
                 released += 1
     return _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
                       (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
