@@ -69,7 +69,8 @@ class Case:
     @property
     def fold(self) -> str:
         """The unit left out together: the publisher, or (where its file says ``folds: model``) one model of it."""
-        if self.detail.get("source", {}).get("folds") == "model":
+        source = self.detail.get("source")
+        if isinstance(source, dict) and source.get("folds") == "model":
             return f"{self.source}:{self.command[1]}"
         return self.source
 

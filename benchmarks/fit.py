@@ -1,9 +1,9 @@
 """Fit gpuwise's global mechanism parameters on the public corpus, chosen and scored leave-one-source-out.
 
 What it does, in order:
-1. Scores every corpus case (benchmarks/corpus.py) at the priors, then once per candidate value of each parameter
-   (a grid within the parameter's physical bounds, gpuwise/fitted/parameters.yaml), one parameter at a time, on the
-   groups the parameter's mechanism reaches.
+1. Scores every corpus case (benchmarks/corpus.py) at the priors, then at each parameter's two physical bounds
+   (gpuwise/fitted/parameters.yaml), one parameter at a time, on the groups the parameter's mechanism reaches; each
+   case's change is interpolated between the bounds and the prior onto a grid of candidate values.
 2. A separable surrogate (log prediction = prior + the sum of each parameter's one-at-a-time change) fits a parameter
    vector by coordinate descent on a robust loss: Huber of log(predicted / measured), each group weighing the same,
    each source within a group by 1/sqrt(its cases), and a weak pull toward the prior.
@@ -16,7 +16,7 @@ What it does, in order:
 5. Writes src/gpuwise/fitted/parameters.yaml, src/gpuwise/estimate/data/bands.yaml and
    benchmarks/results/fit-<date>.md (the accuracy table the README shows) and fit-<date>.jsonl (every case).
 
-Run: python benchmarks/fit.py [--dry-run] [--jobs 2]       (about 15 minutes on 2 cores)
+Run: python benchmarks/fit.py [--dry-run] [--jobs 2]       (about 30 minutes on 2 idle cores)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMETERS = ROOT / "src" / "gpuwise" / "fitted" / "parameters.yaml"
 BANDS = ROOT / "src" / "gpuwise" / "estimate" / "data" / "bands.yaml"
 RESULTS = Path(__file__).parent / "results"
-GRID_POINTS = 7
+GRID_POINTS = 13
 HUBER = math.log(1.3)
 PRIOR_PULL = 0.02
 MIN_GAIN_PCT = 0.3  # a parameter is freed only if it lowers the held-out error by this much
@@ -57,6 +57,9 @@ REACH = {
     "eager_dispatch_s": ("train", "infer", "image", "vision"),
     "attention_efficiency_sm80": ("train", "infer", "serving_ttft", "image", "attention"),
     "attention_efficiency_sm90": ("train", "infer", "serving_ttft", "image", "attention"),
+    "attention_efficiency_sm100": ("train", "infer", "serving_ttft", "image", "attention"),
+    "implicit_gemm_fraction": ("image",),
+    "host_copy_pageable": ("image",),
     "overlap_slowdown": ("train",),
     "collective_latency_s": ("train", "serving_ttft", "serving_tpot", "allreduce"),
 }
@@ -64,15 +67,23 @@ REACH = {
 Predictions = dict[str, float]
 
 
-def grid(raw: Mapping[str, Any]) -> list[float]:
-    """GRID_POINTS values spanning the bounds (log-spaced where they span a decade), the prior among them."""
-    low, high = (float(b) for b in raw["bounds"])
-    prior = float(raw["prior"])
-    if low > 0 and high / low >= 10:
-        values = [low * (high / low) ** (i / (GRID_POINTS - 1)) for i in range(GRID_POINTS)]
-    else:
-        values = [low + (high - low) * i / (GRID_POINTS - 1) for i in range(GRID_POINTS)]
-    return sorted({float(f"{v:.4g}") for v in values} | {prior})
+def _axis(spec: Mapping[str, Any], v: float) -> float:
+    """Where ``v`` lies on the parameter's axis: log where the bounds are positive, linear otherwise."""
+    return math.log(v) if float(spec["bounds"][0]) > 0 else v
+
+
+def probes(spec: Mapping[str, Any]) -> list[float]:
+    """The values the real estimators are run at, besides the prior: the two bounds."""
+    return [float(b) for b in spec["bounds"] if float(b) != float(spec["prior"])]
+
+
+def grid(spec: Mapping[str, Any]) -> list[float]:
+    """GRID_POINTS candidate values evenly spaced on the parameter's axis between its bounds, and the prior."""
+    low, high = (float(b) for b in spec["bounds"])
+    a, b = _axis(spec, low), _axis(spec, high)
+    points = [a + (b - a) * i / (GRID_POINTS - 1) for i in range(GRID_POINTS)]
+    values = [math.exp(x) if low > 0 else x for x in points]
+    return sorted({float(f"{v:.4g}") for v in values} | {float(spec["prior"])})
 
 
 def _score_chunk(args: tuple[Sequence[corpus.Case], Mapping[str, float]]) -> Predictions:
@@ -101,19 +112,31 @@ def score(cases: Sequence[corpus.Case], values: Mapping[str, float], jobs: int) 
 
 def sensitivities(cases: Sequence[corpus.Case], raw: Mapping[str, Any], base: Predictions,
                   jobs: int) -> dict[str, dict[float, Predictions]]:
-    """For each parameter and grid value, the log change of each case it reaches (one parameter at a time)."""
+    """For each parameter, each case's log change at every grid value: the real estimators run at the parameter's
+    two bounds (one parameter at a time, on the groups its mechanism reaches), interpolated on its axis through the
+    prior (no change), piecewise linearly, so a roofline's max() bends where it bends between the probes."""
     out: dict[str, dict[float, Predictions]] = {}
     for name, spec in raw.items():
         reached = [c for c in cases if c.group in REACH.get(name, SPEED_GROUPS) and c.id in base]
-        out[name] = {}
-        for candidate in grid(spec):
-            if candidate == float(spec["prior"]):
-                out[name][candidate] = {}
-                continue
+        measured: dict[float, Predictions] = {float(spec["prior"]): {}}
+        for candidate in probes(spec):
             moved = score(reached, {name: candidate}, jobs)
-            out[name][candidate] = {k: math.log(v / base[k]) for k, v in moved.items() if abs(v / base[k] - 1) > 1e-6}
-            print(f"  {name} = {candidate:g}: {len(out[name][candidate])} of {len(reached)} cases move", flush=True)
+            measured[candidate] = {k: math.log(v / base[k]) for k, v in moved.items()
+                                   if abs(v / base[k] - 1) > 1e-6}
+            print(f"  {name} = {candidate:g}: {len(measured[candidate])} of {len(reached)} cases move", flush=True)
+        out[name] = {v: _interpolated(spec, measured, v) for v in grid(spec)}
     return out
+
+
+def _interpolated(spec: Mapping[str, Any], measured: Mapping[float, Predictions], v: float) -> Predictions:
+    points = sorted(measured)
+    if v in measured:
+        return dict(measured[v])
+    lower = max(p for p in points if p <= v)
+    upper = min(p for p in points if p >= v)
+    t = (_axis(spec, v) - _axis(spec, lower)) / (_axis(spec, upper) - _axis(spec, lower))
+    ids = set(measured[lower]) | set(measured[upper])
+    return {i: (1 - t) * measured[lower].get(i, 0.0) + t * measured[upper].get(i, 0.0) for i in ids}
 
 
 class Surrogate:
@@ -231,12 +254,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="print the results; write nothing")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--group", action="append", choices=corpus.GROUPS,
+                        help="fit on these groups only (a quick look; implies --dry-run)")
     ns = parser.parse_args(argv)
     document = yaml.safe_load(PARAMETERS.read_text("utf-8"))
     raw = document["parameters"]
     for spec in raw.values():  # fit from the priors, whatever the last run wrote
         spec["value"] = spec["prior"]
-    cases = corpus.load()
+    cases = corpus.load(ns.group or corpus.GROUPS)
+    ns.dry_run = ns.dry_run or bool(ns.group)
     priors = {n: float(s["prior"]) for n, s in raw.items()}
     print(f"{len(cases)} cases; scoring at the priors", flush=True)
     base = score(cases, priors, ns.jobs)

@@ -153,12 +153,7 @@ FLASH_ATTENTION_EFFICIENCY: dict[str, Constant | FittedConstant] = {
 FLASH_ATTENTION_DEFAULT = Constant(0.40, "fraction of dense peak", "gpuwise assumption: FA-2-class kernels on "
                                    "chips they were not tuned for (as on Hopper per the FlashAttention-3 paper)")
 KERNEL_OVERHEAD = FittedConstant("kernel_overhead_s", "s per kernel")
-HOST_COPY_PAGEABLE = Constant(
-    0.5, "fraction of the link's achieved bandwidth",
-    "gpuwise assumption: accelerate's offload hooks copy weights from pageable (not pinned) host memory, which "
-    "CUDA stages through a pinned bounce buffer (CUDA C Best Practices Guide, 'Pinned Memory'); about half the "
-    "pinned rate",
-)
+HOST_COPY_PAGEABLE = FittedConstant("host_copy_pageable", "fraction of the link's achieved bandwidth")
 DESKTOP_HOST_BANDWIDTH_GB_S = Constant(
     89.6, "GB/s", "a desktop's dual-channel DDR5-5600: 2 channels x 8 bytes x 5,600 MT/s (the speed AMD's Ryzen 9000 "
     "and Intel's Core Ultra 200S list as supported; JEDEC JESD79-5 speed bin); a workstation or server: pass "
