@@ -19,7 +19,7 @@ TORCHTITAN_TOML = "pytorch/torchtitan@f3534d77 torchtitan/models/llama3/train_co
 TRAINER = "huggingface/transformers src/transformers/training_args.py TrainingArguments"
 LIGER_COMMIT = "linkedin/Liger-Kernel@ead96b61"
 LIGER = Fusions(
-    norm=True, activation=True, rotary=True, loss="fused_linear", dispatches=5,
+    norm=True, activation=True, rotary=True, loss="fused_linear", dispatches=5, library="Liger's",
     source=LIGER_COMMIT + " src/liger_kernel/transformers/monkey_patch.py apply_liger_kernel_to_llama (and each "
                           "model's apply_liger_kernel_to_*): rope, rms_norm, swiglu and fused_linear_cross_entropy on "
                           "by default; ops/rms_norm.py rms_norm_forward writes Y in X's dtype and RSTD per row, "
@@ -34,7 +34,7 @@ LIGER = Fusions(
 """Liger's kernels on a transformers model, as its apply functions swap them in."""
 
 TORCH_COMPILE = Fusions(
-    norm=True, residual_in_norm=True, activation=True, rotary=True,
+    norm=True, residual_in_norm=True, activation=True, rotary=True, library="torch.compile's",
     source="pytorch v2.13.0 torch/_inductor/scheduler.py Scheduler.fuse_nodes (can_fuse: a pointwise producer fuses "
            "into the reduction that consumes it) and config.py max_fusion_size 64: an RMSNorm's pow, mean, rsqrt and "
            "muls are one Triton kernel with the residual add before it as its prologue, writing the sum and the "
@@ -107,7 +107,7 @@ UNSLOTH = FrameworkProfile(
                                       "use_gradient_checkpointing='unsloth' offloads the checkpoints to system RAM"),
     fused_kernels=Sourced(True, "unsloth/kernels: Triton RMSNorm, RoPE and SwiGLU kernels"),
     fusions=Fusions(
-        norm=True, activation=True, rotary=True, loss="in_place",
+        norm=True, activation=True, rotary=True, loss="in_place", library="Unsloth's",
         source="unslothai/unsloth@015bdef0 unsloth/kernels: rms_layernorm.py Fast_RMS_Layernorm (forward reads X, "
                "writes Y and r; backward writes dX over dY), rope_embedding.py (_rope_embedding stores Q in place, "
                "forward and backward), swiglu.py (_fg_kernel writes h; _DWf_DW_dfg_kernel reads DW, e, g and "
@@ -136,10 +136,11 @@ TORCHTITAN = FrameworkProfile(
     sharding=Sourced("fsdp2", "pytorch/torchtitan@018740b7 torchtitan/models/llama3/infra/parallelize.py apply_fsdp: "
                               "fully_shard with MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32)"),
     fused_kernels=Sourced(True, "torchtitan models/llama3: torch fused RMSNorm and compiled rotary"),
-    fusions=Fusions(norm=True, source="pytorch/torchtitan@b5bcd76c torchtitan/models/common/nn_modules.py: class "
-                                       "RMSNorm(nn.RMSNorm), which pytorch v2.13.0 runs as one kernel "
-                                       "(aten::_fused_rms_norm); the rotary and SwiGLU run as the model's own ops "
-                                       "unless --compile"),
+    fusions=Fusions(
+        norm=True, library="PyTorch's",
+        source="pytorch/torchtitan@b5bcd76c torchtitan/models/common/nn_modules.py: class RMSNorm(nn.RMSNorm), which "
+               "pytorch v2.13.0 runs as one kernel (aten::_fused_rms_norm); the rotary and SwiGLU run as the model's "
+               "own ops unless --compile"),
     tensor_parallel=Sourced(True, "pytorch/torchtitan README: FSDP2 with tensor parallel, pipeline parallel and "
                                   "context parallel (parallelism.tensor_parallel_degree)"),
     kernels=Kernels(attention=Sourced("PyTorch SDPA / FlexAttention", "torchtitan models/attention.py"),
@@ -189,7 +190,7 @@ MEGATRON = FrameworkProfile(
                                         "ParallelLinearAdapter beside each expert linear (is_expert), no merged "
                                         "weight"),
     fusions=Fusions(
-        norm=True, activation=True, rotary=True,
+        norm=True, activation=True, rotary=True, library="Transformer Engine's and Megatron's",
         source="NVIDIA/Megatron-LM@d98e8a64 megatron/core/models/gpt/gpt_layer_specs.py: linear_qkv is "
                "backend.column_parallel_layer_norm_linear() (Transformer Engine's LayerNormLinear: one norm kernel "
                "writes ln_out for the GEMM), the MLP's fc1 likewise (pre_mlp_layernorm IdentityOp); the residual "

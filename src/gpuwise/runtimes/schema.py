@@ -141,6 +141,7 @@ class Fusions:
     loss: LossKernel = "fp32_logits"  # the cross-entropy it runs for --loss fused
     dispatches: int | None = None  # operators Python dispatches for one fused module in place of the model's (views,
     # allocations and the kernel launch), where it swaps modules of an eager runtime; None: not counted
+    library: str = ""  # whose kernels they are, as an estimate names them (Liger, Unsloth, Transformer Engine)
 
 
 UNFUSED = Fusions(source="the model's own modules: transformers' RMSNorm, rotary and activation op by op, "

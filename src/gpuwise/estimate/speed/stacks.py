@@ -77,6 +77,27 @@ def stack_fusions(plan: TrainPlan) -> Fusions:
     return fusions if fusions.loss != "fp32_logits" else replace(fusions, loss="fused_linear")
 
 
+_LOSS_WORDS = {"fused_linear": "a fused linear cross-entropy (no fp32 logits)",
+               "in_place": "an in-place cross-entropy over the 16-bit logits"}
+
+
+def fusion_note(plan: TrainPlan) -> tuple[str, ...]:
+    """The assumption a training estimate states about the kernels its stack fuses (none: nothing said)."""
+    fusions = stack_fusions(plan)
+    fused = [name for name, on in (("RMSNorm", fusions.norm), ("the residual add inside the norm",
+                                                              fusions.residual_in_norm),
+                                   ("SwiGLU", fusions.activation), ("RoPE", fusions.rotary)) if on]
+    if fusions.loss in _LOSS_WORDS:
+        fused.append(_LOSS_WORDS[fusions.loss])
+    if not fused:
+        return ()
+    libraries = [fusions.library] if fusions.library else []
+    if plan.job.compile and TORCH_COMPILE.library not in libraries:
+        libraries.append(TORCH_COMPILE.library)
+    return (f"{plan.framework.name} runs {' and '.join(libraries) or 'its'} fused kernels for {', '.join(fused)} "
+            "(runtimes/frameworks.py, from the stack's code)",)
+
+
 EAGER_BACKWARD_RATIO = 2.2
 """Bytes autograd moves in backward per byte of these modules' forward: each mul writes two gradients from the
 saved inputs (twice its forward), pow's gradient is two muls, an input used twice (the residual, RMSNorm's x)

@@ -29,7 +29,12 @@ from gpuwise.estimate.speed.parallel import (
     links,
     pipeline_bubble,
 )
-from gpuwise.estimate.speed.stacks import stack_fusions, unmeasured_stack_factor, unmeasured_stack_note
+from gpuwise.estimate.speed.stacks import (
+    fusion_note,
+    stack_fusions,
+    unmeasured_stack_factor,
+    unmeasured_stack_note,
+)
 from gpuwise.workload.jobs.job import TrainJob
 from gpuwise.workload.model.counts import Linear
 
@@ -322,8 +327,8 @@ def train_perf(plan: TrainPlan, catalog: Catalog, *, paged_out_bytes: float = 0.
         epoch_time_s=job.tokens / tokens_per_s if job.tokens else None, bound=step.bound, compute_s=step.compute_s,
         communication_s=step.communication_s + step.slowdown_s, bubble_s=step.bubble_s,
         top_ops=top_ops(step.by_op, step.seconds),
-        assumptions=_train_assumptions(m, job, plan.microbatches) + unmeasured_stack_note(gpu, plan.calibration,
-                                                                                          "training") + (
+        assumptions=_train_assumptions(m, job, plan.microbatches) + fusion_note(plan) + unmeasured_stack_note(
+            gpu, plan.calibration, "training") + (
             ("MFU counts the full s x s attention matrix (PaLM appendix B, as llm-foundry and torchtitan report "
              "it); a causal kernel computes half of it, so at this sequence length MFU overstates the hardware's "
              "utilisation and can pass 100%",) if mfu > 0.9 * m.gemm_efficiency else ()),
