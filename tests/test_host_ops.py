@@ -132,3 +132,20 @@ def test_a_small_lora_step_says_it_is_host_bound_and_a_large_one_does_not() -> N
                     for b in (1, 8))
     assert small.perf is not None and small.perf.bound == "host"
     assert large.perf is not None and large.perf.bound == "compute"
+
+
+def test_a_traced_training_step_pays_the_framework_s_own_host_cost_per_operator() -> None:
+    """The traced step (speed/traced.py) and the closed form charge one dispatched operator the same: the runtime
+    profile's launch_cost_s where it has one (transformers' modules under the HF stacks), so a fitted or calibrated
+    value reaches both."""
+    from dataclasses import replace
+
+    from gpuwise.estimate.speed.eager import host_s_per_dispatch, training_forward_host_s
+    from gpuwise.runtimes.schema import Sourced
+    from gpuwise.workload.jobs.job import TrainJob
+    from plans import train_plan
+
+    plan = train_plan(resolve_model("llama-3.1-8b"), TrainJob(batch=1, seq=2048), "h200-sxm-141gb")
+    slower = replace(plan, framework=replace(plan.framework, launch_cost_s=Sourced(45e-6, "a test's host")))
+    assert host_s_per_dispatch(slower) == 45e-6
+    assert training_forward_host_s(slower) == pytest.approx(1.5 * training_forward_host_s(plan), rel=1e-9)

@@ -95,9 +95,9 @@ def _swapped(ops: HostOps, fusions: Fusions) -> HostOps:
 
 
 def host_s_per_dispatch(plan: Plan) -> float:
-    """What the host spends per dispatched operator: the engine's measured launch cost (transformers; a validate
-    record's where the plan is calibrated), the eager PyTorch floor for a training step that is not compiled, nothing
-    for a compiled or graph-replaying runtime."""
+    """What the host spends per dispatched operator: the runtime's measured launch cost (the transformers engine's, and
+    the training frameworks' that run transformers' modules; a validate record's where the plan is calibrated), the
+    eager PyTorch floor for another runtime that is not compiled, nothing for a compiled or graph-replaying one."""
     if plan.job.compile:
         return 0.0
     if isinstance(plan, InferPlan):
@@ -105,4 +105,5 @@ def host_s_per_dispatch(plan: Plan) -> float:
         if engine.launch_cost_s is not None:
             return engine.launch_cost_s.value
         return C.EAGER_OVERHEAD.value if engine.eager.value else 0.0
-    return C.EAGER_OVERHEAD.value
+    cost = plan.framework.launch_cost_s
+    return cost.value if cost is not None else C.EAGER_OVERHEAD.value
