@@ -28,7 +28,7 @@ benchmarks/accuracy.py and held in tests/test_maturity.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gpuwise.catalog import GPU
 from gpuwise.estimate import constants as C
@@ -40,7 +40,23 @@ from gpuwise.workload.model.blocks import Block
 if TYPE_CHECKING:
     from gpuwise.estimate.calibration import Calibration
     from gpuwise.estimate.plan import TrainPlan
-    from gpuwise.estimate.speed.operators import Pass
+
+
+class Pass(Protocol):
+    """What the layer's memory-bound operators read of a forward pass (speed/operators.py ``Pass``)."""
+
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def act_bytes(self) -> int: ...
+    @property
+    def stream_bytes(self) -> int | None: ...
+    @property
+    def eager_modules(self) -> bool: ...
+    @property
+    def fusions(self) -> Fusions | None: ...
 
 def unmeasured_stack_factor(gpu: GPU, calibration: Calibration | None = None) -> float:
     """The speed factor of PyTorch work on ``gpu``'s stack: UNMEASURED_STACK_DISCOUNT where nothing end-to-end was
