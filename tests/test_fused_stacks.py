@@ -134,3 +134,19 @@ def test_liger_swaps_transformers_modules_for_wrappers_that_dispatch_five_operat
     plain, liger = (training_forward_host_s(plan) for plan in plans)
     assert plain == pytest.approx((28 + 32 * 76 + 224 * 12) * cost.value, rel=1e-9)
     assert liger == pytest.approx((28 + 32 * 62 + 224 * 12) * cost.value, rel=1e-9)
+
+
+@pytest.mark.parametrize(("model", "batch", "published"), [("llama-3-8b", 64, 0.20), ("qwen2-7b", 48, 0.10)])
+def test_liger_speeds_a_trainer_run_by_about_what_its_authors_measured(model: str, batch: int,
+                                                                        published: float) -> None:
+    """linkedin/Liger-Kernel@ead96b61 examples/huggingface/README.md: Alpaca, max seq len 512, bf16, AdamW, gradient
+    checkpointing, FSDP1 on 4 A100s (run_llama.sh per_device_train_batch_size 64, run_qwen.sh 48): throughput
+    "improves by around 20%" (LLaMA 3-8B) and "around 10%" (Qwen2-7B). The model says +12 % and +11 %; the band is
+    the README's rounding and its unstated A100 variant."""
+    from gpuwise import api
+
+    plain, liger = (api.estimate(model, gpu="a100-sxm-80gb", job=TrainJob(
+        count=4, batch=batch, seq=512, ckpt="full", zero=3, sharding="fsdp", loss=loss)).perf
+        for loss in ("standard", "fused"))
+    assert plain is not None and liger is not None
+    assert liger.tokens_per_s_per_gpu / plain.tokens_per_s_per_gpu - 1 == pytest.approx(published, abs=0.1)
