@@ -123,8 +123,8 @@ def _corpus_file(path: Path) -> list[Case]:
         if not source.get("id") or not (source.get("url") or source.get("repo")) or not source.get("as_of"):
             raise CorpusError(f"{path.name}: case {raw['id']} needs a source with id, url (or repo) and as_of")
         command = tuple(str(a) for a in raw["command"])
-        cases.append(Case(raw["id"], raw["group"], canonical(str(source["id"])), command, raw["key"], float(raw["measured"]),
-                          path.name, {**raw, "source": source}))
+        cases.append(Case(raw["id"], raw["group"], canonical(str(source["id"])), command, raw["key"],
+                          float(raw["measured"]), path.name, {**raw, "source": source}))
     return cases
 
 
@@ -148,8 +148,8 @@ def _legacy_public() -> list[Case]:
         if args[0].endswith(".json"):
             args[0] = str(path.parent / args[0])
         args = [a for a in args if a != "--json"]
-        cases.append(Case(raw["id"], group, _publisher(raw["source"]), ("estimate", *args), raw["key"], float(raw["expected"]),
-                          path.name, raw))
+        cases.append(Case(raw["id"], group, _publisher(raw["source"]), ("estimate", *args), raw["key"],
+                          float(raw["expected"]), path.name, raw))
     return cases
 
 

@@ -60,6 +60,8 @@ REACH = {
     "attention_efficiency_sm100": ("train", "infer", "serving_ttft", "image", "attention"),
     "implicit_gemm_fraction": ("image",),
     "host_copy_pageable": ("image",),
+    "transformers_dispatch_s": ("train", "infer"),
+    "client_turnaround_s": ("serving_ttft", "serving_tpot"),
     "overlap_slowdown": ("train",),
     "collective_latency_s": ("train", "serving_ttft", "serving_tpot", "allreduce"),
 }

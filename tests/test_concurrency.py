@@ -94,7 +94,9 @@ def test_serve_sim_answers_at_a_concurrency_in_json() -> None:
     at = report["at_concurrency"]
     assert report["at_rate"] is None and at["concurrency"] == 8
     for key in ("ttft_ms", "tpot_ms"):
-        assert set(at[key]) == {"mean", "p50", "p90", "p99"} and at[key]["mean"] > 0
+        assert set(at[key]) == {"mean", "p50", "p90", "p99", "band"} and at[key]["mean"] > 0
+        band = at[key]["band"]  # the serving regime's out-of-sample band holds the mean it ranges
+        assert band is None or band["low"] <= at[key]["mean"] <= band["high"]
     assert at["output_tokens_per_s"] > 0 and at["requests_per_s"] > 0
 
 

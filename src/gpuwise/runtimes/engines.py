@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwise.fitted import FittedConstant
 from gpuwise.runtimes.schema import (
     CardRule,
     EngineProfile,
@@ -224,13 +225,9 @@ HF = EngineProfile(
                "one forward of Llama and BERT, traced (gpuwise.workload.trace.host_ops): Llama 76 per layer, "
                "Qwen3 92 (QK-norm), Qwen3-MoE 111, Mixtral 97, 66 per decode step and 28 per plain forward; BERT 39 "
                "per layer, 14 per forward"),
-    launch_cost_s=Sourced(30e-6, "../shared/data/h200-runs.yaml infer-llama-3.1-8b-b1-in512-out128 (transformers "
-                                 "5.17, torch 2.11, H200 host, measured 2026-12-04): 74.9 ms per decode step at batch "
-                                 "1 over 32 x 76 + 66 = 2,498 dispatched operators = 30 us each; the decode step "
-                                 "does not shorten at batch 32 (the step is the host's). The same code on CPU "
-                                 "tensors dispatches at 5 to 8 us per operator on a 2-core EPYC VM (benchmarks/"
-                                 "host_ops.py): a CUDA host adds the launch, the caching allocator and its clock. "
-                                 "Host-dependent: not yet measurable per host (no bench record carries it)"),
+    # host seconds per operator transformers dispatches: a global parameter fitted by benchmarks/fit.py (prior 30 us,
+    # one H200 run; its bounds, prior source and the sources that informed it in gpuwise/fitted/parameters.yaml)
+    launch_cost_s=FittedConstant("transformers_dispatch_s", "s per dispatched operator"),
 )
 
 LLAMACPP = EngineProfile(
@@ -282,10 +279,9 @@ IMAGE_PIPELINE: dict[str, Any] = {
     "kv_pool": Sourced("grows", "an image pipeline keeps no cache: nothing to pool"),
     "activations": Sourced("whole_prefill", "the denoiser's forward over the whole batch")}
 """What every image runtime shares: no KV cache, and the denoiser's forward over the whole batch."""
-EAGER_DISPATCH = Sourced(10e-6, "Horace He, 'Making Deep Learning Go Brrrr From First Principles' (overhead section): "
-                                "eager PyTorch dispatch on the order of 10 us per operator. Checked, not fitted: one "
-                                "SDXL UNet step on an H200 (../shared/data/h200-runs.yaml diffusion-sdxl-1024) took "
-                                "58.9 ms over 5,332 dispatched operators, at most 11 us each")
+# eager PyTorch's host cost per dispatched operator (diffusers' modules): the fitted global parameter the estimators'
+# EAGER_OVERHEAD reads too (prior 10 us: Horace He, 'Making Deep Learning Go Brrrr From First Principles')
+EAGER_DISPATCH = FittedConstant("eager_dispatch_s", "s per dispatched operator")
 DIFFUSERS = EngineProfile(
     id="diffusers", name="diffusers",
     validate_runs="diffusers' modules",  # gpuwise workload/trace/run_images.py run_pipeline

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
+from gpuwise.fitted import FittedConstant
+
 T = TypeVar("T")
 
 KvPool = Literal["of_total", "static_with_weights", "of_free", "grows", "whole_context"]
@@ -181,6 +183,9 @@ class ImageRuntime:
     tiled_decode: Sourced[TiledDecode] | None = None  # None: a decode that does not fit fails
 
 
+CLIENT_TURNAROUND = FittedConstant("client_turnaround_s", "s")  # one instance: a dataclass default
+
+
 @dataclass(frozen=True)
 class EngineProfile:
     """An inference engine: the formats it runs, how it takes memory, its batch defaults and how it launches work."""
@@ -207,7 +212,8 @@ class EngineProfile:
     decode_scaled_off_cuda: Sourced[bool] = Sourced(False, "no published reference off CUDA applied")
     splits_layers: Sourced[str] | None = None  # its multi-GPU default splits by layers, as this flag says
     host_ops: HostOps | None = None  # eager runtimes: what each module dispatches from Python
-    launch_cost_s: Sourced[float] | None = None  # host seconds per dispatched operator (eager runtimes)
+    # host seconds per dispatched operator (eager runtimes)
+    launch_cost_s: Sourced[float] | FittedConstant | None = None
     disaggregates: Sourced[bool] = Sourced(False, "no separate prefill and decode workers")
     image: ImageRuntime | None = None  # an image-pipeline runtime: how it holds the pipeline
     expert_offload: Sourced[str] | None = None  # keeps chosen layers' routed experts in host RAM (its flag)
@@ -222,9 +228,9 @@ class EngineProfile:
     schedules_ahead: Sourced[int] = Sourced(0, "the next iteration is formed after the last one finished")
     # mean seconds from a closed-loop request's last token to the client's next request reaching the scheduler
     # (streaming the answer, the client's turn, the request's parsing and tokenization), exponential around it
-    client_turnaround_s: Sourced[float] = Sourced(0.0, "gpuwise: not measured; to be fitted by benchmarks/fit.py "
-                                                       "within 0 to 0.05 s (0: clients that finish together send "
-                                                       "together)")
+    # (a global parameter fitted by benchmarks/fit.py within 0 to 0.05 s; 0: clients that finish together send
+    # together)
+    client_turnaround_s: Sourced[float] | FittedConstant = CLIENT_TURNAROUND
 
     @property
     def pooled(self) -> bool:
@@ -263,7 +269,8 @@ class FrameworkProfile:
               "forward, so the whole expert stack is merged anew, and its gradient reaches the factors through the "
               "merged weight: backward computes the full weight gradient of the experts")
     host_ops: HostOps | None = None  # the eager modules it runs, when traced (transformers' through the HF stacks)
-    launch_cost_s: Sourced[float] | None = None  # host seconds per operator its forward dispatches from Python
+    # host seconds per operator its forward dispatches from Python
+    launch_cost_s: Sourced[float] | FittedConstant | None = None
     adapter_dispatches: int = 12  # operators PEFT dispatches around one adapted linear in forward: traced, LoRA on
     # all seven linears of a Llama layer adds 84 (peft 0.18, transformers 5.25, tests/test_host_ops.py)
     fusions: Fusions = UNFUSED  # the operators it runs as fused kernels
