@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import math
 import statistics
 import sys
@@ -32,6 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -142,47 +144,57 @@ def _interpolated(spec: Mapping[str, Any], measured: Mapping[float, Predictions]
 
 
 class Surrogate:
-    """log prediction of each case = log prior prediction + each parameter's one-at-a-time log change."""
+    """log prediction of each case = log prior prediction + each parameter's one-at-a-time log change (arrays over
+    the cases, so a fit over a fold's mask costs microseconds)."""
 
     def __init__(self, cases: Sequence[corpus.Case], base: Predictions,
                  moves: Mapping[str, Mapping[float, Predictions]], raw: Mapping[str, Any]) -> None:
         self.cases = [c for c in cases if c.id in base]
-        self.base = {c.id: math.log(base[c.id] / c.measured) for c in self.cases}
-        self.moves = moves
+        self.index = {c.id: i for i, c in enumerate(self.cases)}
+        self.base = np.array([math.log(base[c.id] / c.measured) for c in self.cases])
+        self.moves = {name: {v: self._array(change) for v, change in grid_moves.items()}
+                      for name, grid_moves in moves.items()}
         self.raw = raw
-        self.weights = _weights(self.cases)
+        weights = _weights(self.cases)
+        self.weights = np.array([weights[c.id] for c in self.cases])
 
-    def residuals(self, values: Mapping[str, float], cases: Sequence[corpus.Case]) -> dict[str, float]:
-        out = {}
-        for case in cases:
-            r = self.base[case.id]
-            for name, v in values.items():
-                r += self.moves[name][v].get(case.id, 0.0)
-            out[case.id] = r
+    def _array(self, change: Predictions) -> np.ndarray:
+        out = np.zeros(len(self.cases))
+        for case_id, r in change.items():
+            if case_id in self.index:
+                out[self.index[case_id]] = r
         return out
 
-    def loss(self, values: Mapping[str, float], cases: Sequence[corpus.Case]) -> float:
-        res = self.residuals(values, cases)
-        total = sum(self.weights[c.id] * _huber(res[c.id]) for c in cases)
-        pull = sum(_prior_distance(self.raw[n], v) ** 2 for n, v in values.items())
-        return total / max(sum(self.weights[c.id] for c in cases), 1e-12) + PRIOR_PULL * pull
+    def mask(self, cases: Sequence[corpus.Case]) -> np.ndarray:
+        out = np.zeros(len(self.cases), dtype=bool)
+        out[[self.index[c.id] for c in cases if c.id in self.index]] = True
+        return out
 
-    def fit(self, free: Sequence[str], cases: Sequence[corpus.Case]) -> dict[str, float]:
+    def residuals(self, values: Mapping[str, float]) -> np.ndarray:
+        r = self.base.copy()
+        for name, v in values.items():
+            r += self.moves[name][v]
+        return r
+
+    def loss(self, values: Mapping[str, float], mask: np.ndarray) -> float:
+        r = np.abs(self.residuals(values)[mask])
+        huber = np.where(r <= HUBER, 0.5 * r * r, HUBER * (r - 0.5 * HUBER))
+        w = self.weights[mask]
+        pull = sum(_prior_distance(self.raw[n], v) ** 2 for n, v in values.items())
+        return float((w * huber).sum() / max(w.sum(), 1e-12)) + PRIOR_PULL * pull
+
+    def fit(self, free: Sequence[str], mask: np.ndarray) -> dict[str, float]:
         """Coordinate descent over each free parameter's grid; the others stay at their priors."""
         values = {n: float(self.raw[n]["prior"]) for n in free}
         for _sweep in range(4):
             changed = False
             for name in free:
-                best = min(self.moves[name], key=lambda v, n=name: self.loss({**values, n: v}, cases))
+                best = min(self.moves[name], key=lambda v, n=name: self.loss({**values, n: v}, mask))
                 changed |= best != values[name]
                 values[name] = best
             if not changed:
                 break
         return values
-
-
-def _huber(r: float) -> float:
-    return 0.5 * r * r if abs(r) <= HUBER else HUBER * (abs(r) - 0.5 * HUBER)
 
 
 def _prior_distance(spec: Mapping[str, Any], v: float) -> float:
@@ -213,14 +225,14 @@ def folds(cases: Sequence[corpus.Case]) -> dict[str, list[corpus.Case]]:
 
 def held_out_error(model: Surrogate, free: Sequence[str]) -> float:
     """Group-balanced median |error| (%) of each fold predicted by a fit made without it (surrogate)."""
+    out = np.zeros(len(model.cases))
+    for left in folds(model.cases).values():
+        held = model.mask(left)
+        values = model.fit(free, ~held)
+        out[held] = model.residuals(values)[held]
     errors: dict[str, list[float]] = defaultdict(list)
-    by_fold = folds(model.cases)
-    group = {c.id: c.group for c in model.cases}
-    for fold, left in by_fold.items():
-        kept = [c for c in model.cases if c.fold != fold]
-        values = model.fit(free, kept)
-        for case_id, r in model.residuals(values, left).items():
-            errors[group[case_id]].append(100 * abs(math.exp(r) - 1))
+    for c, r in zip(model.cases, out, strict=True):
+        errors[c.group].append(100 * abs(math.exp(r) - 1))
     return statistics.mean(statistics.median(v) for v in errors.values())
 
 
@@ -246,16 +258,38 @@ def exact_out_of_sample(model: Surrogate, free: Sequence[str], jobs: int) -> tup
     predicted: Predictions = {}
     chosen: dict[str, dict] = {}
     for fold, left in folds(model.cases).items():
-        values = model.fit(free, [c for c in model.cases if c.fold != fold])
+        values = model.fit(free, ~model.mask(left))
         chosen[fold] = values
         predicted.update(score(left, values, 1))
     return predicted, chosen
+
+
+def sweeps(cases: Sequence[corpus.Case], raw: Mapping[str, Any], priors: Mapping[str, float],
+           ns: argparse.Namespace) -> tuple[Predictions, dict[str, dict[float, Predictions]]]:
+    """The predictions at the priors and each parameter's sweep: scored now, or read back from ``--reuse``'s cache
+    when it was made for the same cases and the same parameters."""
+    key = {"cases": sorted(c.id for c in cases), "parameters": {n: [s["bounds"], s["prior"]] for n, s in raw.items()}}
+    cache: Path | None = ns.reuse
+    if cache is not None and cache.is_file():
+        saved = json.loads(cache.read_text("utf-8"))
+        if saved["key"] == json.loads(json.dumps(key)):
+            print(f"reusing the sweeps in {cache}", flush=True)
+            moves = {n: {float(v): m for v, m in g.items()} for n, g in saved["moves"].items()}
+            return saved["base"], moves
+    base = score(cases, priors, ns.jobs)
+    moves = sensitivities(cases, raw, base, ns.jobs)
+    if cache is not None:
+        cache.write_text(json.dumps({"key": key, "base": base, "moves": moves}), "utf-8")
+    return base, moves
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="print the results; write nothing")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--reuse", type=Path, metavar="CACHE",
+                        help="reuse the scored sweeps saved in CACHE when the cases and parameters match; save them "
+                             "there otherwise (a refit of the selection without rescoring)")
     parser.add_argument("--group", action="append", choices=corpus.GROUPS,
                         help="fit on these groups only (a quick look; implies --dry-run)")
     ns = parser.parse_args(argv)
@@ -267,11 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.dry_run = ns.dry_run or bool(ns.group)
     priors = {n: float(s["prior"]) for n, s in raw.items()}
     print(f"{len(cases)} cases; scoring at the priors", flush=True)
-    base = score(cases, priors, ns.jobs)
-    moves = sensitivities(cases, raw, base, ns.jobs)
+    base, moves = sweeps(cases, raw, priors, ns)
     model = Surrogate(cases, base, moves, raw)
     free, trail = select(model, list(raw))
-    final = model.fit(free, model.cases)
+    final = model.fit(free, np.ones(len(model.cases), dtype=bool))
     print(f"freed {free}: {final}", flush=True)
     inside = score(model.cases, {**priors, **final}, ns.jobs)
     outside, chosen = exact_out_of_sample(model, free, ns.jobs)
