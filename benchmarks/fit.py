@@ -64,6 +64,9 @@ REACH = {
     "host_copy_pageable": ("image",),
     "transformers_dispatch_s": ("train", "infer"),
     "client_turnaround_s": ("serving_ttft", "serving_tpot"),
+    "vllm_request_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
+    "sglang_request_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
+    "trtllm_request_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
     "overlap_slowdown": ("train",),
     "collective_latency_s": ("train", "serving_ttft", "serving_tpot", "allreduce"),
 }

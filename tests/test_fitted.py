@@ -138,3 +138,22 @@ def test_every_printed_band_holds_at_least_70_percent_of_runs_out_of_sample() ->
     ratios = regimes["serving_ttft"]
     assert low == pytest.approx(100.0 / max(ratios["high_ratio"], 1.0))  # a time: the throughput ratio inverted
     assert high == pytest.approx(100.0 / min(ratios["low_ratio"], 1.0))
+
+
+def test_a_served_request_pays_the_engines_server_overhead_once() -> None:
+    """A request through vLLM's server reaches the scheduler the server's overhead after the client sent it: at one
+    client the engine is idle, so TTFT grows by exactly that overhead, in serve-sim and in estimate alike."""
+    job = api.InferJob(engine="vllm", batch=1, input_len=512, output_len=64)
+
+    def ttfts() -> tuple[float, float]:
+        served = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", job=job, concurrency=1)
+        assert served.at_concurrency is not None
+        one = api.estimate("llama-3.1-8b", gpu="h100-sxm-80gb", task="infer", job=job).perf
+        return served.at_concurrency.ttft_mean_ms, float(one.ttft_ms)  # type: ignore[union-attr]
+
+    with overrides({"vllm_request_overhead_s": 0.0}):
+        served_0, estimate_0 = ttfts()
+    with overrides({"vllm_request_overhead_s": 0.02}):
+        served_20, estimate_20 = ttfts()
+    assert served_20 - served_0 == pytest.approx(20.0, abs=0.01)
+    assert estimate_20 - estimate_0 == pytest.approx(20.0, abs=1e-6)

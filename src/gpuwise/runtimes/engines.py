@@ -108,6 +108,7 @@ VLLM = EngineProfile(
     schedules_ahead=Sourced(1, VLLM_ASYNC),
     disaggregates=Sourced(True, "vLLM docs, Disaggregated Prefilling: separate prefill and decode instances joined "
                                 "by a KV connector (NixlConnector)"),
+    request_overhead_s=FittedConstant("vllm_request_overhead_s", "s per request"),  # fitted: its server's share
 )
 
 SGLANG = EngineProfile(
@@ -150,6 +151,7 @@ SGLANG = EngineProfile(
     schedules_ahead=Sourced(1, SGLANG_OVERLAP),
     disaggregates=Sourced(True, "SGLang docs, PD Disaggregation: --disaggregation-mode prefill / decode with a KV "
                                 "transfer backend (Mooncake, NIXL)"),
+    request_overhead_s=FittedConstant("sglang_request_overhead_s", "s per request"),  # fitted: its server's share
 )
 
 TRTLLM = EngineProfile(
@@ -177,6 +179,7 @@ TRTLLM = EngineProfile(
                                "disable_overlap_scheduler False)"),
     disaggregates=Sourced(True, "TensorRT-LLM docs, Disaggregated Serving: context and generation servers "
                                 "(trtllm-serve disaggregated)"),
+    request_overhead_s=FittedConstant("trtllm_request_overhead_s", "s per request"),  # fitted: its server's share
 )
 
 LMDEPLOY = EngineProfile(

@@ -231,6 +231,14 @@ class EngineProfile:
     # (a global parameter fitted by benchmarks/fit.py within 0 to 0.05 s; 0: clients that finish together send
     # together)
     client_turnaround_s: Sourced[float] | FittedConstant = CLIENT_TURNAROUND
+    # seconds the engine's server adds to each request between the client and the scheduler (HTTP, chat template
+    # and tokenizer, detokenizing and streaming the first token): None where the engine runs in the caller's process
+    request_overhead_s: Sourced[float] | FittedConstant | None = None
+
+    @property
+    def server_overhead_s(self) -> float:
+        """Seconds a request spends in the engine's server outside the GPU (0 where it runs in-process)."""
+        return 0.0 if self.request_overhead_s is None else self.request_overhead_s.value
 
     @property
     def pooled(self) -> bool:

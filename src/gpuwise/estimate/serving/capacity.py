@@ -105,7 +105,7 @@ def replica(plan: InferPlan, catalog: Catalog) -> Replica:
 
     engine = plan.engine
     policy = Policy(mixes_prefill=engine.mixes_prefill.value, ahead=engine.schedules_ahead.value,
-                    turnaround_s=engine.client_turnaround_s.value)
+                    turnaround_s=engine.client_turnaround_s.value, request_overhead_s=engine.server_overhead_s)
     return Replica(one, memory, kv_tokens, max_seqs, memory.max_concurrency or 1, prefill, step,
                    max_batched_tokens=plan.max_batched_tokens, policy=policy)
 

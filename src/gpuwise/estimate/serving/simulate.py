@@ -119,6 +119,9 @@ class Policy:
     ahead: int = 0
     turnaround_s: float = 0.0  # mean of the exponential time from a closed-loop request's last token to the
     # client's next request reaching the scheduler (beside CLIENT_TURNAROUND_S): what lets clients drift apart
+    request_overhead_s: float = 0.0  # the engine's server between the client and the scheduler (HTTP, the chat
+    # template and tokenizer, detokenizing and streaming the first token back): a request reaches the scheduler
+    # this long after the client sent it, and every latency the client measures includes it
 
 
 def steady_phases(clients: int, cycle_s: float, *, seed: int) -> list[float]:
@@ -198,7 +201,7 @@ class _Scheduler:
                  token_budget: int | None, prefix_hit: float, policy: Policy) -> None:
         self.requests, self.arrival, self.max_batch, self.kv_capacity = requests, arrival, max_batch, kv_capacity
         self.token_budget, self.prefix_hit, self.policy = token_budget, prefix_hit, policy
-        self.pending = [(t, i) for i, t in enumerate(arrival) if t < math.inf]
+        self.pending = [(t + policy.request_overhead_s, i) for i, t in enumerate(arrival) if t < math.inf]
         heapq.heapify(self.pending)
         self.waiting: deque[int] = deque()
         self.prefilling: dict[int, int] = {}  # request -> prompt tokens still to prefill (insertion = arrival order)
@@ -218,8 +221,9 @@ class _Scheduler:
         return bool(self.pending or self.waiting or self.prefilling or self.ends)
 
     def arrive(self, i: int, t: float) -> None:
+        """The client sends request ``i`` at ``t``; the scheduler sees it after the server's overhead."""
         self.arrival[i] = t
-        heapq.heappush(self.pending, (t, i))
+        heapq.heappush(self.pending, (t + self.policy.request_overhead_s, i))
 
     def mean_context(self) -> float:
         return self.context_sum / len(self.ends)

@@ -111,6 +111,7 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, backend_scaled: bool = True
     prefill = _prefill_phase(plan, catalog, m, job, query=job.input_len,
                              context=job.input_len / 2 if causal else job.input_len)
     prefill_s = prefill.seconds + _tp_comm_s(plan, job, job.batch * job.input_len, catalog)
+    server_s = plan.engine.server_overhead_s  # a served request's HTTP, tokenizer and streaming, outside the GPU
     if not arch.decoder_layers:  # encoders: one forward pass per batch
         return InferPerf(bound=prefill.bound, top_ops=top_ops(prefill.by_op, prefill.seconds),
                          samples_per_s=job.batch / prefill_s, assumptions=_infer_assumptions(m))
@@ -118,11 +119,13 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, backend_scaled: bool = True
     decode = phase_time(forward_ops(arch, _infer_pass(plan, job, query=1, context=average_context)), m)
     factor = decode_factor(plan, catalog) if backend_scaled and plan.calibration is None else 1.0
     tpot = _decode_s(plan, catalog, m, batch=job.batch, context=average_context, factor=factor)
-    e2e = prefill_s + max(job.output_len - 1, 0) * tpot
+    e2e = server_s + prefill_s + max(job.output_len - 1, 0) * tpot
     scaled = (f"{plan.engine.name} decode on {gpu.software.stack} scaled by {factor:.2f}, its published measurement "
               "against the model (estimate/speed/inference.py)",) if factor != 1.0 else ()
     host = _host_s(plan, job.local_batch)
-    notes = _host_note(plan, host, decode.seconds)
+    notes = _host_note(plan, host, decode.seconds) + ((
+        f"TTFT includes {server_s * 1e3:,.1f} ms of {plan.engine.name}'s server per request (HTTP, tokenizer, "
+        "streaming; a fitted global parameter, gpuwise/fitted/parameters.yaml)",) if server_s else ())
     cpu_experts = decode_host_s(plan, job.batch)
     if cpu_experts > decode.seconds:  # --n-cpu-moe: the host's memory bounds the step
         notes = (f"host RAM-bound: the CPU's expert matmuls take {cpu_experts * 1e3:,.1f} ms of each decode step, "
@@ -130,7 +133,7 @@ def infer_perf(plan: InferPlan, catalog: Catalog, *, backend_scaled: bool = True
     return InferPerf(
         bound="host-memory" if cpu_experts > decode.seconds else "host" if host >= decode.seconds else decode.bound,
         top_ops=top_ops(decode.by_op, decode.seconds),
-        ttft_ms=prefill_s * 1e3,
+        ttft_ms=(server_s + prefill_s) * 1e3,
         tpot_ms=tpot * 1e3, decode_tokens_per_s=job.batch / tpot,
         output_tokens_per_s=job.batch * job.output_len / e2e if job.output_len else None,
         e2e_latency_ms=e2e * 1e3, assumptions=_infer_assumptions(m) + scaled + notes,
