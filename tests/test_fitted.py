@@ -157,3 +157,17 @@ def test_a_served_request_pays_the_engines_server_overhead_once() -> None:
         served_20, estimate_20 = ttfts()
     assert served_20 - served_0 == pytest.approx(20.0, abs=0.01)
     assert estimate_20 - estimate_0 == pytest.approx(20.0, abs=1e-6)
+
+
+def test_tf32_runs_an_fp32_runs_matmuls_on_tensor_cores_where_the_card_has_them() -> None:
+    """A100 datasheet: 19.5 TFLOPS FP32, 156 TFLOPS TF32 (dense). --tf32 moves an fp32 run's matmuls to the second;
+    a V100 has no TF32 and stays in FP32; memory does not move (weights, gradients and states stay fp32)."""
+    job = api.TrainJob(precision="fp32", batch=32, seq=128)
+    plain = api.estimate("bert-large-uncased", gpu="a100-sxm-80gb", job=job)
+    tf32 = api.estimate("bert-large-uncased", gpu="a100-sxm-80gb", job=job.model_copy(update={"tf32": True}))
+    v100 = api.estimate("bert-large-uncased", gpu="v100-sxm2-32gb", job=job.model_copy(update={"tf32": True}))
+    assert plain.plan.machine.peak_flops == pytest.approx(19.5e12, rel=0.01)  # type: ignore[union-attr]
+    assert tf32.plan.machine.peak_flops == pytest.approx(156e12, rel=0.01)  # type: ignore[union-attr]
+    assert v100.plan.matmul_dtype == "fp32"  # type: ignore[union-attr]
+    assert tf32.memory.per_gpu_bytes == plain.memory.per_gpu_bytes
+    assert tf32.perf.tokens_per_s > 4 * plain.perf.tokens_per_s  # type: ignore[union-attr]

@@ -118,6 +118,14 @@ VLLM_CUDA_GRAPHS = Constant(1.04 * GIB, "bytes", LLMD_REPORT + ": CUDA graph poo
 # card of the same segment (the record whose ``measured.stands_for`` says why), else GEMM_EFFICIENCY_DEFAULT
 # (estimate/roofline.py, gemm_efficiency).
 FIXED_SHAPE_FRACTION = FittedConstant("fixed_shape_fraction", "fraction of the best-shape maximum")
+# by architecture generation (compute capability major): how far below a shape search's best a model's own GEMMs run
+# (wave quantisation over the SM count, the sustained clock under a training load)
+FIXED_SHAPE_FRACTION_BY_CC_MAJOR: dict[str, FittedConstant] = {
+    "8": FittedConstant("fixed_shape_fraction_sm80", "fraction of the best-shape maximum"),
+    "9": FittedConstant("fixed_shape_fraction_sm90", "fraction of the best-shape maximum"),
+    "10": FittedConstant("fixed_shape_fraction_sm100", "fraction of the best-shape maximum"),
+    "12": FittedConstant("fixed_shape_fraction_sm100", "fraction of the best-shape maximum"),
+}
 GEMM_EFFICIENCY_DEFAULT = FittedConstant("gemm_efficiency_default", "fraction")
 GEMM_HALF_EFFICIENCY_FLOP = FittedConstant("gemm_half_efficiency_flop", "FLOP")
 LLAMACPP_DECODE_REFERENCE = {

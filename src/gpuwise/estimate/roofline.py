@@ -54,8 +54,12 @@ class Machine:
 
     @property
     def shape_fraction(self) -> float:
-        """Table efficiencies are best-shape maxima; a calibration record measured the user's own shapes."""
-        return 1.0 if self.calibrated else C.FIXED_SHAPE_FRACTION.value
+        """Table efficiencies are best-shape maxima; a model's shapes reach a fraction of them, a fitted parameter per
+        architecture generation (compute capability major); a calibration record measured the user's own shapes."""
+        if self.calibrated:
+            return 1.0
+        major = (self.gpu.compute_capability or "").split(".")[0]
+        return C.FIXED_SHAPE_FRACTION_BY_CC_MAJOR.get(major, C.FIXED_SHAPE_FRACTION).value
 
 
 def gemm_efficiency(gpu: GPU, dtype: Dtype) -> float:

@@ -72,7 +72,10 @@ class TrainPlan:
 
     @property
     def matmul_dtype(self) -> Dtype:
-        """The dtype the training matmuls run in: --precision's (bf16 for the mixed-precision recipes)."""
+        """The dtype the training matmuls run in: --precision's (bf16 for the mixed-precision recipes); TF32 for an
+        fp32 run with --tf32 on a card that has it."""
+        if self.job.precision == "fp32" and self.job.tf32 and self.gpu.peak_flops("tf32"):
+            return "tf32"
         return train_dtype(self.job.precision)
 
     @property

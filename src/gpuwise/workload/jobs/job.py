@@ -107,6 +107,10 @@ class TrainJob(_Job):
     precision: Annotated[Precision, Flag(_TRAIN, TRAINING)] = Field(
         default="bf16", description="bf16/fp16 = mixed precision with fp32 master weights; pure-bf16 = everything "
                                     "in bf16; fp8 = FP8 matmuls (Transformer Engine, torchao)")
+    tf32: Annotated[bool, Flag(_TRAIN, TRAINING, negatable=True)] = Field(
+        default=False, description="with --precision fp32: matmuls in TF32 on tensor cores (PyTorch's "
+                                   "torch.backends.cuda.matmul.allow_tf32, off by default since 1.12; NVIDIA's NGC "
+                                   "containers turn it on); fp32 convolutions run in TF32 already (cuDNN's default)")
     optimizer: Annotated[Optimizer, Flag(_TRAIN, TRAINING)] = Field(default="adamw", description="optimizer")
     seq: Annotated[int, Field(ge=1, le=10_000_000), Flag(_TRAIN, TRAINING)] = Field(
         default=2048, description="tokens per sequence")
