@@ -122,6 +122,7 @@ def score(cases: Sequence[corpus.Case], values: Mapping[str, float], jobs: int) 
 
 def sensitivities(cases: Sequence[corpus.Case], raw: Mapping[str, Any], base: Predictions,
                   jobs: int) -> dict[str, dict[float, Predictions]]:
+    priors = {n: float(s["prior"]) for n, s in raw.items()}  # the others at their priors, whatever the file says
     """For each parameter, each case's log change at every grid value: the real estimators run at the parameter's
     two bounds (one parameter at a time, on the groups its mechanism reaches), interpolated on its axis through the
     prior (no change), piecewise linearly, so a roofline's max() bends where it bends between the probes."""
@@ -130,7 +131,7 @@ def sensitivities(cases: Sequence[corpus.Case], raw: Mapping[str, Any], base: Pr
         reached = [c for c in cases if c.group in REACH.get(name, SPEED_GROUPS) and c.id in base]
         measured: dict[float, Predictions] = {float(spec["prior"]): {}}
         for candidate in probes(spec):
-            moved = score(reached, {name: candidate}, jobs)
+            moved = score(reached, {**priors, name: candidate}, jobs)
             measured[candidate] = {k: math.log(v / base[k]) for k, v in moved.items()
                                    if abs(v / base[k] - 1) > 1e-6}
             print(f"  {name} = {candidate:g}: {len(measured[candidate])} of {len(reached)} cases move", flush=True)
@@ -161,6 +162,7 @@ class Surrogate:
         self.moves = {name: {v: self._array(change) for v, change in grid_moves.items()}
                       for name, grid_moves in moves.items()}
         self.raw = raw
+        self.priors = {n: float(s["prior"]) for n, s in raw.items()}
         weights = _weights(self.cases)
         self.weights = np.array([weights[c.id] for c in self.cases])
 
@@ -266,7 +268,7 @@ def exact_out_of_sample(model: Surrogate, free: Sequence[str], jobs: int) -> tup
     for fold, left in folds(model.cases).items():
         values = model.fit(free, ~model.mask(left))
         chosen[fold] = values
-        predicted.update(score(left, values, 1))
+        predicted.update(score(left, {**model.priors, **values}, 1))
     return predicted, chosen
 
 
