@@ -49,8 +49,9 @@ def test_unequal_cards_take_layers_in_proportion_to_their_free_memory(shipped: C
 
 
 def test_seventy_b_at_4_bit_for_one_user_splits_over_three_cards(shipped: Catalog) -> None:
-    """64 heads do not divide over 3 cards for tensor parallelism; llama.cpp splits the layers instead."""
-    request = parse_request({"workloads": [{"model": "llama-3.1-70b", "task": "infer", "min_tokens_per_s": 4,
+    """64 heads do not divide over 3 cards for tensor parallelism; llama.cpp splits the layers instead. (The speed
+    asked is met at the decode band's low end: 5.6 tokens/s predicted, about half on runs the fit never saw.)"""
+    request = parse_request({"workloads": [{"model": "llama-3.1-70b", "task": "infer", "min_tokens_per_s": 2,
                                             "options": {"engine": "llamacpp", "quant": "gguf-q4_k_m"}}],
                              "gpus": ["rtx-4060-ti-16gb"], "acquisitions": ["buy-new"],
                              "constraints": {"chassis": "workstation"}})

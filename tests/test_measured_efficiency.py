@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuwise import fitted
 from gpuwise.catalog import Catalog, load_catalog
 from gpuwise.catalog.loading import shipped_raw
 from gpuwise.catalog.schema import GPU
@@ -133,16 +134,16 @@ def test_a_users_fraction_sets_the_compute_bound_rate(fraction: float, tmp_path:
     catalog = load_catalog([write(tmp_path, "mine.yaml", measurement("bf16", f"fraction: {fraction}"))],
                            use_user_dir=False)
     flops = 2 * 8e9 * 4096
-    size = flops / (flops + 2e9)  # Calculon's curve, near 1 for a GEMM this large
-    shape = 215.333 / 252.9  # a model's shapes against the best shape (constants.FIXED_SHAPE_FRACTION)
-    expected = flops / (H100_PEAK_BF16 * fraction * shape * size) + 3e-6  # + one kernel's floor
+    size = flops / (flops + fitted.value("gemm_half_efficiency_flop"))  # the size curve, near 1 for a GEMM this large
+    shape = fitted.value("fixed_shape_fraction_sm90")  # a model's shapes against the best shape, on Hopper
+    expected = flops / (H100_PEAK_BF16 * fraction * shape * size) + fitted.value("kernel_overhead_s")  # + a floor
     assert _compute_bound_seconds(catalog) == pytest.approx(expected, rel=1e-9)
 
 
 def test_half_the_measured_fraction_doubles_a_compute_bound_gemm(tmp_path: Path) -> None:
     half = load_catalog([write(tmp_path, "a.yaml", measurement("bf16", "fraction: 0.5"))], use_user_dir=False)
     full = load_catalog([write(tmp_path, "b.yaml", measurement("bf16", "fraction: 1.0"))], use_user_dir=False)
-    floor = 3e-6
+    floor = fitted.value("kernel_overhead_s")
     assert _compute_bound_seconds(half) - floor == pytest.approx(2 * (_compute_bound_seconds(full) - floor), rel=1e-9)
 
 

@@ -78,15 +78,16 @@ def test_captured_sizes_are_each_engines_defaults() -> None:
 
 def test_a_batch_the_engine_did_not_capture_pays_a_python_launch_per_kernel() -> None:
     """Llama-3.1-8B at TP 8 on H100s: a decode step is ~1,000 kernels of a few microseconds each. TensorRT-LLM
-    replays a graph at batch 32 but launches 33 kernel by kernel, at least 10 us apiece: the step grows by more
-    than half, while one more sequence adds almost nothing to the traffic."""
+    replays a graph at batch 32 but launches 33 kernel by kernel, at least 10 us apiece (the fitted eager dispatch
+    cost) against the graph's few microseconds per kernel: the step grows by more than a third, while one more
+    sequence adds almost nothing to the traffic."""
     arch, catalog = resolve_model("llama-3.1-8b"), load_catalog()
     gpu = catalog.gpu("h100-sxm-80gb")
     job = InferJob(engine="trtllm", tp=8, count=8, quant="bf16")
     trt = infer_plan(arch, job, gpu.id)
     graphed = decode_step_s(trt, catalog, batch=32, context=1024)
     eager = decode_step_s(trt, catalog, batch=33, context=1024)
-    assert eager > 1.5 * graphed
+    assert eager > 1.3 * graphed
     vllm = infer_plan(arch, job.model_copy(update={"engine": "vllm"}), gpu.id)
     assert decode_step_s(vllm, catalog, batch=33, context=1024) == pytest.approx(
         decode_step_s(vllm, catalog, batch=40, context=1024))  # padded to the captured 40
