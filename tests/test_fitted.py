@@ -8,9 +8,11 @@ is the 10th-90th percentile of the ratios it was made from; a held-out publisher
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -73,7 +75,7 @@ def test_batch1_decode_scales_with_the_fitted_bandwidth_fraction() -> None:
 
     def decode_tokens_per_s() -> float:
         perf = api.estimate("llama-3.1-8b", gpu="h100-sxm-80gb", task="infer", job=job).perf
-        return float(perf.decode_tokens_per_s)  # type: ignore[union-attr]
+        return float(perf.decode_tokens_per_s)  # type: ignore[union-attr,arg-type]
 
     with overrides({"memory_efficiency": 0.75}):
         slow = decode_tokens_per_s()
@@ -149,7 +151,7 @@ def test_a_served_request_pays_the_engines_server_overhead_once() -> None:
         served = api.serve_sim("llama-3.1-8b", gpu="h100-sxm-80gb", job=job, concurrency=1)
         assert served.at_concurrency is not None
         one = api.estimate("llama-3.1-8b", gpu="h100-sxm-80gb", task="infer", job=job).perf
-        return served.at_concurrency.ttft_mean_ms, float(one.ttft_ms)  # type: ignore[union-attr]
+        return served.at_concurrency.ttft_mean_ms, float(one.ttft_ms)  # type: ignore[union-attr,arg-type]
 
     with overrides({"vllm_request_overhead_s": 0.0}):
         served_0, estimate_0 = ttfts()
@@ -166,8 +168,39 @@ def test_tf32_runs_an_fp32_runs_matmuls_on_tensor_cores_where_the_card_has_them(
     plain = api.estimate("bert-large-uncased", gpu="a100-sxm-80gb", job=job)
     tf32 = api.estimate("bert-large-uncased", gpu="a100-sxm-80gb", job=job.model_copy(update={"tf32": True}))
     v100 = api.estimate("bert-large-uncased", gpu="v100-sxm2-32gb", job=job.model_copy(update={"tf32": True}))
-    assert plain.plan.machine.peak_flops == pytest.approx(19.5e12, rel=0.01)  # type: ignore[union-attr]
-    assert tf32.plan.machine.peak_flops == pytest.approx(156e12, rel=0.01)  # type: ignore[union-attr]
-    assert v100.plan.matmul_dtype == "fp32"  # type: ignore[union-attr]
+    assert plain.plan.machine.peak_flops == pytest.approx(19.5e12, rel=0.01)
+    assert tf32.plan.machine.peak_flops == pytest.approx(156e12, rel=0.01)
+    assert v100.plan.matmul_dtype == "fp32"
     assert tf32.memory.per_gpu_bytes == plain.memory.per_gpu_bytes
     assert tf32.perf.tokens_per_s > 4 * plain.perf.tokens_per_s  # type: ignore[union-attr]
+
+
+def _case(corpus, case_id: str, source: str, measured: float):  # type: ignore[no-untyped-def]
+    return corpus.Case(case_id, "train", source, ("estimate", case_id), "perf.train.mfu", measured, "t.yaml")
+
+
+def test_a_left_out_source_is_predicted_by_a_fit_that_never_saw_it() -> None:
+    """Two publishers disagree: A's runs measure 1.26x what the prior predicts, B's sit on it. Fitted on both, the
+    parameter moves part way; A left out is predicted by B alone (the prior, 20.6 % off A), B left out by A alone
+    (moved all the way, 26 % off B). A fit that saw its own fold would score better than that."""
+    corpus, fit = _module("corpus"), _module("fit")
+    spec = {"p": {"bounds": [0.5, 2.0], "prior": 1.0}}
+    up = min(v for v in fit.grid(spec["p"]) if v > 1.2)  # a grid value: 4 ** (2 / 12) = 1.26
+    cases = [_case(corpus, f"a{i}", "A", up) for i in range(4)] + [_case(corpus, f"b{i}", "B", 1.0) for i in range(4)]
+    base = {c.id: 1.0 for c in cases}
+    moves = {"p": {v: {c.id: math.log(v) for c in cases} for v in fit.grid(spec["p"])}}  # the prediction is p
+    model = fit.Surrogate(cases, base, moves, spec)
+    everyone = model.fit(["p"], np.ones(len(cases), dtype=bool))
+    assert 1.0 < everyone["p"] < up
+    assert model.fit(["p"], ~model.mask(cases[:4]))["p"] == 1.0
+    assert model.fit(["p"], ~model.mask(cases[4:]))["p"] == up
+    off_a, off_b = 100 * (1 - 1 / up), 100 * (up - 1)
+    assert fit.held_out_error(model, ["p"]) == pytest.approx((off_a + off_b) / 2)
+    assert fit.held_out_error(model, []) == pytest.approx(off_a / 2)  # the prior: A off, B exact; median of 8
+
+
+def test_a_missing_corpus_file_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = _module("corpus")
+    assert corpus.main(["--check", "/nonexistent/train-x.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and len(err.splitlines()) == 1
