@@ -81,14 +81,6 @@ def evaluate(metric: str) -> list[dict[str, Any]]:
     return [run_case(runner, case) for case in load_cases(metric)]
 
 
-def percentile_of(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    rank = q * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     errors = [abs(r["error_pct"]) for r in rows if "error_pct" in r]
     return {"cases": len(rows), "scored": len(errors),
