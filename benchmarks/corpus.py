@@ -51,7 +51,8 @@ import micro
 HERE = Path(__file__).parent
 DATA = HERE / "data"
 CORPUS = DATA / "corpus"
-GROUPS = ("train", "infer", "serving_ttft", "serving_tpot", "image", "vision", "gemm", "attention", "allreduce")
+GROUPS = ("train", "infer", "serving_ttft", "serving_tpot", "image", "vision", "gemm", "attention", "allreduce",
+          "copy")
 TIME_KEY = re.compile(r"(_ms|_s|seconds_per_call)(\.mean)?$")
 
 
@@ -153,6 +154,18 @@ def _legacy_public() -> list[Case]:
     return cases
 
 
+def _legacy_copies() -> list[Case]:
+    """The device-memory copy measurements among public-measurements.yaml's microbenchmarks (the bandwidth fraction's
+    prior was read from them, so they score it in sample only)."""
+    path = DATA / "public-measurements.yaml"
+    cases = []
+    for raw in yaml.safe_load(path.read_text("utf-8"))["microbenchmarks"]:
+        if raw["metric"] == "mem_bw_gbs":
+            cases.append(Case(raw["id"], "copy", _publisher(raw["source"]), ("copy", raw["gpu"]), "gb_s",
+                              float(raw["expected"]), path.name, raw))
+    return cases
+
+
 def _legacy_listed(name: str, group: str, key: str) -> list[Case]:
     path = DATA / name
     cases = []
@@ -169,7 +182,7 @@ def load(groups: Iterable[str] = GROUPS, files: Sequence[Path] | None = None) ->
     if files is not None:
         cases = [c for f in files for c in _corpus_file(f)]
     else:
-        cases = _legacy_public()
+        cases = _legacy_public() + _legacy_copies()
         cases += _legacy_listed("public-vision-measurements.yaml", "vision", "perf.infer.samples_per_s")
         cases += _legacy_listed("public-image-measurements.yaml", "image", "perf.seconds_per_call")
         cases += [c for f in sorted(CORPUS.glob("*.yaml")) for c in _corpus_file(f)]

@@ -51,7 +51,7 @@ MIN_GAIN_PCT = 0.1  # a parameter is freed only if it lowers the held-out error 
 SPEED_GROUPS = ("train", "infer", "serving_ttft", "serving_tpot", "image", "vision")
 # which groups each mechanism reaches (a parameter is scored on these only)
 REACH = {
-    "memory_efficiency": SPEED_GROUPS,
+    "memory_efficiency": (*SPEED_GROUPS, "copy"),
     "gemm_half_efficiency_flop": (*SPEED_GROUPS, "gemm"),
     "fixed_shape_fraction": (*SPEED_GROUPS, "gemm"),
     "fixed_shape_fraction_sm80": (*SPEED_GROUPS, "gemm"),

@@ -3,6 +3,7 @@
   [gemm, GPU, DTYPE, M, N, K]                       -> tflops: achieved rate of one M x N x K matmul
   [attention, GPU, IMPL, DTYPE, B, S, H, D, CAUSAL, PASS] -> tflops: the attention kernel's rate
   [allreduce, GPU, RANKS, BYTES, LINK]              -> busbw_gb_s: nccl-tests bus bandwidth, 2 (n-1)/n x S / time
+  [copy, GPU]                                       -> gb_s: device-memory copy bandwidth (read + write)
 
 A command gpuwise cannot place (an unknown card, a link it has no record of) answers a one-line reason.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from gpuwise.errors import GpuwiseError
 
-KINDS = ("gemm", "attention", "allreduce")
+KINDS = ("gemm", "attention", "allreduce", "copy")
 
 
 def _catalog() -> Any:
@@ -51,10 +52,16 @@ def _allreduce(catalog: Any, gpu_id: str, ranks: str, size: str, link_kind: str)
     return {"busbw_gb_s": 2 * (n - 1) / n * size_bytes / seconds / 1e9}
 
 
+def _copy(catalog: Any, gpu_id: str) -> dict[str, float]:
+    from gpuwise.estimate.roofline import machine
+
+    return {"gb_s": machine(catalog.gpu(gpu_id), "bf16").memory_bytes_per_s / 1e9}
+
+
 def answer(command: Sequence[str]) -> dict[str, float] | str:
     """The predicted figure of a microbenchmark command, or why it has none."""
     kind, *args = command
-    functions = {"gemm": _gemm, "attention": _attention, "allreduce": _allreduce}
+    functions = {"gemm": _gemm, "attention": _attention, "allreduce": _allreduce, "copy": _copy}
     try:
         return functions[kind](_catalog(), *args)
     except (KeyError, ValueError, TypeError, LookupError, GpuwiseError) as exc:
