@@ -108,25 +108,57 @@ def _publisher(text: str) -> str:
     return canonical(match.group(1) if match else text.split()[0])
 
 
+ROOT = HERE.parent
+
+
+def _repo_path(arg: str) -> str:
+    """A command's file argument written relative to the repository (benchmarks/data/configs/x.json), made absolute
+    so the corpus scores the same from any working directory."""
+    return str(ROOT / arg) if arg.endswith(".json") and not Path(arg).is_absolute() and (ROOT / arg).is_file() else arg
+
+
+def _case(path: Path, raw: object, file_source: dict[str, Any]) -> Case:
+    """One case of a corpus file, checked: a mapping with the needed fields of the right types."""
+    if not isinstance(raw, dict):
+        raise CorpusError(f"{path.name}: each case is a mapping, not {type(raw).__name__}")
+    name = raw.get("id", "?")
+    for needed in ("id", "group", "command", "key", "measured"):
+        if needed not in raw:
+            raise CorpusError(f"{path.name}: case {name} has no `{needed}`")
+    if raw["group"] not in GROUPS:
+        raise CorpusError(f"{path.name}: case {name} group {raw['group']!r} is not one of {', '.join(GROUPS)}")
+    command = raw["command"]
+    if not isinstance(command, list) or not command or not all(isinstance(a, str | int | float) for a in command):
+        raise CorpusError(f"{path.name}: case {name} command is a non-empty list of words, e.g. [estimate, gpt2]")
+    measured = raw["measured"]
+    if isinstance(measured, bool) or not isinstance(measured, int | float) or not measured > 0:
+        raise CorpusError(f"{path.name}: case {name} measured is a positive number, not {measured!r}")
+    own = raw.get("source") or {}
+    if not isinstance(own, dict):
+        raise CorpusError(f"{path.name}: case {name} source is a mapping (id, url, commit, as_of)")
+    source = {**file_source, **own}
+    if not source.get("id") or not (source.get("url") or source.get("repo")) or not source.get("as_of"):
+        raise CorpusError(f"{path.name}: case {name} needs a source with id, url (or repo) and as_of")
+    words = tuple(_repo_path(str(a)) for a in command)
+    return Case(str(raw["id"]), raw["group"], canonical(str(source["id"])), words, str(raw["key"]), float(measured),
+                path.name, {**raw, "source": source})
+
+
 def _corpus_file(path: Path) -> list[Case]:
-    document = yaml.safe_load(path.read_text("utf-8"))
-    if not isinstance(document, dict) or "cases" not in document:
-        raise CorpusError(f"{path.name}: a corpus file is a mapping with `source` and `cases`")
+    try:
+        document = yaml.safe_load(path.read_text("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise CorpusError(f"{path.name}: not valid YAML{where} ({getattr(exc, 'problem', None) or 'syntax'})") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("cases"), list):
+        raise CorpusError(f"{path.name}: a corpus file is a mapping with `source` and a list of `cases`")
     file_source = document.get("source") or {}
-    cases = []
-    for raw in document["cases"]:
-        source = {**file_source, **(raw.get("source") or {})}
-        for needed in ("id", "group", "command", "key", "measured"):
-            if needed not in raw:
-                raise CorpusError(f"{path.name}: case {raw.get('id', '?')} has no `{needed}`")
-        if raw["group"] not in GROUPS:
-            raise CorpusError(f"{path.name}: case {raw['id']} group {raw['group']!r} is not one of {GROUPS}")
-        if not source.get("id") or not (source.get("url") or source.get("repo")) or not source.get("as_of"):
-            raise CorpusError(f"{path.name}: case {raw['id']} needs a source with id, url (or repo) and as_of")
-        command = tuple(str(a) for a in raw["command"])
-        cases.append(Case(raw["id"], raw["group"], canonical(str(source["id"])), command, raw["key"],
-                          float(raw["measured"]), path.name, {**raw, "source": source}))
-    return cases
+    if not isinstance(file_source, dict):
+        raise CorpusError(f"{path.name}: `source` is a mapping (id, url, commit, as_of)")
+    return [_case(path, raw, file_source) for raw in document["cases"]]
 
 
 def _group_of_perf_key(key: str) -> str | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import math
 import statistics
@@ -49,30 +50,19 @@ HUBER = math.log(1.3)
 PRIOR_PULL = 0.02
 MIN_GAIN_PCT = 0.1  # a parameter is freed only if it lowers the held-out error by this much
 SPEED_GROUPS = ("train", "infer", "serving_ttft", "serving_tpot", "image", "vision")
-# which groups each mechanism reaches (a parameter is scored on these only)
-REACH = {
-    "memory_efficiency": (*SPEED_GROUPS, "copy"),
-    "gemm_half_efficiency_flop": (*SPEED_GROUPS, "gemm"),
-    "fixed_shape_fraction": (*SPEED_GROUPS, "gemm"),
-    "fixed_shape_fraction_sm80": (*SPEED_GROUPS, "gemm"),
-    "fixed_shape_fraction_sm90": (*SPEED_GROUPS, "gemm"),
-    "fixed_shape_fraction_sm100": (*SPEED_GROUPS, "gemm"),
-    "gemm_efficiency_default": SPEED_GROUPS,
-    "kernel_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
-    "eager_dispatch_s": ("train", "infer", "image", "vision"),
-    "attention_efficiency_sm80": ("train", "infer", "serving_ttft", "image", "attention"),
-    "attention_efficiency_sm90": ("train", "infer", "serving_ttft", "image", "attention"),
-    "attention_efficiency_sm100": ("train", "infer", "serving_ttft", "image", "attention"),
-    "implicit_gemm_fraction": ("image",),
-    "host_copy_pageable": ("image",),
-    "transformers_dispatch_s": ("train", "infer"),
-    "client_turnaround_s": ("serving_ttft", "serving_tpot"),
-    "vllm_request_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
-    "sglang_request_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
-    "trtllm_request_overhead_s": ("infer", "serving_ttft", "serving_tpot"),
-    "overlap_slowdown": ("train",),
-    "collective_latency_s": ("train", "serving_ttft", "serving_tpot", "allreduce"),
-}
+# every parameter is probed on every speed group (a mechanism reaches further than its name says: the kernel floor
+# under graphs moves training steps too), and on the microbenchmarks that measure its mechanism alone
+MICRO_REACH = {
+    "gemm_half_efficiency_flop": ("gemm",), "fixed_shape_fraction": ("gemm",), "fixed_shape_fraction_sm80": ("gemm",),
+    "fixed_shape_fraction_sm90": ("gemm",), "fixed_shape_fraction_sm100": ("gemm",),
+    "attention_efficiency_sm80": ("attention",), "attention_efficiency_sm90": ("attention",),
+    "attention_efficiency_sm100": ("attention",), "collective_latency_s": ("allreduce",),
+}  # the copy group is where memory_efficiency's prior was read: scored, never fitted
+
+
+def reach(name: str) -> tuple[str, ...]:
+    return (*SPEED_GROUPS, *MICRO_REACH.get(name, ()))
+
 
 Predictions = dict[str, float]
 
@@ -122,13 +112,14 @@ def score(cases: Sequence[corpus.Case], values: Mapping[str, float], jobs: int) 
 
 def sensitivities(cases: Sequence[corpus.Case], raw: Mapping[str, Any], base: Predictions,
                   jobs: int) -> dict[str, dict[float, Predictions]]:
-    priors = {n: float(s["prior"]) for n, s in raw.items()}  # the others at their priors, whatever the file says
     """For each parameter, each case's log change at every grid value: the real estimators run at the parameter's
-    two bounds (one parameter at a time, on the groups its mechanism reaches), interpolated on its axis through the
-    prior (no change), piecewise linearly, so a roofline's max() bends where it bends between the probes."""
+    two bounds (one parameter at a time, the others at their priors whatever the file says), interpolated on its axis
+    through the prior (no change), piecewise linearly, so a roofline's max() bends where it bends between the
+    probes."""
+    priors = {n: float(s["prior"]) for n, s in raw.items()}
     out: dict[str, dict[float, Predictions]] = {}
     for name, spec in raw.items():
-        reached = [c for c in cases if c.group in REACH.get(name, SPEED_GROUPS) and c.id in base]
+        reached = [c for c in cases if c.group in reach(name) and c.id in base]
         measured: dict[float, Predictions] = {float(spec["prior"]): {}}
         for candidate in probes(spec):
             moved = score(reached, {**priors, name: candidate}, jobs)
@@ -272,11 +263,24 @@ def exact_out_of_sample(model: Surrogate, free: Sequence[str], jobs: int) -> tup
     return predicted, chosen
 
 
+def _code_version() -> str:
+    """A digest of the estimators' source and data: a cache of sweeps made with other code is not reused."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "src" / "gpuwise").rglob("*")):
+        if path.suffix in (".py", ".yaml", ".json") and path.name != "parameters.yaml" and "bands" not in path.name:
+            digest.update(path.read_bytes())
+    for path in sorted(corpus.DATA.rglob("*")):
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def sweeps(cases: Sequence[corpus.Case], raw: Mapping[str, Any], priors: Mapping[str, float],
            ns: argparse.Namespace) -> tuple[Predictions, dict[str, dict[float, Predictions]]]:
     """The predictions at the priors and each parameter's sweep: scored now, or read back from ``--reuse``'s cache
     when it was made for the same cases and the same parameters."""
-    key = {"cases": sorted(c.id for c in cases), "parameters": {n: [s["bounds"], s["prior"]] for n, s in raw.items()}}
+    key = {"cases": sorted(c.id for c in cases), "parameters": {n: [s["bounds"], s["prior"]] for n, s in raw.items()},
+           "reach": {n: reach(n) for n in raw}, "code": _code_version()}
     cache: Path | None = ns.reuse
     if cache is not None and cache.is_file():
         saved = json.loads(cache.read_text("utf-8"))

@@ -18,6 +18,7 @@ _FROM: dict[str, tuple[str, str]] = {
     # were counted (Architecture.resolved_as when the module tree was built)
     "CostFigures": ("gpuwise.estimate.cost.price", "CostFigures"),
     "band": ("gpuwise.estimate.speed.bands", "band"),
+    "band_percentiles": ("gpuwise.estimate.speed.bands", "percentiles"),
     "DERIVED": ("gpuwise.workload.model.module_tree", "DERIVED"),
     # serving and scaling: one load point of a serve-sim, the network assumed between nodes when none is given
     "LoadResult": ("gpuwise.estimate.serving.simulate", "LoadResult"),

@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.api import ImageEstimate, ImageFit
-from gpuwise.api.reporting import band
+from gpuwise.api.reporting import band, band_percentiles
 
 GIB = 2**30
 
@@ -70,8 +70,8 @@ def image_lines(est: ImageEstimate) -> str:
                      f"{est.job.guidance_passes} pass(es)); per call of {est.job.batch}: {phases}")
         likely = band("image", "seconds_per_call", est.seconds_per_call)
         if likely is not None:
-            lines.append(f"likely {likely[0]:,.2f}-{likely[1]:,.2f} s per call (measured / predicted on runs the "
-                         "fit never saw, 10th-90th percentile)")
+            lines.append(f"likely {likely[0]:,.2f}-{likely[1]:,.2f} s per call (measured / predicted on runs the fit "
+                         f"never saw, {band_percentiles('image', 'seconds_per_call')})")
     lines += [f"warning: {w}" for w in est.warnings]
     lines += [f"- {a}" for a in est.assumptions]
     return "\n".join(lines)

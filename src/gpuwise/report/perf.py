@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.api import Estimate, InferPerf, ScaleRow, ServingReport, TrainPerf
-from gpuwise.api.reporting import DEFAULT_NETWORK, LoadResult, band
+from gpuwise.api.reporting import DEFAULT_NETWORK, LoadResult, band, band_percentiles
 from gpuwise.report.narrow import Column, narrow_table
 
 
@@ -105,7 +105,8 @@ def _likely_line(r: LoadResult) -> str:
         return ""
     load = f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS"
     return (f"likely at {load}: mean TTFT {ttft[0]:,.0f}-{ttft[1]:,.0f} ms, mean TPOT {tpot[0]:,.1f}-{tpot[1]:,.1f} ms "
-            "(measured / predicted on serving runs the fit never saw, 10th-90th percentile)")
+            f"(measured / predicted on serving runs the fit never saw, {band_percentiles('serve', 'ttft_ms')} for "
+            f"TTFT, {band_percentiles('serve', 'tpot_ms')} for TPOT)")
 
 
 def serving_view(report: ServingReport) -> Group:

@@ -179,9 +179,10 @@ def latency_at(rep: Replica, rate: float) -> Latency | None:
     step = rep.step_at(round(batch))
     # the iteration in flight at arrival, and those the scheduler formed ahead of it; an idle engine has none
     in_flight = step * (1 + rep.policy.ahead) if rate * mean > 0.01 else 0.0
-    p99 = in_flight + first + steps * step + stall * poisson_quantile(rate * mean)
-    ttft = in_flight + first + stall * poisson_quantile(rate * (step + first))
-    return Latency(mean, p99, ttft, batch)
+    server = rep.policy.request_overhead_s  # the engine's server, outside the GPU: every latency a client sees has it
+    p99 = server + in_flight + first + steps * step + stall * poisson_quantile(rate * mean)
+    ttft = server + in_flight + first + stall * poisson_quantile(rate * (step + first))
+    return Latency(server + mean, p99, ttft, batch)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
 The ratios come from ``data/bands.yaml``, written by ``benchmarks/fit.py`` from the out-of-sample errors of each
 regime (training, batch-1 decode and prefill, encoder samples, serving TTFT and TPOT, image generation) on the public
 corpus: each source's runs predicted with the parameters fitted without that source. A band says: on runs of this
-kind the fit never saw, the measured figure lay between ``low_ratio`` and ``high_ratio`` times the estimate (10th-90th
-percentile), and ``coverage_out_of_sample`` says how often a band made without a source held that source's runs. The
-band always holds the estimate itself.
+kind the fit never saw, the measured figure lay between ``low_ratio`` and ``high_ratio`` times the estimate (between
+the regime's ``percentiles``: the 10th-90th, widened where a publisher's runs err together), and
+``coverage_out_of_sample`` says how often a band made without a publisher held that publisher's runs. The band always
+holds the estimate itself.
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ def regime(task: str, key: str) -> str:
     if task == "serve":
         return _SERVE_REGIME.get(key, "serving_tpot")
     return _INFER_REGIME.get(key, "decode")
+
+
+def percentiles(task: str, key: str) -> str:
+    """The percentile range a regime's band spans, as words: "10th-90th percentile", "3rd-97th percentile"."""
+    ratios = _regimes().get(regime(task, key)) or {}
+    low, high = (float(p) for p in ratios.get("percentiles", (0.1, 0.9)))
+    return f"{_ordinal(round(100 * low))}-{_ordinal(round(100 * high))} percentile"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def band(task: str, key: str, value: float) -> tuple[float, float] | None:

@@ -90,7 +90,9 @@ def stack_fusions(plan: TrainPlan) -> Fusions:
         fusions = replace(fusions, **fused, source=fusions.source + "; " + TORCH_COMPILE.source)
     if job.loss != "fused":
         return replace(fusions, loss="fp32_logits")
-    return fusions if fusions.loss != "fp32_logits" else replace(fusions, loss="fused_linear")
+    if fusions.loss != "fp32_logits":
+        return fusions
+    return replace(fusions, loss="fused_linear", library=fusions.library or "Liger's")  # the flag's default kernel
 
 
 _LOSS_WORDS = {"fused_linear": "a fused linear cross-entropy (no fp32 logits)",

@@ -216,6 +216,9 @@ class TrainJob(_Job):
         if self.optimizer_in_backward and self.accumulates:
             raise ValueError("--optim-in-bwd steps at every backward: it cannot accumulate gradients over "
                              "--global-batch (torchtune refuses gradient_accumulation_steps > 1 with it)")
+        if self.tf32 and self.precision != "fp32":
+            raise ValueError(f"--tf32 runs an fp32 job's matmuls in TF32; with --precision {self.precision} they run "
+                             "in that dtype already: add --precision fp32 or drop --tf32")
         return self
 
     @property
