@@ -77,7 +77,7 @@ class Case:
 
     @property
     def is_time(self) -> bool:
-        return bool(TIME_KEY.search(self.key)) and not self.key.endswith("per_s")
+        return bool(TIME_KEY.search(self.key)) and not self.key.endswith(("per_s", "gb_s"))
 
 
 class CorpusError(ValueError):

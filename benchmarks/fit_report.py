@@ -121,6 +121,12 @@ def _errors(cases: Sequence[corpus.Case], predicted: Predictions) -> list[float]
     return [corpus.error_pct(c, predicted[c.id]) for c in cases if c.id in predicted]
 
 
+def _speed_errors(cases: Sequence[corpus.Case], predicted: Predictions) -> list[float]:
+    """Signed error of the speed, in %: + is too fast whether the figure is a rate or a time (a time's speed is its
+    inverse: measured / predicted - 1)."""
+    return [100 * (ratio(c, predicted[c.id]) ** -1 - 1) for c in cases if c.id in predicted]
+
+
 def _median_abs(errors: Sequence[float]) -> str:
     return f"{statistics.median(abs(e) for e in errors):.1f} %" if errors else "-"
 
@@ -131,7 +137,8 @@ def _signed(errors: Sequence[float]) -> str:
 
 def table(result: Result) -> list[str]:
     """The accuracy table: per regime, cases, sources, prior, in-sample, out-of-sample, signed, band, coverage."""
-    lines = ["| regime | cases | sources | at the priors | in-sample | leave-one-source-out | signed (out) | "
+    lines = ["| regime | cases | sources | at the priors | in-sample | leave-one-source-out | "
+             "speed bias (out, + too fast) | "
              "likely band (measured / predicted) | band coverage (out) |",
              "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     by: dict[str, list[corpus.Case]] = defaultdict(list)
@@ -142,6 +149,7 @@ def table(result: Result) -> list[str]:
         if not cases:
             continue
         out = _errors(cases, result.outside)
+        speed = _speed_errors(cases, result.outside)
         scored = scored_of(cases, result.outside)
         band, cover, tested = "-", None, 0
         if name in REGIMES and len(scored) >= MIN_OTHERS:
@@ -151,7 +159,7 @@ def table(result: Result) -> list[str]:
             cover, tested = coverage(scored)
         lines.append(f"| {name} | {len(cases)} | {len({c.source for c in cases})} | "
                      f"{_median_abs(_errors(cases, result.prior))} | {_median_abs(_errors(cases, result.inside))} | "
-                     f"{_median_abs(out)} | {_signed(out)} | {band} | "
+                     f"{_median_abs(out)} | {_signed(speed)} | {band} | "
                      f"{'-' if cover is None else f'{100 * cover:.0f} % of {tested}'} |")
     return lines
 
