@@ -18,7 +18,7 @@ _FROM: dict[str, tuple[str, str]] = {
     # were counted (Architecture.resolved_as when the module tree was built)
     "CostFigures": ("gpuwise.estimate.cost.price", "CostFigures"),
     "band": ("gpuwise.estimate.speed.bands", "band"),
-    "band_percentiles": ("gpuwise.estimate.speed.bands", "percentiles"),
+    "band_percentiles": ("gpuwise.estimate.speed.bands", "band_percentiles"),
     "DERIVED": ("gpuwise.workload.model.module_tree", "DERIVED"),
     # serving and scaling: one load point of a serve-sim, the network assumed between nodes when none is given
     "LoadResult": ("gpuwise.estimate.serving.simulate", "LoadResult"),
@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what type checkers see: the same names, imported eagerly
     from gpuwise.estimate.cost.price import CostFigures as CostFigures
     from gpuwise.estimate.serving.simulate import LoadResult as LoadResult
     from gpuwise.estimate.speed.bands import band as band
+    from gpuwise.estimate.speed.bands import band_percentiles as band_percentiles
     from gpuwise.estimate.speed.parallel import DEFAULT_NETWORK as DEFAULT_NETWORK
     from gpuwise.estimate.speed.traced import TracedTime as TracedTime
     from gpuwise.probe.bench import Result

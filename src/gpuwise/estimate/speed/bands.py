@@ -39,10 +39,13 @@ def regime(task: str, key: str) -> str:
     return _INFER_REGIME.get(key, "decode")
 
 
-def percentiles(task: str, key: str) -> str:
-    """The percentile range a regime's band spans, as words: "10th-90th percentile", "3rd-97th percentile"."""
+def band_percentiles(task: str, key: str) -> str:
+    """The percentile range a regime's band spans, as words: "10th-90th percentile", "3rd-97th percentile", or "their
+    full range" (min to max)."""
     ratios = _regimes().get(regime(task, key)) or {}
     low, high = (float(p) for p in ratios.get("percentiles", (0.1, 0.9)))
+    if low <= 0.0:
+        return "their full range"
     return f"{_ordinal(round(100 * low))}-{_ordinal(round(100 * high))} percentile"
 
 
