@@ -81,7 +81,7 @@ class Case:
 
 
 class CorpusError(ValueError):
-    pass
+    """A corpus file that is not in the schema: its message names the file, the case and what is wrong."""
 
 
 # one name per publisher, whichever way a file spells it: leave-one-source-out leaves all of a publisher out together

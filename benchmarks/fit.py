@@ -67,6 +67,10 @@ def reach(name: str) -> tuple[str, ...]:
 Predictions = dict[str, float]
 
 
+def _priors(raw: Mapping[str, Any]) -> dict[str, float]:
+    return {n: float(spec["prior"]) for n, spec in raw.items()}
+
+
 def _axis(spec: Mapping[str, Any], v: float) -> float:
     """Where ``v`` lies on the parameter's axis: log where the bounds are positive, linear otherwise."""
     return math.log(v) if float(spec["bounds"][0]) > 0 else v
@@ -116,7 +120,7 @@ def sensitivities(cases: Sequence[corpus.Case], raw: Mapping[str, Any], base: Pr
     two bounds (one parameter at a time, the others at their priors whatever the file says), interpolated on its axis
     through the prior (no change), piecewise linearly, so a roofline's max() bends where it bends between the
     probes."""
-    priors = {n: float(s["prior"]) for n, s in raw.items()}
+    priors = _priors(raw)
     out: dict[str, dict[float, Predictions]] = {}
     for name, spec in raw.items():
         reached = [c for c in cases if c.group in reach(name) and c.id in base]
@@ -153,7 +157,7 @@ class Surrogate:
         self.moves = {name: {v: self._array(change) for v, change in grid_moves.items()}
                       for name, grid_moves in moves.items()}
         self.raw = raw
-        self.priors = {n: float(s["prior"]) for n, s in raw.items()}
+        self.priors = _priors(raw)
         weights = _weights(self.cases)
         self.weights = np.array([weights[c.id] for c in self.cases])
 
@@ -184,7 +188,7 @@ class Surrogate:
 
     def fit(self, free: Sequence[str], mask: np.ndarray) -> dict[str, float]:
         """Coordinate descent over each free parameter's grid; the others stay at their priors."""
-        values = {n: float(self.raw[n]["prior"]) for n in free}
+        values = {n: self.priors[n] for n in free}
         for _sweep in range(4):
             changed = False
             for name in free:
@@ -311,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec["value"] = spec["prior"]
     cases = corpus.load(ns.group or corpus.GROUPS)
     ns.dry_run = ns.dry_run or bool(ns.group)
-    priors = {n: float(s["prior"]) for n, s in raw.items()}
+    priors = _priors(raw)
     print(f"{len(cases)} cases; scoring at the priors", flush=True)
     base, moves = sweeps(cases, raw, priors, ns)
     model = Surrogate(cases, base, moves, raw)

@@ -15,7 +15,7 @@ import os
 import statistics
 import tempfile
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,14 +71,15 @@ def band_of(ratios: Sequence[float], tail: float = 0.10) -> tuple[float, float]:
 Scored = Sequence[tuple[corpus.Case, float]]  # a case and its out-of-sample ratio measured / predicted
 
 
-def _coverage(scored: Scored, tail: float) -> tuple[int, int]:
-    """(inside, tested): each publisher's runs against the band made from the other publishers' ratios."""
+def _held_out(scored: Scored, make_band: Callable[[Scored], tuple[float, float]]) -> tuple[int, int]:
+    """(inside, tested): each publisher's runs against the band ``make_band`` makes from the other publishers' runs
+    (publishers with fewer than MIN_OTHERS runs beside them are not tested)."""
     inside = total = 0
     for source in {c.source for c, _ in scored}:
-        others = [r for c, r in scored if c.source != source]
+        others = [(c, r) for c, r in scored if c.source != source]
         if len(others) < MIN_OTHERS:
             continue
-        low, high = band_of(others, tail)
+        low, high = make_band(others)
         for c, r in scored:
             if c.source == source:
                 total += 1
@@ -86,12 +87,16 @@ def _coverage(scored: Scored, tail: float) -> tuple[int, int]:
     return inside, total
 
 
+def _ratios(scored: Scored) -> list[float]:
+    return [r for _, r in scored]
+
+
 def tail_for(scored: Scored) -> float:
     """The widest tail (narrowest band) under which each publisher's runs, against the band made without them, fall
     inside TARGET_COVERAGE of the time: where a publisher's runs err together, the 10th-90th percentile of the others'
     errors holds fewer of them, so the band widens until it does."""
     for tail in TAILS:
-        inside, total = _coverage(scored, tail)
+        inside, total = _held_out(scored, lambda others, t=tail: band_of(_ratios(others), t))
         if not total or inside / total >= TARGET_COVERAGE:
             return tail
     return TAILS[-1]
@@ -100,16 +105,7 @@ def tail_for(scored: Scored) -> float:
 def coverage(scored: Scored) -> tuple[float | None, int]:
     """The band's coverage out of sample, nested: for each publisher, the band's width is chosen (tail_for) and its
     range made from the other publishers' runs only, then tested on the publisher's own runs. (share, runs tested)"""
-    inside = total = 0
-    for source in {c.source for c, _ in scored}:
-        others = [(c, r) for c, r in scored if c.source != source]
-        if len(others) < MIN_OTHERS:
-            continue
-        low, high = band_of([r for _, r in others], tail_for(others))
-        for c, r in scored:
-            if c.source == source:
-                total += 1
-                inside += low <= r <= high
+    inside, total = _held_out(scored, lambda others: band_of(_ratios(others), tail_for(others)))
     return (inside / total if total else None), total
 
 

@@ -10,6 +10,7 @@ A command gpuwise cannot place (an unknown card, a link it has no record of) ans
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,9 @@ from gpuwise.errors import GpuwiseError
 KINDS = ("gemm", "attention", "allreduce", "copy")
 
 
+@functools.lru_cache(maxsize=1)
 def _catalog() -> Any:
+    """The shipped catalog, loaded once for all the microbenchmarks."""
     from gpuwise.catalog.catalog import load_catalog
 
     return load_catalog(use_user_dir=False)

@@ -59,9 +59,9 @@ def test_every_fitted_constant_reads_a_parameter_of_the_file() -> None:
 
 def test_an_override_is_bounded_named_and_undone() -> None:
     with pytest.raises(ValueError, match="outside its bounds"), overrides({"memory_efficiency": 1.5}):
-        pass
+        pytest.fail("a value above the bound was accepted")
     with pytest.raises(KeyError, match="no fitted parameter"), overrides({"memory_efficiencies": 0.8}):
-        pass
+        pytest.fail("an unknown parameter name was accepted")
     before = value("memory_efficiency")
     with overrides({"memory_efficiency": 0.75}):
         assert C.MEMORY_EFFICIENCY.value == 0.75
