@@ -137,7 +137,7 @@ def _knob_in_lines(knob: str, lines: list[str]) -> Knob | None:
                 found = next((m for ln in lines if (m := re.search(regex, ln))), None)
                 if found:
                     return Knob(_clean(found.group(1)), origin)
-            continue
+            group = [ln for ln in lines if "max_total_num_tokens=" in ln]  # SGLang's scheduler prints its limits
         for line in group:
             value = _setting(line, names, short)
             if value is None and knob == "model" and "command" in origin:

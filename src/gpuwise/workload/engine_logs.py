@@ -82,6 +82,8 @@ PATTERNS: tuple[Pattern, ...] = (
        ("cuda_graph_gib", 2)),
     _p("vllm", "blocks (V0)", rf"(?:GPU|gpu|cuda|CUDA|rocm|ROCm) blocks: {NUMBER}, # CPU blocks: {NUMBER}",
        ("gpu_blocks", 1), ("cpu_blocks", 2)),
+    _p("vllm", "blocks (V0, Ray)", rf"can allocate {NUMBER} GPU blocks, {NUMBER} CPU blocks", ("gpu_blocks", 1),
+       ("cpu_blocks", 2)),
     _p("vllm", "KV too small", rf"max seq len \({NUMBER}\) is larger than the maximum number of tokens that can be "
        rf"stored in KV cache \({NUMBER}\)", ("max_model_len", 1), ("kv_cache_tokens", 2)),
     _p("vllm", "KV too small (V1)", rf"larger than the available KV cache memory \({NUMBER} ?GiB\)",
@@ -110,14 +112,15 @@ _PROFILE_KEYS = {"total_gpu_memory": "total_gpu_memory_gib", "initial_memory_usa
                  "kv_cache_size": "kv_cache_gib", "kv_cache_memory": "kv_cache_gib",
                  "gpu_memory_utilization": "gpu_memory_utilization"}
 _PROFILE_PAIR = re.compile(r"([a-z_]+)=(\d[\d.]*)")
-# v0.7's sentence form
+# v0.7's sentence form, printed over several lines (each with its own prefix) or one
 _TAKES = (("total_gpu_memory_gib", rf"total_gpu_memory \({NUMBER} ?GiB\)"),
           ("gpu_memory_utilization", rf"gpu_memory_utilization \({NUMBER}\)"),
           ("weights_gib", rf"model weights take {NUMBER} ?GiB"),
           ("non_torch_gib", rf"non_torch_memory takes {NUMBER} ?GiB"),
           ("activation_peak_gib", rf"activation peak memory takes {NUMBER} ?GiB"),
-          ("kv_cache_gib", rf"reserved for KV Cache is {NUMBER} ?GiB"))
+          ("kv_cache_gib", r"reserved for KV Cache is (-?\d[\d.]*?)\.? ?GiB"))
 _SUMMARIES = ("Memory profiling results:", "Memory profiling takes")
+_COMPLETE = re.compile(r"gpu_memory_utilization=\d\.\d\d|kv_cache_memory=[\d.]+ ?GiB|reserved for KV Cache is")
 _LINE_START = re.compile(r"^\s*(?:\(|\[|INFO|WARNING|ERROR|DEBUG|\S+ pid=|\d\d-\d\d )")
 
 
@@ -168,22 +171,28 @@ def logical_lines(text: str) -> list[str]:
         line = line[:MAX_LINE]
         if joining and line.strip() and not _LINE_START.match(line) and not any(s in line for s in _SUMMARIES):
             out[-1] = out[-1] + line.strip() if out[-1].endswith((" ", ",")) else out[-1].rstrip() + line.strip()
+            joining = not _COMPLETE.search(out[-1])
             continue
         joining = any(s in line for s in _SUMMARIES)
         out.append(line)
+        joining = joining and not _COMPLETE.search(line)
     return out
 
 
-def _summary(line: str, rank: int, number: int, reading: Reading) -> None:
+def _summary(line: str, rank: int, number: int, reading: Reading) -> bool:
+    """The profiling summary's figures in ``line``: V0's key=value pairs, or v0.7's sentences (on any line)."""
+    found_any = False
     if "Memory profiling results:" in line:
         for key, value in _PROFILE_PAIR.findall(line.split("Memory profiling results:", 1)[1]):
             if key in _PROFILE_KEYS:
                 reading.add(_PROFILE_KEYS[key], float(value.rstrip(".")), rank, number)
-    elif "Memory profiling takes" in line:
-        for name, regex in _TAKES:
-            found = re.search(regex, line)
-            if found:
-                reading.add(name, _num(found.group(1)), rank, number)
+                found_any = True
+    for name, regex in _TAKES:
+        found = re.search(regex, line)
+        if found:
+            reading.add(name, _num(found.group(1)), rank, number)
+            found_any = True
+    return found_any or "Memory profiling takes" in line
 
 
 def read_lines(text: str) -> Reading:
@@ -200,10 +209,9 @@ def read_lines(text: str) -> Reading:
             reading.engines[pattern.engine] = reading.engines.get(pattern.engine, 0) + 1
             for name, group in pattern.figures:
                 reading.add(name, _num(found.group(group)), rank, number)
-        if any(s in line for s in _SUMMARIES):
+        if _summary(line, rank, number, reading):
             matched = True
             reading.engines["vllm"] = reading.engines.get("vllm", 0) + 1
-            _summary(line, rank, number, reading)
         if matched or _CONFIG_HINT.search(line):
             reading.lines.append(line)
     return reading
