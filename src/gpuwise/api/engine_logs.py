@@ -10,6 +10,7 @@ vllm/executor/gpu_executor.py: ``num_gpu_blocks * block_size / max_model_len``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,7 +127,9 @@ def _gpu(log: EngineLog, given: str | None, catalog: Catalog) -> Knob:
 def _format(log: EngineLog, arch: Architecture) -> tuple[str | None, Knob | None]:
     quant, dtype = log.knobs.get("quantization"), log.knobs.get("dtype")
     if quant is not None:
-        mapped = _QUANT.get(str(quant.value).lower(), "unknown")
+        words = re.findall(r"[\w-]+", str(quant.value).lower())
+        named = [_QUANT[w] for w in words if _QUANT.get(w)]  # a record's "compressed-tensors int4 weight-only"
+        mapped = named[0] if named else _QUANT.get(words[0] if words else "", "unknown")
         if mapped != "unknown":
             return mapped, quant
     if arch.checkpoint is not None or dtype is None:

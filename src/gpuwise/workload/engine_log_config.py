@@ -150,7 +150,9 @@ def _knob_in_lines(knob: str, lines: list[str]) -> Knob | None:
 def _record_knob(knob: str, record: Mapping[str, Any]) -> Knob | None:
     for key in RECORD_KEYS.get(knob, ()):
         value = record.get(key)
-        if isinstance(value, str):  # a record's note follows its value: "bfloat16 (activations)", "fp8 (checkpoint)"
+        if isinstance(value, str) and knob == "quantization":  # its note names the format: "... int4 weight-only"
+            value = printable(value[:MAX_TEXT], one_line=True) or None
+        elif isinstance(value, str):  # a record's note follows its value: "bfloat16 (activations)", "fp8 (checkpoint)"
             value = _clean(value.split()[0].rstrip(",;")) if value.split() else None
         if isinstance(value, (bool, int, float, str)) and value != "not":
             return Knob(value, f"{RECORD} ({key})")
