@@ -137,7 +137,10 @@ def _format(log: EngineLog, arch: Architecture) -> tuple[str | None, Knob | None
     return _DTYPE.get(str(dtype.value).lower()), dtype
 
 
-def job_options(log: EngineLog, arch: Architecture, tp: int | None) -> tuple[dict[str, Any], dict[str, Knob], list[str]]:
+Options = tuple[dict[str, Any], dict[str, Knob], list[str]]
+
+
+def job_options(log: EngineLog, arch: Architecture, tp: int | None) -> Options:
     """The InferJob options for the log's settings, each knob's origin, and notes on what was approximated. Only
     options InferJob has are passed (an engine_version or enforce_eager field where the job model has one)."""
     knobs, notes = dict(log.knobs), []
