@@ -103,6 +103,16 @@ SGLANG_MLA_QUANT = """[2025-11-04 05:27:13 DP0 TP0 EP0] Load weight end. type=Qw
 """  # noqa: E501
 
 
+V021_GRAPHS = """(Worker_TP0 pid=514) INFO 07-12 02:35:26 [gpu_model_runner.py:6639] Estimated CUDA graph memory: 1.58 GiB total
+(Worker_TP1 pid=515) INFO 07-12 02:35:26 [gpu_model_runner.py:6639] Estimated CUDA graph memory: 1.58 GiB total
+(Worker_TP0 pid=514) INFO 07-12 02:35:26 [gpu_worker.py:538] Available KV cache memory: 10.29 GiB
+(EngineCore pid=1501) INFO [gpu_worker.py:495] The current --gpu-memory-utilization=0.7200 is equivalent to --gpu-memory-utilization=0.6026 without CUDA graph memory profiling.
+"""  # noqa: E501
+SGLANG_AVAIL_FIRST = """[2025-03-08 12:29:28 TP3] Capture cuda graph end. Time elapsed: 7.22 s. avail mem=0.53 GB. mem usage=0.94 GB.
+[2025-03-08 12:29:28 TP0] Capture cuda graph end. Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB.
+"""  # noqa: E501
+
+
 def test_line_variants_across_versions() -> None:
     v07 = parse_engine_log(V07_SPLIT)  # one summary over three prefixed lines
     assert (v07.figures["weights_gib"], v07.figures["kv_cache_gib"], v07.figures["non_torch_gib"]) == (
@@ -117,6 +127,10 @@ def test_line_variants_across_versions() -> None:
     assert new.engine == "sglang" and new.figures["weights_gib"] == 7.08
     assert new.figures["kv_cache_gib"] == pytest.approx(11.38) and new.figures["kv_cache_tokens"] == 298447
     assert (new.knobs["context"].value, new.knobs["max_num_seqs"].value) == (40960, 4096)
+    graphs = parse_engine_log(V021_GRAPHS)  # v0.21+ prints the estimate before it captures
+    assert graphs.figures["cuda_graph_gib"] == 1.58 and graphs.figures["kv_cache_gib"] == 10.29
+    assert graphs.knobs["memory_fraction"].value == 0.72
+    assert parse_engine_log(SGLANG_AVAIL_FIRST).figures["cuda_graph_gib"] == 0.93  # TP0's
     mla = parse_engine_log(SGLANG_MLA_QUANT)
     assert (mla.figures["weights_gib"], mla.figures["kv_cache_gib"], mla.figures["kv_cache_tokens"]) == (
         23.36, 17.16, 524288)
@@ -177,3 +191,15 @@ def test_save_writes_the_record(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output[-300:]
     saved = json.loads(target.read_text())
     assert saved["measured"]["weights_gib"] == pytest.approx(15.0) and saved["engine"] == "sglang"
+
+
+def test_text_from_the_log_never_reaches_the_terminal_as_markup_or_escapes(tmp_path: Path) -> None:
+    hostile = tmp_path / "hostile.log"
+    hostile.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.9\n"
+                       "INFO non-default args: {'dtype': '[red]x\x1b]8;;http://e.vil\x07y', 'max_model_len': 4096}\n"
+                       "INFO # GPU blocks: 100, # CPU blocks: 2\n")
+    result = runner.invoke(app, ["calibrate", "--from", str(hostile), "--model", "llama-3.1-8b", "--gpu", "l40s"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output[-300:]
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "[red]x" in result.output  # shown as typed, not taken as markup

@@ -140,6 +140,24 @@ def _format(log: EngineLog, arch: Architecture) -> tuple[str | None, Knob | None
 Options = tuple[dict[str, Any], dict[str, Knob], list[str]]
 
 
+def _whole(knob: Knob | None, high: int) -> int | None:
+    """A count the log printed, if it is one from 1 to ``high``; anything else is left to the default."""
+    value = knob.value if knob is not None else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        return None
+    return int(value) if 1 <= value <= high else None
+
+
+def _passed(knob: str, value: Any) -> Any:
+    """A knob's value as the job takes it, or None where it is not one (the engine's default applies)."""
+    if knob == "enforce_eager":
+        return value if isinstance(value, bool) else None
+    if knob == "memory_fraction":
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1 \
+            else None
+    return _whole(Knob(value, ""), 10_000_000)
+
+
 def job_options(log: EngineLog, arch: Architecture, tp: int | None) -> Options:
     """The InferJob options for the log's settings, each knob's origin, and notes on what was approximated. Only
     options InferJob has are passed (an engine_version or enforce_eager field where the job model has one)."""
@@ -147,8 +165,7 @@ def job_options(log: EngineLog, arch: Architecture, tp: int | None) -> Options:
     fields = InferJob.model_fields
     if tp:
         knobs["tp"] = Knob(tp, FLAG)
-    tp_n = int(knobs["tp"].value) if "tp" in knobs else 1
-    pp_n = int(knobs["pp"].value) if "pp" in knobs else 1
+    tp_n, pp_n = _whole(knobs.get("tp"), 1024) or 1, _whole(knobs.get("pp"), 1024) or 1
     options: dict[str, Any] = {"engine": log.engine, "batch": 1, "output_len": 0}
     if pp_n > 1 and "pp" in fields:
         options["pp"] = pp_n
@@ -164,20 +181,19 @@ def job_options(log: EngineLog, arch: Architecture, tp: int | None) -> Options:
     kv = log.knobs.get("kv_cache_dtype")
     if kv is not None and _KV.get(str(kv.value).lower()):
         options["kv_dtype"] = _KV[str(kv.value).lower()]
-    context = knobs.get("context")
-    options["input_len"] = int(context.value) if context else (arch.max_positions or 4096)
+    context = _whole(knobs.get("context"), 10_000_000)
+    options["input_len"] = context or arch.max_positions or 4096
     if context is None:
         knobs["context"] = Knob(options["input_len"], "the model's positions (not printed)")
-    for knob, option in (("memory_fraction", "memory_fraction"), ("max_num_seqs", "max_num_seqs"),
-                         ("max_num_batched_tokens", "max_num_batched_tokens"), ("enforce_eager", "enforce_eager")):
-        value = knobs.get(knob)
-        if value is not None and option in fields and not (isinstance(value.value, (int, float)) and
-                                                           value.value <= 0):
-            options[option] = value.value if knob != "enforce_eager" else bool(value.value)
+    for knob in ("memory_fraction", "max_num_seqs", "max_num_batched_tokens", "enforce_eager"):
+        given = knobs.get(knob)
+        value = _passed(knob, given.value) if given is not None else None
+        if value is not None and knob in fields:
+            options[knob] = value
+        elif given is None:
+            knobs[knob] = Knob(None, DEFAULT)
     if log.version is not None and "engine_version" in fields:
         options["engine_version"] = str(log.version.value)
-    for knob in ("memory_fraction", "max_num_seqs", "max_num_batched_tokens", "enforce_eager"):
-        knobs.setdefault(knob, Knob(None, DEFAULT))
     return options, knobs, notes
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from gpuwise.errors import ConfigError
 from gpuwise.safe_io import parse_yaml, read_text
 from gpuwise.text import printable
-from gpuwise.workload.engine_logs import MINIMUM, Reading, derived, engine_of, read_lines
+from gpuwise.workload.engine_logs import MAX_LINES, MINIMUM, Reading, derived, engine_of, read_lines
 
 MAX_LOG_BYTES = 20 * 2**20
 MAX_TEXT = 300
@@ -44,9 +44,11 @@ ALIASES: Mapping[str, tuple[str, ...]] = {
 }
 # the YAML record's keys for a knob (SOURCES.md of engine-logs)
 RECORD_KEYS: Mapping[str, tuple[str, ...]] = {
-    "model": ("model",), "tp": ("tensor_parallel_size",), "pp": ("pipeline_parallel_size",), "dtype": ("dtype",),
+    "model": ("model",), "tp": ("tensor_parallel_size", "tp_size", "tp"),
+    "pp": ("pipeline_parallel_size", "pp_size", "pp"), "dtype": ("dtype",), "block_size": ("block_size", "page_size"),
     "quantization": ("quantization",), "kv_cache_dtype": ("kv_cache_dtype",),
-    "memory_fraction": ("gpu_memory_utilization", "mem_fraction_static"), "context": ("max_model_len", "context_len"),
+    "memory_fraction": ("gpu_memory_utilization", "mem_fraction_static"),
+    "context": ("max_model_len", "context_len", "context_length"),
     "max_num_seqs": ("max_num_seqs", "max_running_requests"),
     "max_num_batched_tokens": ("max_num_batched_tokens", "chunked_prefill_size"), "enforce_eager": ("enforce_eager",),
 }
@@ -55,6 +57,7 @@ _VALUE = r"('[^']*'|\"[^\"]*\"|[^\s,)}\]]+)"
 _PRINTED = {"context": (r"Using max model len (\d+)", r"Maximum concurrency for ([\d,]+) tokens per request",
                         r"max seq len \((\d+)\)"),
             "max_num_batched_tokens": (r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",),
+            "memory_fraction": (r"The current --gpu-memory-utilization=([\d.]+)",),
             "dtype": (r"Load weight end\. type=\w+, dtype=([\w.]+)",)}
 _ENGINE_CONFIG = re.compile(r"LLM engine \(v([^)\s]+)\) with config:")
 _VERSION = (re.compile(r"LLM engine \(v([^)\s]+)\)"), re.compile(r"vLLM API server version (\S+)"),
@@ -178,8 +181,11 @@ def _record(text: str, origin: str) -> tuple[str, Mapping[str, Any]]:
         data = parse_yaml(text, origin=origin)
     except ConfigError:
         return text, {}
-    if isinstance(data, Mapping) and isinstance(data.get("excerpt"), str):
-        return data["excerpt"], data
+    excerpt = data.get("excerpt") if isinstance(data, Mapping) else None
+    if isinstance(excerpt, list):  # lines as a YAML list
+        excerpt = "\n".join(str(line) for line in excerpt[:MAX_LINES])
+    if isinstance(data, Mapping) and isinstance(excerpt, str):
+        return excerpt, data
     return text, {}
 
 
@@ -189,6 +195,8 @@ def parse_engine_log(text: str, *, source: str = "log") -> EngineLog:
     log_text, record = _record(text, source)
     reading: Reading = read_lines(log_text)
     engine = engine_of(reading, source)
+    if str(record.get("engine", "")).lower() in reading.engines:  # the record says which, where both are seen
+        engine = str(record["engine"]).lower()
     lines = reading.lines
     knobs: dict[str, Knob] = {}
     for knob in ALIASES:
@@ -196,14 +204,15 @@ def parse_engine_log(text: str, *, source: str = "log") -> EngineLog:
         if found is not None and found.value is not None:
             knobs[knob] = found
     block = knobs.get("block_size")
-    figures = derived(reading.figures(MINIMUM), engine, int(block.value) if block and engine == "vllm" else None)
+    size = block.value if block and isinstance(block.value, int) and 0 < block.value <= 4096 else None
+    figures = derived(reading.figures(MINIMUM), engine, size if engine == "vllm" else None)
     fraction = knobs.get("memory_fraction")
     if "gpu_memory_utilization" in figures and (fraction is None or "engine config" not in fraction.origin):
         knobs["memory_fraction"] = Knob(figures["gpu_memory_utilization"], f"{LOG} (figures)")
     if "max_concurrency_at_len" in figures and "context" not in knobs:
         knobs["context"] = Knob(int(figures["max_concurrency_at_len"]), f"{LOG} (figures)")
     gpu = record.get("gpu")
-    gpu_id = gpu.get("catalog_id") if isinstance(gpu, Mapping) else None
+    gpu_id = gpu.get("catalog_id") if isinstance(gpu, Mapping) else gpu if isinstance(gpu, str) else None
     failed = bool(re.search(r"EngineCore failed to start|ValueError: |CUDA out of memory", log_text))
     return EngineLog(engine, source, figures, knobs, _version(lines, record),
                      gpu_id=str(gpu_id)[:100] if isinstance(gpu_id, str) else None,

@@ -50,7 +50,7 @@ NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
 VLLM_BLOCK_SIZE = 16  # vllm-project/vllm@v0.6.4 vllm/config.py CacheConfig: --block-size default 16 on CUDA/ROCm
 
 _RANK = re.compile(r"\bTP(\d+)\b|\brank=(\d+)|Worker_TP(\d+)")
-_NOT_DRIVER = re.compile(r"VllmWorkerProcess|VllmWorker rank=[1-9]")
+_NOT_DRIVER = re.compile(r"VllmWorkerProcess|VllmWorker rank=[1-9]|RayWorkerWrapper")
 
 
 def _num(text: str) -> float:
@@ -88,7 +88,9 @@ PATTERNS: tuple[Pattern, ...] = (
        rf"stored in KV cache \({NUMBER}\)", ("max_model_len", 1), ("kv_cache_tokens", 2)),
     _p("vllm", "KV too small (V1)", rf"larger than the available KV cache memory \({NUMBER} ?GiB\)",
        ("kv_cache_gib", 1)),
-    _p("vllm", "engine config", r"Initializing an? (?:V1 )?LLM engine"),
+    _p("vllm", "CUDA graph estimate", rf"Estimated CUDA graph memory: {NUMBER} ?GiB", ("cuda_graph_estimated_gib", 1)),
+    _p("vllm", "CUDA graph pool", rf"CUDA graph pool memory: {NUMBER} ?GiB \(actual\)", ("cuda_graph_pool_gib", 1)),
+    _p("vllm", "engine config", r"Initializing an? (?:V\d )?LLM engine"),
     _p("vllm", "non-default args", r"non-default args: \{"),
     _p("vllm", "API server", r"vLLM API server version |[█▄▀] +version \d"),
     _p("sglang", "load begin", rf"Load weight begin\. avail mem={NUMBER} ?GB", ("avail_mem_before_load_gb", 1)),
@@ -100,8 +102,9 @@ PATTERNS: tuple[Pattern, ...] = (
        ("kv_cache_tokens", 1), ("kv_cache_gib", 2)),
     _p("sglang", "pool end", rf"Memory pool end\. avail mem={NUMBER} ?GB", ("avail_mem_after_pool_gb", 1)),
     _p("sglang", "token budget", rf"max_total_num_tokens={NUMBER}", ("max_total_num_tokens", 1)),
-    _p("sglang", "graph capture", rf"Capture cuda graph end\. Time elapsed: {NUMBER} ?s\.? ?mem usage={NUMBER} ?GB",
-       ("cuda_graph_gib", 2)),
+    _p("sglang", "graph capture", rf"Capture (?:[\w ]+ )?(?i:cuda graph) end\..*?mem usage={NUMBER} ?GB",
+       ("cuda_graph_gib", 1)),
+    _p("sglang", "graph capture (no memory)", r"Capture (?:[\w ]+ )?(?i:cuda graph) end\."),
     _p("sglang", "server args", r"server_args=ServerArgs\("),
 )
 
@@ -218,7 +221,8 @@ def read_lines(text: str) -> Reading:
 
 
 _CONFIG_HINT = re.compile(r"vllm serve|sglang\.launch_server|sglang\.bench|launch_server|Namespace\(|"
-                          r"Using max model len|max_num_batched_tokens=|Using KV cache dtype")
+                          r"Using max model len|max_num_batched_tokens=|Using KV cache dtype|"
+                          r"The current --gpu-memory-utilization")
 
 # figures the engine takes the least of over its workers (vLLM V0's blocks, V1's token count is already one line)
 MINIMUM = frozenset({"gpu_blocks", "cpu_blocks"})
@@ -234,6 +238,10 @@ def derived(figures: dict[str, float], engine: str, block_size: int | None) -> d
         out.setdefault("kv_cache_tokens", out["gpu_blocks"] * size)
     if engine == "vllm" and "kv_cache_tokens" in out and block_size:
         out.setdefault("gpu_blocks", float(int(out["kv_cache_tokens"] // block_size)))
+    if engine == "vllm" and "cuda_graph_gib" not in out:  # v0.21+: the pool's actual size, else the estimate
+        graphs = out.get("cuda_graph_pool_gib", out.get("cuda_graph_estimated_gib"))
+        if graphs is not None:
+            out["cuda_graph_gib"] = graphs
     if engine == "sglang":
         before, loaded = out.get("avail_mem_before_load_gb"), out.get("avail_mem_after_load_gb")
         pool = out.get("avail_mem_after_pool_gb")
