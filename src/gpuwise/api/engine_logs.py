@@ -21,7 +21,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.errors import ConfigError, GpuwiseError
 from gpuwise.text import printable
 from gpuwise.workload.engine_log_config import LOG, RECORD, EngineLog, Knob, parse_engine_log, read_engine_log
-from gpuwise.workload.engine_logs import FIGURE_NAMES
+from gpuwise.workload.engine_logs import FIGURE_NAMES, rules_of
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.architecture import Architecture
 
@@ -226,8 +226,9 @@ def compare_log(log: EngineLog, *, settings: Mapping[str, object] | None = None,
     arch, model_knob = _model(log, given.get("model"))  # type: ignore[arg-type]
     options, knobs, notes = job_options(log, arch, given.get("tp"))  # type: ignore[arg-type]
     knobs = {"gpu": gpu, "model": model_knob, **{k: v for k, v in knobs.items() if k not in ("gpu", "model")}}
-    if log.engine == "vllm":
-        knobs.setdefault("block_size", Knob(16, DEFAULT))
+    default_block = rules_of(log.engine).block_size
+    if default_block:  # an engine that counts its KV cache in blocks
+        knobs.setdefault("block_size", Knob(default_block, "engine default"))
     try:
         done = estimate(arch, gpu=str(gpu.value), task="infer", catalog_files=catalog_files, **options)
     except GpuwiseError as exc:
@@ -235,7 +236,7 @@ def compare_log(log: EngineLog, *, settings: Mapping[str, object] | None = None,
                           "them") from None
     block = knobs.get("block_size")
     rows = _rows(log, done.memory, int(options["input_len"]),
-                 int(block.value) if block and log.engine == "vllm" else None)
+                 _whole(block, 4096) if block and default_block else None)
     if log.startup_failed:
         notes.append("the engine failed to start after printing these figures")
     return LogComparison(log, arch.name, str(gpu.value), rows, knobs, tuple(notes), tuple(done.memory.assumptions))
@@ -249,10 +250,10 @@ def file_shape(path: Path | str) -> str:
     from gpuwise.workload.engine_log_config import MAX_LOG_BYTES, looks_like_engine_log
 
     text = read_text(Path(path), what="calibrate --from file", max_bytes=MAX_LOG_BYTES)
+    if re.match(r"\s*(\{|\[\s*(\{|\]|$))", text):  # a JSON object, or an array of them (SGLang's '[12:00 TP0]' is not)
+        return "json"
     if looks_like_engine_log(text):
         return "engine-log"
-    if text.lstrip()[:1] in ("{", "["):
-        return "json"
     name = printable(Path(path).name[:200], one_line=True) or "the file"
     raise ConfigError(f"{name}: neither a benchmark export (AIPerf, vllm bench serve, SGLang bench_serving, "
                       "llama-bench -o json) nor a vLLM or SGLang start-up log (no line such as 'GPU KV cache size: N "

@@ -20,7 +20,7 @@ from typing import Any
 from gpuwise.errors import ConfigError
 from gpuwise.safe_io import parse_yaml, read_text
 from gpuwise.text import printable
-from gpuwise.workload.engine_logs import MAX_LINES, MINIMUM, Reading, derived, engine_of, read_lines
+from gpuwise.workload.engine_logs import MAX_LINES, MINIMUM, Reading, derived, engine_of, read_lines, rules_of
 
 MAX_LOG_BYTES = 20 * 2**20
 MAX_TEXT = 300
@@ -205,7 +205,7 @@ def parse_engine_log(text: str, *, source: str = "log") -> EngineLog:
             knobs[knob] = found
     block = knobs.get("block_size")
     size = block.value if block and isinstance(block.value, int) and 0 < block.value <= 4096 else None
-    figures = derived(reading.figures(MINIMUM), engine, size if engine == "vllm" else None)
+    figures = derived(reading.figures(MINIMUM), rules_of(engine), size)
     fraction = knobs.get("memory_fraction")
     if "gpu_memory_utilization" in figures and (fraction is None or "engine config" not in fraction.origin):
         knobs["memory_fraction"] = Knob(figures["gpu_memory_utilization"], f"{LOG} (figures)")

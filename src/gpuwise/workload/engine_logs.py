@@ -47,7 +47,6 @@ from gpuwise.errors import ConfigError
 MAX_LINES = 200_000
 MAX_LINE = 200_000  # characters of one line kept (a config line is some 5,000)
 NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
-VLLM_BLOCK_SIZE = 16  # vllm-project/vllm@v0.6.4 vllm/config.py CacheConfig: --block-size default 16 on CUDA/ROCm
 
 _RANK = re.compile(r"\bTP(\d+)\b|\brank=(\d+)|Worker_TP(\d+)")
 _NOT_DRIVER = re.compile(r"VllmWorkerProcess|VllmWorker rank=[1-9]|RayWorkerWrapper")
@@ -108,7 +107,8 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("sglang", "server args", r"server_args=ServerArgs\("),
 )
 
-# vLLM V0's profiling summary: key=value pairs (GiB), the log's keys -> the figures'
+# vLLM V0's profiling summary (its figures are read by _summary): key=value pairs (GiB), the log's keys -> the figures'
+_SUMMARY = _p("vllm", "memory profiling summary", r"Memory profiling (?:results|takes)|model weights take")
 _PROFILE_KEYS = {"total_gpu_memory": "total_gpu_memory_gib", "initial_memory_usage": "initial_memory_usage_gib",
                  "peak_torch_memory": "peak_torch_memory_gib", "torch_peak_memory": "peak_torch_memory_gib",
                  "memory_usage_post_profile": "memory_usage_post_profile_gib", "non_torch_memory": "non_torch_gib",
@@ -214,7 +214,7 @@ def read_lines(text: str) -> Reading:
                 reading.add(name, _num(found.group(group)), rank, number)
         if _summary(line, rank, number, reading):
             matched = True
-            reading.engines["vllm"] = reading.engines.get("vllm", 0) + 1
+            reading.engines[_SUMMARY.engine] = reading.engines.get(_SUMMARY.engine, 0) + 1
         if matched or _CONFIG_HINT.search(line):
             reading.lines.append(line)
     return reading
@@ -228,31 +228,50 @@ _CONFIG_HINT = re.compile(r"vllm serve|sglang\.launch_server|sglang\.bench|launc
 MINIMUM = frozenset({"gpu_blocks", "cpu_blocks"})
 
 
-def derived(figures: dict[str, float], engine: str, block_size: int | None) -> dict[str, float]:
-    """Figures the log gives by arithmetic: vLLM V0's tokens (blocks x block size); SGLang's weights, pool and KV
-    from its avail-mem differences and K + V sizes."""
+@dataclass(frozen=True)
+class LogRules:
+    """What one engine's log leaves to arithmetic: the KV block size its block counts are in, when not printed
+    (None: the engine counts tokens, not blocks)."""
+
+    engine: str
+    block_size: int | None
+
+
+LOG_RULES = (
+    LogRules(engine="vllm", block_size=16),  # vllm-project/vllm@v0.6.4 vllm/config.py CacheConfig: block_size 16
+    LogRules(engine="sglang", block_size=None),  # its token pool (page size 1 by default) is counted in tokens
+)
+
+
+def rules_of(engine: str) -> LogRules:
+    return next(r for r in LOG_RULES if r.engine == engine)
+
+
+def derived(figures: dict[str, float], rules: LogRules, block_size: int | None) -> dict[str, float]:
+    """Figures the log gives by arithmetic: vLLM V0's tokens (blocks x block size); vLLM v0.21's graph pool or its
+    estimate where no capture line says what the graphs took; SGLang's weights, pool and KV from its avail-mem
+    differences and K + V sizes."""
     out = dict(figures)
-    if engine == "vllm" and "gpu_blocks" in out:
-        size = block_size or VLLM_BLOCK_SIZE
+    size = block_size or rules.block_size
+    if "gpu_blocks" in out and size:
         out["block_size"] = float(size)
         out.setdefault("kv_cache_tokens", out["gpu_blocks"] * size)
-    if engine == "vllm" and "kv_cache_tokens" in out and block_size:
+    if "kv_cache_tokens" in out and block_size and rules.block_size:
         out.setdefault("gpu_blocks", float(int(out["kv_cache_tokens"] // block_size)))
-    if engine == "vllm" and "cuda_graph_gib" not in out:  # v0.21+: the pool's actual size, else the estimate
+    if "cuda_graph_gib" not in out:  # v0.21+: the pool's actual size, else the estimate
         graphs = out.get("cuda_graph_pool_gib", out.get("cuda_graph_estimated_gib"))
         if graphs is not None:
             out["cuda_graph_gib"] = graphs
-    if engine == "sglang":
-        before, loaded = out.get("avail_mem_before_load_gb"), out.get("avail_mem_after_load_gb")
-        pool = out.get("avail_mem_after_pool_gb")
-        if before is not None and loaded is not None:
-            out.setdefault("weights_gib", round(before - loaded, 4))
-        if loaded is not None and pool is not None:
-            out["kv_pool_gib"] = round(loaded - pool, 4)
-        if "k_size_gib" in out and "v_size_gib" in out:
-            out["kv_cache_gib"] = round(out.pop("k_size_gib") + out.pop("v_size_gib"), 4)
-        if "max_total_num_tokens" in out:
-            out.setdefault("kv_cache_tokens", out["max_total_num_tokens"])
+    before, loaded = out.get("avail_mem_before_load_gb"), out.get("avail_mem_after_load_gb")
+    pool = out.get("avail_mem_after_pool_gb")
+    if before is not None and loaded is not None:
+        out.setdefault("weights_gib", round(before - loaded, 4))
+    if loaded is not None and pool is not None:
+        out["kv_pool_gib"] = round(loaded - pool, 4)
+    if "k_size_gib" in out and "v_size_gib" in out:
+        out["kv_cache_gib"] = round(out.pop("k_size_gib") + out.pop("v_size_gib"), 4)
+    if "max_total_num_tokens" in out:
+        out.setdefault("kv_cache_tokens", out["max_total_num_tokens"])
     return out
 
 
