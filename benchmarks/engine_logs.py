@@ -20,8 +20,6 @@ from gpuwise.errors import GpuwiseError
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "engine-logs"
 # record id -> (preset, why): the log names a local path or a fine-tune of a preset's architecture
 HINTS = {
-    "vllm-0.16.0-l40s-x2-llama3-70b-awq-tp2": (
-        "llama-3-70b", "README: a local copy of TechxGenus/Meta-Llama-3-70B-Instruct-AWQ (Llama 3 70B, AWQ int4)"),
     "vllm-2025-02-rtx4090-x2-r1-distill-qwen-14b-tp2-fail": (
         "qwen2.5-14b", "DeepSeek-R1-Distill-Qwen-14B is distilled onto Qwen2.5-14B (its config.json's architecture)"),
 }

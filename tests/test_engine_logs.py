@@ -203,3 +203,15 @@ def test_text_from_the_log_never_reaches_the_terminal_as_markup_or_escapes(tmp_p
     assert result.exit_code == 0, result.output[-300:]
     assert "\x1b" not in result.output and "\x07" not in result.output
     assert "[red]x" in result.output  # shown as typed, not taken as markup
+
+
+@needs_logs
+def test_a_local_path_falls_back_to_the_records_model_and_a_reupload_to_its_preset() -> None:
+    # the log prints '/mnt/.../llama3-70b-awq'; the record names TechxGenus/Meta-Llama-3-70B-Instruct-AWQ, a re-upload
+    # of meta-llama/Meta-Llama-3-70B-Instruct quantized to AWQ int4
+    result = runner.invoke(app, ["calibrate", "--from", str(LOGS / "vllm-0.16.0-l40s-x2-llama3-70b-awq-tp2.yaml"),
+                                 "--json"])
+    assert result.exit_code == 0, result.output[-300:]
+    done = json.loads(result.output)
+    assert done["settings"]["model"]["from"].startswith("YAML record (model), read as meta-llama/meta-llama-3-70b")
+    assert done["settings"]["format"]["value"] == "awq-int4" and done["settings"]["tp"]["value"] == 2

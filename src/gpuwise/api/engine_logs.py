@@ -77,15 +77,21 @@ class LogComparison:
 
 def _known(name: str) -> str | None:
     """The name gpuwise resolves offline for ``name``: itself, or the hub id or folder name a local path ends in
-    (``/models/Qwen3-235B-A22B-FP8``), when it is a preset or a preset's hub id, with a format suffix allowed."""
+    (``/models/Qwen3-235B-A22B-FP8``), when it is a preset or a preset's hub id, a format suffix allowed (-FP8, -AWQ);
+    a re-upload under another owner (``TechxGenus/Meta-Llama-3-70B-Instruct-AWQ``) as the preset's own repo."""
     from gpuwise.workload.model.checkpoint import strip_variant
     from gpuwise.workload.model.presets import hub_index
 
     known = hub_index()
+    repos = {k.split("/")[-1]: k for k in sorted(known, reverse=True) if "/" in k}  # repo name -> hub id
     parts = [p for p in name.replace("\\", "/").split("/") if p]
     for candidate in dict.fromkeys((name, "/".join(parts[-2:]), parts[-1] if parts else "")):
-        if candidate and (candidate.lower() in known or strip_variant(candidate)[0].lower() in known):
+        base, _, removed = strip_variant(candidate)
+        if candidate and (candidate.lower() in known or base.lower() in known):
             return candidate
+        repo = repos.get(base.split("/")[-1].lower())
+        if candidate and repo is not None:
+            return repo + "".join(reversed(removed))
     return None
 
 
