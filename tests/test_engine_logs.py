@@ -111,6 +111,10 @@ V021_GRAPHS = """(Worker_TP0 pid=514) INFO 07-12 02:35:26 [gpu_model_runner.py:6
 SGLANG_AVAIL_FIRST = """[2025-03-08 12:29:28 TP3] Capture cuda graph end. Time elapsed: 7.22 s. avail mem=0.53 GB. mem usage=0.94 GB.
 [2025-03-08 12:29:28 TP0] Capture cuda graph end. Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB.
 """  # noqa: E501
+SGLANG_ARGS = """[2026-05-13 02:13:58] Setting KV cache dtype to fp8_e4m3 for DeepseekV4ForCausalLM.
+[2026-05-13 02:13:58] DP attention is enabled. The chunked prefill size is adjusted to 2048 to avoid MoE kernel issues.
+[2026-03-25 12:50:38] INFO engine.py:177: server_args=ServerArgs(model_path='qwen/qwen2.5-0.5b-instruct', tokenizer_path='qwen/qwen2.5-0.5b-instruct', tokenizer_mode='auto', trust_remote_code=False, context_length=None, dtype='auto', quantization=None, kv_cache_dtype='auto', mem_fraction_static=0.871, max_running_requests=None, chunked_prefill_size=8192, tp_size=2, moe_dense_tp_size=None, page_size=1)
+"""  # noqa: E501
 
 
 def test_line_variants_across_versions() -> None:
@@ -131,6 +135,11 @@ def test_line_variants_across_versions() -> None:
     assert graphs.figures["cuda_graph_gib"] == 1.58 and graphs.figures["kv_cache_gib"] == 10.29
     assert graphs.knobs["memory_fraction"].value == 0.72
     assert parse_engine_log(SGLANG_AVAIL_FIRST).figures["cuda_graph_gib"] == 0.93  # TP0's
+    args = parse_engine_log(SGLANG_ARGS).knobs  # what it printed wins over its echoed arguments
+    assert (args["model"].value, args["tp"].value, args["memory_fraction"].value) == (
+        "qwen/qwen2.5-0.5b-instruct", 2, 0.871)
+    assert (args["kv_cache_dtype"].value, args["max_num_batched_tokens"].value) == ("fp8_e4m3", 2048)
+    assert "context" not in args  # context_length=None: not set
     mla = parse_engine_log(SGLANG_MLA_QUANT)
     assert (mla.figures["weights_gib"], mla.figures["kv_cache_gib"], mla.figures["kv_cache_tokens"]) == (
         23.36, 17.16, 524288)

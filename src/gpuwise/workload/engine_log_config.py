@@ -29,7 +29,7 @@ RECORD = "YAML record"
 
 # knob -> the names engines and their launchers give it (vLLM EngineArgs / SGLang ServerArgs field names)
 ALIASES: Mapping[str, tuple[str, ...]] = {
-    "model": ("model", "model_path"),
+    "model": ("model", "model_path", "model_tag"),
     "tp": ("tensor_parallel_size", "tp_size", "tp"),
     "pp": ("pipeline_parallel_size", "pp_size", "pp"),
     "dtype": ("dtype",),
@@ -56,8 +56,10 @@ _SHORT = {"tp": ("-tp",), "pp": ("-pp",)}
 _VALUE = r"('[^']*'|\"[^\"]*\"|[^\s,)}\]]+)"
 _PRINTED = {"context": (r"Using max model len (\d+)", r"Maximum concurrency for ([\d,]+) tokens per request",
                         r"max seq len \((\d+)\)"),
-            "max_num_batched_tokens": (r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",),
+            "max_num_batched_tokens": (r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",
+                                       r"chunked prefill size is adjusted to (\d+)"),
             "memory_fraction": (r"The current --gpu-memory-utilization=([\d.]+)",),
+            "kv_cache_dtype": (r"Setting KV cache dtype to ([\w.]+)", r"Using KV cache dtype: ([\w.]+)"),
             "dtype": (r"Load weight end\. type=\w+, dtype=([\w.]+)",)}
 _ENGINE_CONFIG = re.compile(r"LLM engine \(v([^)\s]+)\) with config:")
 _VERSION = (re.compile(r"LLM engine \(v([^)\s]+)\)"), re.compile(r"vLLM API server version (\S+)"),

@@ -222,7 +222,8 @@ def read_lines(text: str) -> Reading:
 
 _CONFIG_HINT = re.compile(r"vllm serve|sglang\.launch_server|sglang\.bench|launch_server|Namespace\(|"
                           r"Using max model len|max_num_batched_tokens=|Using KV cache dtype|"
-                          r"The current --gpu-memory-utilization")
+                          r"The current --gpu-memory-utilization|Setting KV cache dtype|"
+                          r"chunked prefill size is adjusted")
 
 # figures the engine takes the least of over its workers (vLLM V0's blocks, V1's token count is already one line)
 MINIMUM = frozenset({"gpu_blocks", "cpu_blocks"})
