@@ -62,29 +62,53 @@ def register(app: typer.Typer) -> None:
 
 
 FROM = Opt("from_file", "--from", "The benchmark export to read: AIPerf/GenAI-Perf profile export JSON, `vllm bench "
-                                  "serve --save-result` JSON, SGLang bench_serving JSONL, `llama-bench -o json`.",
+                                  "serve --save-result` JSON, SGLang bench_serving JSONL, `llama-bench -o json`; or a "
+                                  "vLLM or SGLang start-up log (its memory figures beside gpuwise's).",
            Path, OUTPUT, "FILE")
 
 
 def _calibrate(given: Given) -> None:
-    from gpuwise.api.measured_runs import calibrate
     from gpuwise.errors import ConfigError
-    from gpuwise.report.validate import calibrate_json, calibrate_view
 
     source = given.shell.get("from_file")
     if source is None:
         raise ConfigError("give --from FILE: a benchmark export (AIPerf, vllm bench serve, SGLang bench_serving, "
-                          "llama-bench -o json)")
-    done = calibrate(source, settings=given["settings"], save=given.shell.get("save"),
-                     catalog_files=tuple(given.shell.get("catalog") or ()))
+                          "llama-bench -o json) or a vLLM or SGLang start-up log")
+    from gpuwise.api.engine_logs import file_shape
+
+    if file_shape(source) == "engine-log":
+        _engine_log(given, source)
+        return
+    from gpuwise.api.measured_runs import calibrate
+    from gpuwise.report.validate import calibrate_json, calibrate_view
+
+    try:
+        done = calibrate(source, settings=given["settings"], save=given.shell.get("save"),
+                         catalog_files=tuple(given.shell.get("catalog") or ()))
+    except ConfigError as exc:
+        if "not a benchmark export" in str(exc):  # neither shape: say both
+            raise ConfigError(f"{exc}; or a vLLM or SGLang start-up log (lines such as 'GPU KV cache size: N "
+                              "tokens', 'KV Cache is allocated')") from None
+        raise
     print_json(calibrate_json(done)) if given.shell.get("as_json") else stdout().print(calibrate_view(done))
+
+
+def _engine_log(given: Given, source: Path) -> None:
+    from gpuwise.api.engine_logs import compare_engine_log
+    from gpuwise.report.engine_log import engine_log_json, engine_log_view
+
+    settings = {k: v for k, v in dict(given["settings"]).items() if k in ("gpu", "model", "tp") and v is not None}
+    done = compare_engine_log(source, settings=settings, save=given.shell.get("save"),
+                              catalog_files=tuple(given.shell.get("catalog") or ()))
+    print_json(engine_log_json(done)) if given.shell.get("as_json") else stdout().print(engine_log_view(done))
 
 
 def register_calibrate(app: typer.Typer) -> None:
     from gpuwise.api.shell import CalibrateSettings
 
-    define(app, "calibrate", "Read your benchmark exports (AIPerf, vllm bench serve, SGLang, llama-bench): each run "
-                             "beside gpuwise's prediction, and a calibration record.", _calibrate,
+    define(app, "calibrate", "Read your benchmark exports (AIPerf, vllm bench serve, SGLang, llama-bench) or a vLLM "
+                             "or SGLang start-up log: each run or memory figure beside gpuwise's prediction, and a "
+                             "calibration record.", _calibrate,
            sources=[Source.of("settings", CalibrateSettings, "calibrate")],
            shell=[FROM, Opt("save", "--save", "Write the calibration record that --calibration FILE reads (JSON).",
                             Path, OUTPUT, "FILE"), JSON, CATALOG])
