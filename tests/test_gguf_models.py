@@ -1,0 +1,298 @@
+"""GGUF files as models: real GGUF files written by llama.cpp's own writer (gguf-py's GGUFWriter) with quantized
+tensor types, read as models locally, from their parts, and from a Hugging Face-shaped server this test starts
+(HTTP range requests, HF_ENDPOINT pointed at it). The expected figures are worked by hand: element counts from the
+shapes, and bytes from ggml's block layouts (ggml/src/ggml-common.h: block_q4_K holds 256 weights in 2 + 2 + 12 + 128
+= 144 bytes, block_q6_K 256 in 128 + 64 + 16 + 2 = 210, block_q8_0 32 in 2 + 32 = 34; F32 4 bytes a weight).
+
+Tensor data is never written: the writer's header is followed by a sparse extension of the file to its full size,
+so a file with Qwen3-8B's real shapes costs no disk."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuwise import api
+from gpuwise.cli.main import app
+from gpuwise.errors import ConfigError
+from gpuwise.workload.model.gguf_source import choose_file
+from gpuwise.workload.model.resolve import resolve_model
+
+np = pytest.importorskip("numpy")
+gguf = pytest.importorskip("gguf")
+T = gguf.GGMLQuantizationType
+runner = CliRunner()
+BLOCK = {T.Q4_K: (256, 144), T.Q6_K: (256, 210), T.Q8_0: (32, 34), T.F32: (1, 4)}  # weights, bytes (by hand)
+Tensor = tuple[str, tuple[int, ...], Any]
+
+
+def write_gguf(path: Path, arch: str, values: dict[str, Any], tensors: list[Tensor], *, split_tensors: int = 0,
+               ) -> list[Path]:
+    """A GGUF file (or its split parts) as llama.cpp's writer lays it out; shapes in numpy order (rows, columns)."""
+    writer = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_tensors)
+    for key, value in values.items():
+        if isinstance(value, list):
+            writer.add_array(key, value)
+        elif isinstance(value, float):
+            writer.add_float32(key, value)
+        elif isinstance(value, str):
+            writer.add_string(key, value)
+        else:
+            writer.add_uint32(key, value)
+    for name, shape, kind in tensors:
+        weights, size = BLOCK[kind]
+        writer.add_tensor_info(name, shape, np.dtype(np.float32), int(np.prod(shape)) // weights * size, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    ends = [-(-out.tell() // 32) * 32 + sum(-(-info.nbytes // 32) * 32 for info in part.values())
+            for out, part in zip(writer.fout or [], writer.tensors)]
+    names = writer.format_shard_names(Path(path))
+    writer.close()
+    for name, end in zip(names, ends):
+        with open(name, "r+b") as handle:
+            handle.truncate(end)  # the data section, sparse
+    return names
+
+
+def stored_bytes(tensors: list[Tensor]) -> int:
+    return sum(int(np.prod(shape)) // BLOCK[kind][0] * BLOCK[kind][1] for _, shape, kind in tensors)
+
+
+def decoder_tensors(*, layers: int, hidden: int, ffn: int, heads: int, kv_heads: int, head_dim: int, vocab: int,
+                    qk_norm: bool = False) -> list[Tensor]:
+    """A Llama/Qwen3 decoder's tensors, named as llama.cpp names them (gguf-py tensor_mapping), Q4_K_M-like types."""
+    found: list[Tensor] = [("token_embd.weight", (vocab, hidden), T.Q4_K), ("output_norm.weight", (hidden,), T.F32),
+                           ("output.weight", (vocab, hidden), T.Q6_K)]
+    for b in range(layers):
+        found += [(f"blk.{b}.attn_norm.weight", (hidden,), T.F32),
+                  (f"blk.{b}.attn_q.weight", (heads * head_dim, hidden), T.Q4_K),
+                  (f"blk.{b}.attn_k.weight", (kv_heads * head_dim, hidden), T.Q4_K),
+                  (f"blk.{b}.attn_v.weight", (kv_heads * head_dim, hidden), T.Q6_K),
+                  (f"blk.{b}.attn_output.weight", (hidden, heads * head_dim), T.Q4_K),
+                  (f"blk.{b}.ffn_norm.weight", (hidden,), T.F32),
+                  (f"blk.{b}.ffn_gate.weight", (ffn, hidden), T.Q4_K),
+                  (f"blk.{b}.ffn_up.weight", (ffn, hidden), T.Q4_K),
+                  (f"blk.{b}.ffn_down.weight", (hidden, ffn), T.Q8_0 if ffn % 256 else T.Q6_K)]
+        if qk_norm:
+            found += [(f"blk.{b}.attn_q_norm.weight", (head_dim,), T.F32),
+                      (f"blk.{b}.attn_k_norm.weight", (head_dim,), T.F32)]
+    return found
+
+
+def metadata(arch: str, *, layers: int, hidden: int, ffn: int, heads: int, kv_heads: int, head_dim: int, vocab: int,
+             context: int, **extra: Any) -> dict[str, Any]:
+    return {f"{arch}.block_count": layers, f"{arch}.context_length": context, f"{arch}.embedding_length": hidden,
+            f"{arch}.feed_forward_length": ffn, f"{arch}.attention.head_count": heads,
+            f"{arch}.attention.head_count_kv": kv_heads, f"{arch}.attention.key_length": head_dim,
+            f"{arch}.attention.value_length": head_dim, f"{arch}.attention.layer_norm_rms_epsilon": 1e-6,
+            "general.file_type": 15, "tokenizer.ggml.tokens": [f"t{i}" for i in range(vocab)],
+            **{f"{arch}.{key}": value for key, value in extra.items()}}
+
+
+TINY = dict(layers=2, hidden=256, ffn=512, heads=4, kv_heads=2, head_dim=64, vocab=1000)
+# by hand: embedding and head 1000 x 256 each = 512,000; final norm 256; per layer 2 norms 512, q and o 256 x 256
+# = 65,536 each, k and v 128 x 256 = 32,768 each, gate/up/down 512 x 256 = 131,072 each: 590,336; two layers
+TINY_PARAMS = 512_000 + 256 + 2 * (512 + 2 * 65_536 + 2 * 32_768 + 3 * 131_072)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gguf")
+
+
+@pytest.fixture(scope="module")
+def tiny(folder: Path) -> Path:
+    write_gguf(folder / "tiny-Q4_K_M.gguf", "llama", metadata("llama", context=8192, **TINY), decoder_tensors(**TINY))
+    return folder / "tiny-Q4_K_M.gguf"
+
+
+def test_a_llama_file_is_its_own_model(tiny: Path) -> None:
+    arch = resolve_model(str(tiny))
+    assert (arch.family, arch.layers, arch.hidden, arch.heads, arch.kv_heads, arch.head_dim, arch.intermediate,
+            arch.vocab, arch.max_positions) == ("llama", 2, 256, 4, 2, 64, 512, 1000, 8192)
+    assert arch.total_params == TINY_PARAMS == 1_692_928
+    assert arch.checkpoint is not None and arch.checkpoint.quant == "gguf-q4_k_m"  # general.file_type 15
+    assert arch.checkpoint.exact_bytes == stored_bytes(decoder_tensors(**TINY))
+
+
+def test_the_estimate_holds_the_files_bytes(tiny: Path) -> None:
+    result = runner.invoke(app, ["estimate", str(tiny), "--gpu", "rtx-4090", "--task", "infer", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    # Q4_K: embedding 256,000 + per layer q, k, o, gate, up 65,536 + 32,768 + 65,536 + 2 x 131,072 = 425,984;
+    # Q6_K: head 256,000 + v 32,768 and down 131,072 a layer; F32: the norms, 256 + 2 x 512
+    q4 = 256_000 + 2 * 425_984
+    q6 = 256_000 + 2 * (32_768 + 131_072)
+    by_hand = q4 // 256 * 144 + q6 // 256 * 210 + (256 + 2 * 512) * 4
+    assert document["memory"]["weights_bytes"] == by_hand == 623_232 + 478_800 + 5_120
+    assert document["workload"]["params"] == TINY_PARAMS
+
+
+def test_a_moe_file_reads_its_experts(folder: Path) -> None:
+    shape = dict(layers=2, hidden=256, ffn=64, heads=4, kv_heads=2, head_dim=64, vocab=512)
+    tensors = [t for t in decoder_tensors(**shape, qk_norm=True) if "ffn_" not in t[0] or "norm" in t[0]]
+    for b in range(2):
+        tensors += [(f"blk.{b}.ffn_gate_inp.weight", (8, 256), T.F32),
+                    (f"blk.{b}.ffn_gate_exps.weight", (8, 64, 256), T.Q4_K),
+                    (f"blk.{b}.ffn_up_exps.weight", (8, 64, 256), T.Q4_K),
+                    (f"blk.{b}.ffn_down_exps.weight", (8, 256, 64), T.Q8_0)]
+    values = metadata("qwen3moe", context=32768, **shape, expert_count=8, expert_used_count=2,
+                      expert_feed_forward_length=64)
+    write_gguf(folder / "moe.gguf", "qwen3moe", values, tensors)
+    arch = resolve_model(str(folder / "moe.gguf"))
+    assert (arch.family, arch.experts, arch.experts_per_token, arch.intermediate) == ("qwen3_moe", 8, 2, 64)
+    # by hand: embedding + head 2 x 512 x 256 = 262,144, final norm 256; per layer 2 norms 512, q/o 65,536 each,
+    # k/v 32,768 each, q/k norms 64 each, router 8 x 256 = 2,048, experts 3 x 8 x 64 x 256 = 393,216
+    layer = 512 + 2 * 65_536 + 2 * 32_768 + 128 + 2_048 + 393_216
+    assert arch.total_params == 262_144 + 256 + 2 * layer == 1_447_424
+    # two of eight experts run: 3 x 2 x 64 x 256 = 98,304 of the 393,216 per layer
+    assert arch.active_params == arch.total_params - 2 * (393_216 - 98_304)
+
+
+QWEN3_8B = dict(layers=36, hidden=4096, ffn=12288, heads=32, kv_heads=8, head_dim=128, vocab=151936)
+
+
+def test_qwen3_8b_metadata_gives_the_presets_figures(folder: Path) -> None:
+    """Qwen3-8B's real shapes (Qwen/Qwen3-8B config.json: 36 layers, 32 heads, 8 KV heads, head_dim 128, hidden
+    4096, intermediate 12288, 40960 positions, vocab 151936, untied) as a Q4_K_M GGUF's header: the architecture
+    gpuwise's preset builds from the config.json, and the parameters counted from the tensors."""
+    tensors = decoder_tensors(**QWEN3_8B, qk_norm=True)
+    write_gguf(folder / "Qwen3-8B-Q4_K_M.gguf", "qwen3", metadata("qwen3", context=40960, **QWEN3_8B), tensors)
+    arch, preset = resolve_model(str(folder / "Qwen3-8B-Q4_K_M.gguf")), api.model("qwen3-8b")
+    fields = ("family", "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "max_positions",
+              "experts", "qk_norm", "rms_norm")
+    assert {f: getattr(arch, f) for f in fields} == {f: getattr(preset, f) for f in fields}
+    # by hand: 2 x 151,936 x 4,096 (embedding, head) + 4,096 + 36 x (2 x 4096^2 + 2 x 1024 x 4096 + 3 x 4096 x 12288
+    # + 2 x 4096 + 2 x 128) = 8,190,735,360 (the card: 8.2B)
+    assert arch.total_params == preset.total_params == 8_190_735_360
+    assert arch.checkpoint is not None and arch.checkpoint.exact_bytes == stored_bytes(tensors)
+
+
+def test_split_parts_are_read_together(folder: Path) -> None:
+    tensors = decoder_tensors(**TINY)
+    parts = write_gguf(folder / "split.gguf", "llama", metadata("llama", context=8192, **TINY), tensors,
+                       split_tensors=8)
+    assert [p.name for p in parts] == [f"split-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    for part in (parts[0], parts[2]):  # any part names the whole model
+        arch = resolve_model(str(part))
+        assert arch.total_params == TINY_PARAMS
+        assert arch.checkpoint is not None and arch.checkpoint.exact_bytes == stored_bytes(tensors)
+    parts[1].unlink()
+    with pytest.raises(ConfigError, match="no such file"):
+        resolve_model(str(parts[0]))
+
+
+def test_bad_files_are_one_line_errors(folder: Path, tiny: Path) -> None:
+    (folder / "text.gguf").write_text("hello")
+    cut = folder / "cut.gguf"
+    cut.write_bytes(tiny.read_bytes()[:300])
+    write_gguf(folder / "rwkv.gguf", "rwkv6", {"rwkv6.block_count": 2}, [("token_embd.weight", (8, 256), T.Q4_K)])
+    cases = {"text.gguf": "not a GGUF file", "cut.gguf": "ends inside its GGUF header",
+             "rwkv.gguf": "architecture 'rwkv6' is not one gpuwise reads; supported: llama, mistral, qwen2"}
+    for name, message in cases.items():
+        result = runner.invoke(app, ["estimate", str(folder / name), "--gpu", "rtx-4090", "--task", "infer",
+                                     "--json"])
+        assert result.exit_code == 2
+        error = json.loads(result.stdout)["error"]
+        assert message in error and "\n" not in error
+
+
+def test_quant_tags_choose_one_file() -> None:
+    files = ["README.md", "Qwen3-8B-Q4_K_M.gguf", "Qwen3-8B-Q4_K_S.gguf", "Qwen3-8B-UD-Q4_K_XL.gguf",
+             "Q8_0/Qwen3-8B-Q8_0-00001-of-00002.gguf", "Q8_0/Qwen3-8B-Q8_0-00002-of-00002.gguf", "mmproj-F16.gguf"]
+    assert choose_file(files, "q4_k_m", "-hf") == ["Qwen3-8B-Q4_K_M.gguf"]
+    assert choose_file(files, None, "-hf") == ["Qwen3-8B-Q4_K_M.gguf"]  # llama.cpp's default tag
+    assert choose_file(files, "Q8_0", "-hf") == files[4:6]
+    with pytest.raises(ConfigError, match="matches 3 models"):
+        choose_file(files, "Q4_K", "-hf")
+    with pytest.raises(ConfigError, match="matches no file.*'Qwen3-8B-Q4_K_S.gguf'"):
+        choose_file(files, "F16", "-hf")  # the projector is not a model
+
+
+# ---- a Hugging Face-shaped server ------------------------------------------------------------------------------
+class _Hub(BaseHTTPRequestHandler):
+    repos: dict[str, dict[str, Path]] = {}
+    seen: list[tuple[str, str, str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Range", ""), self.headers.get("Authorization", "")))
+        if self.path.startswith("/api/models/"):
+            files = self.repos.get(self.path.removeprefix("/api/models/"))
+            body = json.dumps({"sha": "a" * 40, "siblings": [{"rfilename": n} for n in files or {}]}).encode()
+            self.send_response(200 if files else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        owner, repo, _, commit, name = self.path.lstrip("/").split("/", 4)
+        data = self.repos[f"{owner}/{repo}"][name].read_bytes() if commit == "a" * 40 else b""
+        first, last = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
+        part = data[first:last + 1]
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{len(data)}")
+        self.send_header("Content-Length", str(len(part)))
+        self.end_headers()
+        self.wfile.write(part)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture(scope="module")
+def hub(folder: Path, tiny: Path) -> Iterator[str]:
+    parts = write_gguf(folder / "big.gguf", "llama", metadata("llama", context=8192, **TINY), decoder_tensors(**TINY),
+                       split_tensors=10)
+    _Hub.repos = {"someone/Tiny-GGUF": {"tiny-Q4_K_M.gguf": tiny, "mmproj-tiny-F16.gguf": tiny,
+                                        **{f"tiny-Q8_0-0000{i}-of-00003.gguf": p for i, p in enumerate(parts, 1)}}}
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_hf_repo_and_quant_read_by_range_requests(hub: str, tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    _Hub.seen.clear()
+    result = runner.invoke(app, ["estimate", "-hf", "someone/Tiny-GGUF:q4_k_m", "--gpu", "rtx-4090", "--task",
+                                 "infer", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["workload"]["params"] == TINY_PARAMS
+    assert document["memory"]["weights_bytes"] == stored_bytes(decoder_tensors(**TINY))
+    assert _Hub.seen[0] == ("/api/models/someone/Tiny-GGUF", "bytes=0-7999999", "Bearer hf_test")
+    reads = [s for s in _Hub.seen if "/resolve/" in s[0]]
+    assert reads and all(s[0] == f"/someone/Tiny-GGUF/resolve/{'a' * 40}/tiny-Q4_K_M.gguf" for s in reads)
+    assert all(s[2] == "Bearer hf_test" for s in reads)
+
+
+def test_hf_split_model_reads_every_part(hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    arch = api.model("hf.co/someone/Tiny-GGUF:Q8_0")
+    assert arch.total_params == TINY_PARAMS
+    assert arch.checkpoint is not None and arch.checkpoint.exact_bytes == stored_bytes(decoder_tensors(**TINY))
+    assert arch.name == "someone/Tiny-GGUF:tiny-Q8_0-00001-of-00003.gguf"
+
+
+def test_hf_errors_name_what_was_found(hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    result = runner.invoke(app, ["estimate", "-hf", "someone/Tiny-GGUF:IQ2_XS", "--gpu", "rtx-4090", "--task",
+                                 "infer", "--json"])
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert "matches no file" in error and "'tiny-Q4_K_M.gguf', 'tiny-Q8_0.gguf'" in error
+    result = runner.invoke(app, ["estimate", "-hf", "nobody/None-GGUF", "--gpu", "rtx-4090", "--task", "infer"])
+    assert result.exit_code == 2 and "HTTP 404" in result.output
+    result = runner.invoke(app, ["fit", "llama-3.1-8b", "-hf", "someone/Tiny-GGUF", "--gpu", "rtx-4090"])
+    assert result.exit_code == 2 and "not both" in result.output
