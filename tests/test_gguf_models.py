@@ -296,3 +296,24 @@ def test_hf_errors_name_what_was_found(hub: str, monkeypatch: pytest.MonkeyPatch
     assert result.exit_code == 2 and "HTTP 404" in result.output
     result = runner.invoke(app, ["fit", "llama-3.1-8b", "-hf", "someone/Tiny-GGUF", "--gpu", "rtx-4090"])
     assert result.exit_code == 2 and "not both" in result.output
+
+
+LLAMA_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "exports" / "llama-bench" / (
+    "brayniac-rtx4090-snowpiercer15b-q3kl-b5606.json")
+
+
+@pytest.mark.skipif(not LLAMA_BENCH.is_file(), reason="../shared/data/exports is not here")
+def test_llama_bench_records_use_the_gguf_in_the_folder_given(tmp_path: Path, tiny: Path) -> None:
+    """The record (brayniac/llm-performance @ d653fd7f) loaded
+    /mnt/llm-models/GGUF/TheDrummer/Snowpiercer-15B-v1/Snowpiercer-15B-v1.Q3_K_L.gguf (7,982,305,280 bytes): with
+    --model naming a folder that holds a file of that name, calibrate reads the model from it, not from the record's
+    parameter count, and says when the file's bytes are not the record's."""
+    (tmp_path / "Snowpiercer-15B-v1.Q3_K_L.gguf").write_bytes(tiny.read_bytes())
+    result = runner.invoke(app, ["calibrate", "--from", str(LLAMA_BENCH), "--model", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["model"] == "Snowpiercer-15B-v1.Q3_K_L.gguf"
+    note = next(n for n in document["notes"] if n.startswith("--model"))
+    assert "from the GGUF header" in note and "the record says 7,982,305,280" in note
+    without = json.loads(runner.invoke(app, ["calibrate", "--from", str(LLAMA_BENCH), "--json"]).output)
+    assert without["model"].startswith("dense 14.97B")  # the record's own parameter count, as before
