@@ -317,3 +317,119 @@ def test_llama_bench_records_use_the_gguf_in_the_folder_given(tmp_path: Path, ti
     assert "from the GGUF header" in note and "the record says 7,982,305,280" in note
     without = json.loads(runner.invoke(app, ["calibrate", "--from", str(LLAMA_BENCH), "--json"]).output)
     assert without["model"].startswith("dense 14.97B")  # the record's own parameter count, as before
+
+
+# ---- each family, from its preset's config.json as llama.cpp's converter writes it ---------------------------
+def _kind(shape: tuple[int, ...]) -> Any:
+    """A type whose block divides the row (ggml's rule): Q4_K, else Q8_0, else F32 (norms, biases)."""
+    return T.F32 if len(shape) == 1 else T.Q4_K if shape[-1] % 256 == 0 else T.Q8_0
+
+
+def _attention(c: dict[str, Any], b: int, family: str) -> list[tuple[str, tuple[int, ...]]]:
+    h, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    d = c.get("head_dim") or h // heads
+    p = f"blk.{b}."
+    if family == "deepseek_v3":  # MLA (llama.cpp LLM_ARCH_DEEPSEEK2's tensors)
+        rope, nope, v = c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
+        q, kvr = c["q_lora_rank"], c["kv_lora_rank"]
+        return [(p + "attn_q_a.weight", (q, h)), (p + "attn_q_a_norm.weight", (q,)),
+                (p + "attn_q_b.weight", (heads * (nope + rope), q)), (p + "attn_kv_a_mqa.weight", (kvr + rope, h)),
+                (p + "attn_kv_a_norm.weight", (kvr,)), (p + "attn_kv_b.weight", (heads * (nope + v), kvr)),
+                (p + "attn_output.weight", (h, heads * v))]
+    if family == "phi3":  # q, k and v fused
+        found = [(p + "attn_qkv.weight", ((heads + 2 * kv) * d, h))]
+    else:
+        found = [(p + "attn_q.weight", (heads * d, h)), (p + "attn_k.weight", (kv * d, h)),
+                 (p + "attn_v.weight", (kv * d, h))]
+    found.append((p + "attn_output.weight", (h, heads * d)))
+    if family in ("qwen2", "qwen2_moe", "gpt_oss"):
+        found += [(p + f"attn_{x}.bias", (n,)) for x, n in (("q", heads * d), ("k", kv * d), ("v", kv * d))]
+    if family == "gpt_oss":
+        found += [(p + "attn_output.bias", (h,)), (p + "attn_sinks.weight", (heads,))]
+    if family == "gemma2":
+        found += [(p + "post_attention_norm.weight", (h,)), (p + "post_ffw_norm.weight", (h,))]
+    return found
+
+
+def _feed_forward(c: dict[str, Any], b: int, family: str) -> list[tuple[str, tuple[int, ...]]]:
+    h, p = c["hidden_size"], f"blk.{b}."
+    experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
+    if not experts or b < c.get("first_k_dense_replace", 0):
+        ff = c["intermediate_size"]
+        if family == "phi3":  # gate and up fused
+            return [(p + "ffn_up.weight", (2 * ff, h)), (p + "ffn_down.weight", (h, ff))]
+        return [(p + "ffn_gate.weight", (ff, h)), (p + "ffn_up.weight", (ff, h)), (p + "ffn_down.weight", (h, ff))]
+    ff = c.get("moe_intermediate_size") or c["intermediate_size"]
+    found = [(p + "ffn_gate_inp.weight", (experts, h)), (p + "ffn_gate_exps.weight", (experts, ff, h)),
+             (p + "ffn_up_exps.weight", (experts, ff, h)), (p + "ffn_down_exps.weight", (experts, h, ff))]
+    if family == "gpt_oss":
+        found += [(p + "ffn_gate_inp.bias", (experts,)), (p + "ffn_gate_exps.bias", (experts, ff)),
+                  (p + "ffn_up_exps.bias", (experts, ff)), (p + "ffn_down_exps.bias", (experts, h))]
+    shared = c.get("shared_expert_intermediate_size") or ff * c.get("n_shared_experts", 0)
+    if shared:
+        found += [(p + "ffn_gate_shexp.weight", (shared, h)), (p + "ffn_up_shexp.weight", (shared, h)),
+                  (p + "ffn_down_shexp.weight", (h, shared))]
+    if family == "qwen2_moe":
+        found.append((p + "ffn_gate_inp_shexp.weight", (h,)))
+    return found
+
+
+def family_tensors(c: dict[str, Any], family: str) -> list[Tensor]:
+    h = c["hidden_size"]
+    found = [("token_embd.weight", (c["vocab_size"], h)), ("output_norm.weight", (h,))]
+    if not c.get("tie_word_embeddings", family.startswith("gemma")):
+        found.append(("output.weight", (c["vocab_size"], h)))
+    for b in range(c["num_hidden_layers"]):
+        norms = [f"blk.{b}.attn_norm.weight", f"blk.{b}.post_attention_norm.weight" if family == "gpt_oss" else
+                 f"blk.{b}.ffn_norm.weight"]
+        found += [(n, (h,)) for n in norms] + _attention(c, b, family) + _feed_forward(c, b, family)
+    return [(name, shape, _kind(shape)) for name, shape in found]
+
+
+GGUF_ARCH = {"mixtral": "llama", "qwen2": "qwen2", "qwen2_moe": "qwen2moe", "gemma2": "gemma2", "phi3": "phi3",
+             "gpt_oss": "gpt-oss", "deepseek_v3": "deepseek2"}
+
+
+def converter_metadata(c: dict[str, Any], family: str) -> dict[str, Any]:
+    """What convert_hf_to_gguf.py (llama.cpp@a458664f) writes for this config.json: TextModel's keys, then each
+    family's own (head_dim as key/value length where the config has one; experts; MLA ranks; sliding windows)."""
+    a = GGUF_ARCH[family]
+    values: dict[str, Any] = {f"{a}.block_count": c["num_hidden_layers"],
+                              f"{a}.context_length": c["max_position_embeddings"],
+                              f"{a}.embedding_length": c["hidden_size"], f"{a}.feed_forward_length":
+                              c["intermediate_size"], f"{a}.attention.head_count": c["num_attention_heads"],
+                              f"{a}.attention.head_count_kv": c["num_key_value_heads"],
+                              f"{a}.attention.layer_norm_rms_epsilon": float(c["rms_norm_eps"]),
+                              "tokenizer.ggml.tokens": [f"t{i}" for i in range(c["vocab_size"])]}
+    extra = {"attention.key_length": c.get("head_dim"), "attention.value_length": c.get("head_dim"),
+             "expert_count": c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts"),
+             "expert_used_count": c.get("num_experts_per_tok"),
+             "expert_feed_forward_length": c.get("moe_intermediate_size") or (
+                 c["intermediate_size"] if family == "gpt_oss" else None),
+             "expert_shared_feed_forward_length": c.get("shared_expert_intermediate_size"),
+             "attention.sliding_window": c.get("sliding_window") if family in ("gemma2", "phi3", "gpt_oss") else None}
+    if family == "deepseek_v3":
+        extra.update({"attention.key_length": c["qk_nope_head_dim"] + c["qk_rope_head_dim"],
+                      "attention.value_length": c["v_head_dim"], "attention.kv_lora_rank": c["kv_lora_rank"],
+                      "attention.q_lora_rank": c["q_lora_rank"], "rope.dimension_count": c["qk_rope_head_dim"],
+                      "expert_shared_count": c["n_shared_experts"],
+                      "leading_dense_block_count": c["first_k_dense_replace"]})
+    return {**values, **{f"{a}.{k}": v for k, v in extra.items() if v is not None}}
+
+
+@pytest.mark.parametrize("preset", ["mixtral-8x7b", "qwen2.5-7b", "qwen1.5-moe-a2.7b", "gemma-2-9b", "phi-3-mini",
+                                    "gpt-oss-20b", "deepseek-v3"])
+def test_each_family_reads_back_as_its_preset(folder: Path, preset: str) -> None:
+    arch_of_preset = api.model(preset)
+    c, family = dict(arch_of_preset.config), arch_of_preset.family
+    tensors = family_tensors(c, family)
+    path = folder / f"{preset}.gguf"
+    write_gguf(path, GGUF_ARCH[family], converter_metadata(c, family), tensors)
+    arch = resolve_model(str(path))
+    fields = ("family", "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "max_positions",
+              "experts", "experts_per_token", "shared_expert_intermediate", "sliding_window", "window_layers",
+              "gated_mlp", "rms_norm")
+    assert {f: getattr(arch, f) for f in fields} == {f: getattr(arch_of_preset, f) for f in fields}
+    counted = sum(int(np.prod(shape)) for _, shape, _ in tensors)
+    assert arch.total_params == counted
+    assert abs(counted - arch_of_preset.total_params) <= 1e-4 * arch_of_preset.total_params

@@ -77,6 +77,7 @@ def _dense(m: _Meta, tensors: Mapping[str, TensorInfo]) -> Config:
         "head_dim": m.number("attention.key_length") or hidden // heads,
         "intermediate_size": m.number("feed_forward_length"), "max_position_embeddings": m.number("context_length"),
         "vocab_size": _vocab(m, tensors, hidden), "tie_word_embeddings": "output.weight" not in tensors,
+        "sliding_window": m.number("attention.sliding_window"),
     }
     if m.get("attention.layer_norm_rms_epsilon") is not None:
         config["rms_norm_eps"] = float(m.get("attention.layer_norm_rms_epsilon"))
@@ -122,8 +123,7 @@ def _qwen2_moe(m: _Meta, t: Mapping[str, TensorInfo]) -> Config:
 
 def _gemma(model_type: str) -> Callable[[_Meta, Mapping[str, TensorInfo]], Config]:
     def build(m: _Meta, t: Mapping[str, TensorInfo]) -> Config:
-        return {**_dense(m, t), "model_type": model_type, "sliding_window": m.number("attention.sliding_window"),
-                "tie_word_embeddings": True}
+        return {**_dense(m, t), "model_type": model_type, "tie_word_embeddings": True}
     return build
 
 
