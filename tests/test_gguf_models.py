@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import CliRunner
@@ -53,10 +53,10 @@ def write_gguf(path: Path, arch: str, values: dict[str, Any], tensors: list[Tens
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     ends = [-(-out.tell() // 32) * 32 + sum(-(-info.nbytes // 32) * 32 for info in part.values())
-            for out, part in zip(writer.fout or [], writer.tensors)]
+            for out, part in zip(writer.fout or [], writer.tensors, strict=True)]
     names = writer.format_shard_names(Path(path))
     writer.close()
-    for name, end in zip(names, ends):
+    for name, end in zip(names, ends, strict=True):
         with open(name, "r+b") as handle:
             handle.truncate(end)  # the data section, sparse
     return names
@@ -213,14 +213,14 @@ def test_quant_tags_choose_one_file() -> None:
     assert choose_file(files, "Q8_0", "-hf") == files[4:6]
     with pytest.raises(ConfigError, match="matches 3 models"):
         choose_file(files, "Q4_K", "-hf")
-    with pytest.raises(ConfigError, match="matches no file.*'Qwen3-8B-Q4_K_S.gguf'"):
+    with pytest.raises(ConfigError, match=r"matches no file.*'Qwen3-8B-Q4_K_S\.gguf'"):
         choose_file(files, "F16", "-hf")  # the projector is not a model
 
 
 # ---- a Hugging Face-shaped server ------------------------------------------------------------------------------
 class _Hub(BaseHTTPRequestHandler):
-    repos: dict[str, dict[str, Path]] = {}
-    seen: list[tuple[str, str, str]] = []
+    repos: ClassVar[dict[str, dict[str, Path]]] = {}
+    seen: ClassVar[list[tuple[str, str, str]]] = []
 
     def do_GET(self) -> None:
         self.seen.append((self.path, self.headers.get("Range", ""), self.headers.get("Authorization", "")))

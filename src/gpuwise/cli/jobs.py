@@ -35,9 +35,9 @@ MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B)
 LANGUAGE_MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B), a config.json path, or a "
                               "GGUF file (./model.gguf or its URL); or -hf REPO:QUANT. `gpuwise models` lists the "
                               "presets.", required=False)
-ESTIMATED = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B), a config.json path, or a GGUF file "
-                         "(./model.gguf or its URL); or -hf REPO:QUANT; `gpuwise models` lists the presets. Leave it "
-                         "out with --task hpc --app NAME (`gpuwise models` lists the applications too).",
+ESTIMATED = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B), a config.json path, or a "
+                         "GGUF file (./model.gguf or its URL); or -hf REPO:QUANT; `gpuwise models` lists the presets. "
+                         "Leave it out with --task hpc --app NAME (`gpuwise models` lists the applications too).",
                 required=False)
 HF_REPO = Opt("hf_repo", "--hf-repo", "A GGUF model on the Hugging Face hub, as llama.cpp's -hf takes it: "
                                       "<owner>/<repo>[:QUANT] (e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M; Q4_K_M when left "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -43,7 +44,7 @@ MAX_STRINGS = 2**23  # strings in all arrays together: each is read one by one
 _U8, _U32, _I32, _U64, _I64 = (struct.Struct(f"<{c}") for c in "BIiQq")
 _SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF_TYPE_SIZE; 8 string, 9 array
 _STRING, _ARRAY, _UINT32 = 8, 9, 4
-_NUMBERS = {k: struct.Struct(f"<{c}") for k, c in zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd")}
+_NUMBERS = {k: struct.Struct(f"<{c}") for k, c in zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd", strict=True)}
 MAX_KEPT_ITEMS = 4096  # a numeric array kept whole (one value per layer); longer ones are skipped
 MAX_KEPT_CHARS = 4096  # a string value kept (an architecture's or file's name); longer ones are skipped
 
@@ -51,7 +52,7 @@ MAX_KEPT_CHARS = 4096  # a string value kept (an architecture's or file's name);
 class Strings(NamedTuple):
     """A string array's length (its items are skipped): ``tokenizer.ggml.tokens`` gives the vocabulary."""
 
-    count: int
+    items: int
 
 
 class _Cursor:
@@ -253,7 +254,7 @@ def read_gguf_header(source: Source) -> GgufHeader:
     return GgufHeader(source.label, values, tuple(infos))
 
 
-def by_type(infos: tuple[TensorInfo, ...] | list[TensorInfo]) -> dict[str, int]:
+def by_type(infos: Sequence[TensorInfo]) -> dict[str, int]:
     """Bytes per GGML type."""
     totals: Counter[str] = Counter()
     for info in infos:

@@ -86,8 +86,8 @@ def _dense(m: _Meta, tensors: Mapping[str, TensorInfo]) -> Config:
 
 def _vocab(m: _Meta, tensors: Mapping[str, TensorInfo], hidden: int) -> int:
     tokens = m.values.get("tokenizer.ggml.tokens")
-    if isinstance(tokens, Strings) and tokens.count:
-        return tokens.count
+    if isinstance(tokens, Strings) and tokens.items:
+        return tokens.items
     listed = m.number("vocab_size")
     if listed:
         return listed
