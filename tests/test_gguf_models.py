@@ -232,6 +232,14 @@ class _Hub(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        if self.path.startswith("/cdn/"):  # where a redirect sends the file, as the hub sends to its CDN
+            self.path = f"/someone/Tiny-GGUF/resolve/{'a' * 40}/" + self.path.removeprefix("/cdn/")
+        elif self.path.startswith("/someone/Moved-GGUF/resolve/"):
+            self.send_response(302)
+            self.send_header("Location", "/cdn/" + self.path.rsplit("/", 1)[-1])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         owner, repo, _, commit, name = self.path.lstrip("/").split("/", 4)
         data = self.repos[f"{owner}/{repo}"][name].read_bytes() if commit == "a" * 40 else b""
         first, last = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
@@ -251,7 +259,8 @@ def hub(folder: Path, tiny: Path) -> Iterator[str]:
     parts = write_gguf(folder / "big.gguf", "llama", metadata("llama", context=8192, **TINY), decoder_tensors(**TINY),
                        split_tensors=10)
     _Hub.repos = {"someone/Tiny-GGUF": {"tiny-Q4_K_M.gguf": tiny, "mmproj-tiny-F16.gguf": tiny,
-                                        **{f"tiny-Q8_0-0000{i}-of-00003.gguf": p for i, p in enumerate(parts, 1)}}}
+                                        **{f"tiny-Q8_0-0000{i}-of-00003.gguf": p for i, p in enumerate(parts, 1)}},
+                  "someone/Moved-GGUF": {"tiny-Q4_K_M.gguf": tiny}}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -276,6 +285,17 @@ def test_hf_repo_and_quant_read_by_range_requests(hub: str, tiny: Path, monkeypa
     assert all(s[2] == "Bearer hf_test" for s in reads)
 
 
+def test_the_token_does_not_follow_a_redirect(hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    _Hub.seen.clear()
+    assert api.model("hf.co/someone/Moved-GGUF").total_params == TINY_PARAMS
+    moved = [s for s in _Hub.seen if s[0].startswith("/someone/Moved-GGUF/resolve/")]
+    followed = [s for s in _Hub.seen if s[0].startswith("/cdn/")]
+    assert moved and followed
+    assert all(s[2] == "Bearer hf_secret" for s in moved) and all(s[2] == "" for s in followed)
+
+
 def test_hf_split_model_reads_every_part(hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_ENDPOINT", hub)
     monkeypatch.delenv("HF_TOKEN", raising=False)
@@ -296,6 +316,9 @@ def test_hf_errors_name_what_was_found(hub: str, monkeypatch: pytest.MonkeyPatch
     assert result.exit_code == 2 and "HTTP 404" in result.output
     result = runner.invoke(app, ["fit", "llama-3.1-8b", "-hf", "someone/Tiny-GGUF", "--gpu", "rtx-4090"])
     assert result.exit_code == 2 and "not both" in result.output
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = runner.invoke(app, ["serve-sim", "-hf", "someone/Other-GGUF", "--gpu", "rtx-4090"])
+    assert result.exit_code == 2 and "HF_HUB_OFFLINE" in result.output
 
 
 LLAMA_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "exports" / "llama-bench" / (

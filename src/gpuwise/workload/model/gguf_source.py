@@ -152,6 +152,10 @@ def gguf_headers(name: str) -> tuple[str, tuple[GgufHeader, ...]]:
     """The model's name as shown and the headers of all its parts: ``hf.co/<repo>[:QUANT]``, an http(s) URL, or a
     local .gguf file (any one part of a split model)."""
     if name.startswith((HF_PREFIX, "http://", "https://")):
+        if name.startswith(HF_PREFIX) and os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true",
+                                                                                                     "yes", "on"):
+            raise ConfigError(f"offline (HF_HUB_OFFLINE is set) and -hf {excerpt(name[len(HF_PREFIX):], 80)} needs "
+                              "the hub; download the .gguf file and give its path")
         return _remote(name, endpoint(), bool(_token()))
     path = Path(name).expanduser()
     headers = _headers(str(path), what="model", token={}, deadline=time.monotonic() + HTTP_DEADLINE_S)
