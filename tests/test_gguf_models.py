@@ -456,3 +456,17 @@ def test_each_family_reads_back_as_its_preset(folder: Path, preset: str) -> None
     counted = sum(int(np.prod(shape)) for _, shape, _ in tensors)
     assert arch.total_params == counted
     assert abs(counted - arch_of_preset.total_params) <= 1e-4 * arch_of_preset.total_params
+
+
+def test_a_server_treats_hub_ggufs_as_hub_ids_and_urls_as_urls() -> None:
+    """api/access.py: a hub GGUF is read from the hub as a hub id's config.json is, never as a path; a URL given as
+    a model is refused unless the server allows URLs."""
+    from gpuwise.api.access import AccessDenied, AccessPolicy, check_access
+
+    policy = AccessPolicy()
+    assert check_access("hf.co/unsloth/Qwen3-8B-GGUF:Q4_K_M", field="model", kind="model", policy=policy) == (
+        "hf.co/unsloth/Qwen3-8B-GGUF:Q4_K_M")
+    for value in ("https://example.com/x.gguf", "hf.co/../../etc/passwd", "./model.gguf"):
+        with pytest.raises(AccessDenied):
+            check_access(value, field="model", kind="model", policy=policy)
+

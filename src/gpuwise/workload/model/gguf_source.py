@@ -41,6 +41,12 @@ def is_gguf_name(name: str) -> bool:
     return name.startswith((HF_PREFIX, "http://", "https://")) or name.lower().endswith(".gguf")
 
 
+def names_hub_gguf(name: str) -> bool:
+    """``hf.co/<owner>/<repo>[:QUANT]`` with a well-formed repo id: a GGUF read from the hub, not a path."""
+    repo = name[len(HF_PREFIX):].partition(":")[0] if name.startswith(HF_PREFIX) else ""
+    return bool(_REPO.fullmatch(repo)) and not set(repo.split("/")) & {".", ".."}
+
+
 def _split_parts(where: str, header: GgufHeader, what: str) -> list[str]:
     """Every part's path or URL when ``where`` is one part of a split model (``split.count`` > 1), in order."""
     count = header.values.get("split.count")
@@ -123,7 +129,7 @@ def choose_file(files: list[str], tag: str | None, what: str) -> list[str]:
 def _hf_headers(spec: str, deadline: float) -> tuple[str, list[GgufHeader]]:
     repo, _, tag = spec[len(HF_PREFIX):].partition(":")
     what = f"-hf {excerpt(spec[len(HF_PREFIX):], 120)}"
-    if not _REPO.fullmatch(repo) or set(repo.split("/")) & {".", ".."}:
+    if not names_hub_gguf(spec):
         raise ConfigError(f"{what}: give <owner>/<repo>[:QUANT], e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M")
     files, commit = _listing(repo, what, deadline)
     chosen = choose_file(files, tag or None, what)

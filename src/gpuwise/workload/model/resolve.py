@@ -22,7 +22,7 @@ from gpuwise.errors import ConfigError, NotEstimable, UnknownModel
 from gpuwise.safe_io import parse_json, read_text
 from gpuwise.workload.model.architecture import Architecture, from_config, from_param_count
 from gpuwise.workload.model.checkpoint import WeightFormat, strip_variant
-from gpuwise.workload.model.gguf_source import HF_PREFIX
+from gpuwise.workload.model.gguf_source import HF_PREFIX, names_hub_gguf
 from gpuwise.workload.model.presets import Preset, hub_index, presets
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -188,6 +188,8 @@ def names_a_file(name: str) -> bool:
     from gpuwise.workload.diffusion.pipeline import find_pipeline
 
     if name.strip().lower() in hub_index() or find_pipeline(name) is not None:
+        return False
+    if names_hub_gguf(name):  # read from the hub like a hub id's config.json, never from disk
         return False
     if os.path.lexists(os.path.expanduser(name)):
         return True
