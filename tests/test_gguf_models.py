@@ -470,3 +470,20 @@ def test_a_server_treats_hub_ggufs_as_hub_ids_and_urls_as_urls() -> None:
         with pytest.raises(AccessDenied):
             check_access(value, field="model", kind="model", policy=policy)
 
+
+
+def test_deepseek_files_of_the_absorbed_mla_layout(folder: Path) -> None:
+    """Since llama.cpp converts DeepSeek's MLA for absorption, key_length/value_length are kv_lora_rank + rope and
+    kv_lora_rank (576, 512) with one KV head, and the heads' own dims move to key_length_mla/value_length_mla (192,
+    128): the same model either way."""
+    preset = api.model("deepseek-v3")
+    c = dict(preset.config)
+    values = converter_metadata(c, "deepseek_v3")
+    values.update({"deepseek2.attention.head_count_kv": 1, "deepseek2.attention.key_length": 512 + 64,
+                   "deepseek2.attention.value_length": 512, "deepseek2.attention.key_length_mla": 128 + 64,
+                   "deepseek2.attention.value_length_mla": 128})
+    write_gguf(folder / "deepseek-absorbed.gguf", "deepseek2", values, family_tensors(c, "deepseek_v3"))
+    arch = resolve_model(str(folder / "deepseek-absorbed.gguf"))
+    fields = ("heads", "kv_heads", "head_dim", "experts", "experts_per_token", "shared_expert_intermediate")
+    assert {f: getattr(arch, f) for f in fields} == {f: getattr(preset, f) for f in fields}
+    assert [b.attention for b in arch.blocks] == [b.attention for b in preset.blocks]
