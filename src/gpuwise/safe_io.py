@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http.client import HTTPException, HTTPResponse
 from pathlib import Path
@@ -215,11 +215,13 @@ class UrlRange:
     file_bytes: int | None  # the whole file's size as the server states it (Content-Range, or a 200's length)
 
 
-def read_url_range(url: str, *, first: int, size: int, deadline: float, what: str) -> UrlRange:
+def read_url_range(url: str, *, first: int, size: int, deadline: float, what: str,
+                   headers: Mapping[str, str] | None = None) -> UrlRange:
     """At most ``size`` bytes of ``url`` from byte ``first`` (one HTTP range request), finished by ``deadline`` (a
     ``time.monotonic()`` value) whatever the server's pace: a server that drips one byte a second is cut off at the
     deadline, not only after ``HTTP_READ_TIMEOUT_S`` of silence. The request runs in a daemon thread that the caller
-    stops waiting for at the deadline; the thread itself ends at its next chunk or read timeout."""
+    stops waiting for at the deadline; the thread itself ends at its next chunk or read timeout. ``headers`` (a token)
+    go to ``url``'s host only, never along a redirect (urllib's unredirected headers)."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise ConfigError(f"{what}: the deadline for reading it passed; try again, or download the file and give "
@@ -229,7 +231,8 @@ def read_url_range(url: str, *, first: int, size: int, deadline: float, what: st
 
     def work() -> None:
         try:
-            outcome.append(_fetch_range(url, first, size, min(HTTP_READ_TIMEOUT_S, remaining), stop, what))
+            outcome.append(_fetch_range(url, first, size, min(HTTP_READ_TIMEOUT_S, remaining), stop, what,
+                                        headers or {}))
         except Exception as exc:  # raised again in the caller's thread, whatever it is
             outcome.append(exc)
 
@@ -257,9 +260,12 @@ def _opener() -> urllib.request.OpenerDirector:
     return opener
 
 
-def _fetch_range(url: str, first: int, size: int, timeout: float, stop: threading.Event, what: str) -> UrlRange:
+def _fetch_range(url: str, first: int, size: int, timeout: float, stop: threading.Event, what: str,
+                 headers: Mapping[str, str]) -> UrlRange:
     request = urllib.request.Request(url, headers={"Range": f"bytes={first}-{first + size - 1}",
                                                    "Accept-Encoding": "identity"})
+    for name, value in headers.items():
+        request.add_unredirected_header(name, value)
     try:
         with _opener().open(request, timeout=timeout) as response:
             file_bytes = _file_bytes(response, first, what)

@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from gpuwise.api.calibration_records import CALIBRATE_KIND
@@ -111,9 +111,31 @@ def _dense(run: MeasuredRun) -> tuple[Architecture, str]:
                      "overstates: give --model" if moe else ""))
 
 
+def _model_file(given: str, runs: list[MeasuredRun]) -> str | None:
+    """The GGUF a llama-bench record loaded (its model_filename), found in the folder ``--model`` names; None when
+    ``given`` is not a folder holding it (then ``--model`` is read as any model name)."""
+    folder = Path(given).expanduser()
+    if not folder.is_dir():
+        return None
+    for run in runs:
+        if run.model_file:
+            candidate = folder / PurePath(run.model_file.replace("\\", "/")).name
+            if candidate.is_file():
+                return str(candidate)
+    return None
+
+
 def _model(settings: CalibrateSettings, runs: list[MeasuredRun]) -> tuple[Architecture, str]:
     from gpuwise.api.jobs import model
 
+    gguf = _model_file(settings.model, runs) if settings.model else None
+    if gguf is not None:
+        arch = model(gguf)
+        held = arch.checkpoint.exact_bytes if arch.checkpoint is not None else None
+        listed = next((r.weight_bytes for r in runs if r.weight_bytes), None)
+        differs = (f"; its tensors hold {held:,.0f} bytes where the record says {listed:,.0f}: another file of "
+                   "that name?") if held and listed and abs(held - listed) > 0.01 * listed else ""
+        return arch, f"--model {gguf}: the record's model file, its architecture from the GGUF header{differs}"
     counted = next((r for r in runs if not r.bench.names_model.value and r.params), None)
     if not settings.model and counted is not None:
         return _dense(counted)

@@ -51,6 +51,7 @@ class Opt:
     kind: Any = bool  # bool, Path, str or list[Path]
     panel: str = OUTPUT
     metavar: str | None = None
+    aliases: tuple[str, ...] = ()  # other spellings of ``flag`` (llama.cpp's -hf)
 
 
 JSON = Opt("as_json", "--json", "Print machine-readable JSON (errors too: {\"error\": ..., \"exit_code\": ...}).")
@@ -141,8 +142,8 @@ def _field_options(name: str, info: FieldInfo, flag: Flag) -> list[tuple[str, An
 def _shell_option(opt: Opt) -> tuple[str, Any, Any]:
     if opt.kind is bool:
         return opt.name, bool, typer.Option(False, opt.flag, help=opt.help, rich_help_panel=opt.panel)
-    return opt.name, opt.kind | None, typer.Option(None, opt.flag, help=opt.help, rich_help_panel=opt.panel,
-                                                   metavar=opt.metavar)
+    return opt.name, opt.kind | None, typer.Option(None, opt.flag, *opt.aliases, help=opt.help,
+                                                   rich_help_panel=opt.panel, metavar=opt.metavar)
 
 
 def _argument(arg: Arg) -> tuple[str, Any, Any]:

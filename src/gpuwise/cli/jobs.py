@@ -30,11 +30,19 @@ from gpuwise.errors import ConfigError
 from gpuwise.flags import flag_fields
 from gpuwise.report.trace import trace_json, trace_line
 
-MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path. "
-                     "`gpuwise models` lists the presets.")
-ESTIMATED = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B) or a config.json path; `gpuwise "
-                         "models` lists the presets. Leave it out with --task hpc --app NAME (`gpuwise models` lists "
-                         "the applications too).", required=False)
+MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B), a config.json path, or a GGUF file "
+                     "(./model.gguf or its URL). `gpuwise models` lists the presets.")
+LANGUAGE_MODEL = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B), a config.json path, or a "
+                              "GGUF file (./model.gguf or its URL); or -hf REPO:QUANT. `gpuwise models` lists the "
+                              "presets.", required=False)
+ESTIMATED = Arg("model", "Preset id (llama-3.1-8b), hub id (meta-llama/Llama-3.1-8B), a config.json path, or a "
+                         "GGUF file (./model.gguf or its URL); or -hf REPO:QUANT; `gpuwise models` lists the presets. "
+                         "Leave it out with --task hpc --app NAME (`gpuwise models` lists the applications too).",
+                required=False)
+HF_REPO = Opt("hf_repo", "--hf-repo", "A GGUF model on the Hugging Face hub, as llama.cpp's -hf takes it: "
+                                      "<owner>/<repo>[:QUANT] (e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M; Q4_K_M when left "
+                                      "out); reads only the chosen file's header (HF_ENDPOINT, HF_TOKEN).", str,
+              "Model", "REPO[:QUANT]", aliases=("-hf",))
 GPU = Opt("gpu", "--gpu", "Catalog id or loose name of the GPU: rtx-4090, 'H100 SXM' (required); estimating "
           "inference, 2-4 cards as a,b split one copy by layers (llama.cpp).", str, HARDWARE,
           "GPU")
@@ -55,6 +63,18 @@ LAUNCH = Opt("emit", "--emit", "Print what starts the job with exactly the setti
                                "torchtune (a tune run command) for --task train, or skypilot (a task file for the "
                                "rented machines).", str, metavar="TOOL")
 FIXED_TASK = {"scale": "train", "serve-sim": "infer"}
+
+
+def take_hf_repo(given: Given, *, required: bool = True) -> None:
+    """``-hf REPO[:QUANT]`` as the MODEL (``hf.co/REPO[:QUANT]``, which the resolver reads as a GGUF on the hub)."""
+    repo = given.shell.get("hf_repo")
+    if repo and given.args.get("model"):
+        raise ConfigError("give a MODEL or -hf REPO[:QUANT], not both")
+    if repo:
+        given.args["model"] = "hf.co/" + str(repo).strip()
+    elif required and not given.args.get("model"):
+        raise ConfigError("give a MODEL (a preset id, hub id, config.json or .gguf path; `gpuwise models`) or -hf "
+                          "REPO[:QUANT]")
 
 
 def _gpu(given: Given) -> str:
@@ -172,6 +192,7 @@ def _hpc(given: Given) -> None:
 def _estimate(given: Given) -> None:
     from gpuwise.report import estimate as view
 
+    take_hf_repo(given, required=False)
     if wants_hpc(given):
         _hpc(given)
         return
@@ -215,6 +236,7 @@ def _fit(given: Given) -> None:
     from gpuwise.api.jobs import FIT_EMIT
     from gpuwise.report import estimate as view
 
+    take_hf_repo(given)
     emit = given.shell.get("emit")
     if emit not in (None, FIT_EMIT):
         raise ConfigError(f"--emit {str(emit)[:40]!r} is not accepted; use {FIT_EMIT}")
@@ -259,6 +281,7 @@ def _scale(given: Given) -> None:
 def _serve_sim(given: Given) -> None:
     from gpuwise.report import perf as view
 
+    take_hf_repo(given)
     job = typed_job(given, "serve-sim")
     assert isinstance(job, InferJob)
     report = api.serve_sim(given.args["model"], gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
@@ -295,13 +318,14 @@ def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
            _estimate, args=[ESTIMATED], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
                                                  Source.of("hpc", HpcJob, "estimate")],
-           shell=[GPU, CALIBRATION, WEIGHTS, LAUNCH, EXACT, TRACE, JSON, CATALOG])
+           shell=[GPU, HF_REPO, CALIBRATION, WEIGHTS, LAUNCH, EXACT, TRACE, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
-           args=[MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
-           shell=[GPU, WEIGHTS, EMIT, TRACE, JSON, CATALOG])
+           args=[LANGUAGE_MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
+           shell=[GPU, HF_REPO, WEIGHTS, EMIT, TRACE, JSON, CATALOG])
     define(app, "scale", "Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.", _scale,
            args=[MODEL], sources=[_job_source("scale")], shell=[GPU, JSON, CATALOG])
     define(app, "serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",
-           _serve_sim, args=[MODEL], sources=[_job_source("serve-sim"), Source.of("load", LoadTest, "serve-sim")],
-           shell=[GPU, CALIBRATION, JSON, CATALOG])
+           _serve_sim, args=[LANGUAGE_MODEL], sources=[_job_source("serve-sim"), Source.of("load", LoadTest,
+                                                                                          "serve-sim")],
+           shell=[GPU, HF_REPO, CALIBRATION, JSON, CATALOG])
     define(app, "models", "List the shipped model presets (work offline).", _models, shell=[JSON])

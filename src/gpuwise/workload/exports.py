@@ -70,6 +70,7 @@ class MeasuredRun:
     params: float | None = None  # llama-bench model_n_params: the GGUF's parameter count
     architecture: str | None = None  # llama-bench model_type's first word: the GGUF's general.architecture
     context_depth: int | None = None  # llama-bench n_depth: tokens already in the context
+    model_file: str | None = None  # llama-bench model_filename: the GGUF file the test loaded
     input_tokens_total: float | None = None  # every prompt token the run sent
     last_first_token_ms: float | None = None  # all prompts sent at once: the latest first token (vLLM's ttfts)
     prefix_cache: bool | None = None  # whether the engine cached prompt prefixes, where the file says
@@ -228,7 +229,8 @@ def _llama_bench(test: Mapping[str, Any], index: int, where: str) -> MeasuredRun
                        weight_bytes=figure(test, "model_size", where) or None,
                        params=figure(test, "model_n_params", where) or None,
                        architecture=model_type.split()[0] if model_type else None,
-                       context_depth=_count(test, "n_depth", where), concurrency=1.0)
+                       context_depth=_count(test, "n_depth", where), concurrency=1.0,
+                       model_file=text(test.get("model_filename"), limit=MAX_TEXT * 8))
 
 
 def _load_label(data: Mapping[str, Any], index: int) -> str:

@@ -9,12 +9,18 @@ GGML_MAX_NAME (64) and unique; at most GGML_MAX_DIMS (4) dimensions, none negati
 the first dimension; each tensor at the offset where the previous one ends, padded to the alignment. And, as
 llama.cpp's model loader checks, every tensor's data lies within the file. Arrays are skipped in bulk where their
 items have a fixed size, and counted against a bound where they are strings, so a huge array costs no time.
+
+:func:`read_gguf_header` also keeps what a model's architecture is read from (workload/model/gguf_arch.py): every
+scalar value, numeric arrays of up to MAX_KEPT_ITEMS items (a per-layer ``head_count_kv``), the length of string
+arrays (``tokenizer.ggml.tokens``: the vocabulary), and each tensor's element count.
 """
 
 from __future__ import annotations
 
 import struct
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gpuwise.errors import ConfigError, ProbeUnavailable
@@ -38,6 +44,15 @@ MAX_STRINGS = 2**23  # strings in all arrays together: each is read one by one
 _U8, _U32, _I32, _U64, _I64 = (struct.Struct(f"<{c}") for c in "BIiQq")
 _SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF_TYPE_SIZE; 8 string, 9 array
 _STRING, _ARRAY, _UINT32 = 8, 9, 4
+_NUMBERS = {k: struct.Struct(f"<{c}") for k, c in zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd", strict=True)}
+MAX_KEPT_ITEMS = 4096  # a numeric array kept whole (one value per layer); longer ones are skipped
+MAX_KEPT_CHARS = 4096  # a string value kept (an architecture's or file's name); longer ones are skipped
+
+
+class Strings(NamedTuple):
+    """A string array's length (its items are skipped): ``tokenizer.ggml.tokens`` gives the vocabulary."""
+
+    items: int
 
 
 class _Cursor:
@@ -115,33 +130,63 @@ def _skip_value(cursor: _Cursor, kind: int, key: str) -> None:
         raise ConfigError(f"{cursor.source.label}: {what} has unknown GGUF value type {kind}")
 
 
-def _metadata(cursor: _Cursor, pairs: int) -> int:
-    """Skip the key/value pairs; the data section's alignment (``general.alignment``, else 32)."""
-    keys: set[str] = set()
-    alignment = DEFAULT_ALIGNMENT
+def _value(cursor: _Cursor, kind: int, key: str) -> Any:
+    """A scalar, a short numeric array, a string array's length, or None for what is skipped (long values)."""
+    if kind in _NUMBERS:
+        return cursor.number(_NUMBERS[kind])
+    if kind == _STRING:
+        cursor.need(cursor.offset + 8)
+        (size,) = _U64.unpack_from(cursor.buffer, cursor.offset)
+        if size <= MAX_KEPT_CHARS:
+            return cursor.text(f"key {quoted(key)}", most=MAX_KEPT_CHARS)
+    elif kind == _ARRAY:
+        cursor.need(cursor.offset + 12)
+        inner, count = _U32.unpack_from(cursor.buffer, cursor.offset)[0], _U64.unpack_from(cursor.buffer,
+                                                                                            cursor.offset + 4)[0]
+        if inner in _NUMBERS and count <= MAX_KEPT_ITEMS:
+            cursor.skip(12)
+            return [cursor.number(_NUMBERS[inner]) for _ in range(count)]
+        if inner == _STRING:
+            _skip_value(cursor, kind, key)
+            return Strings(count)
+    _skip_value(cursor, kind, key)
+    return None
+
+
+def _metadata(cursor: _Cursor, pairs: int) -> dict[str, Any]:
+    """The key/value pairs (long values as None, string arrays as their length), ``general.alignment`` checked."""
+    values: dict[str, Any] = {}
     for index in range(pairs):
         key = cursor.text(f"key {index:,}", most=MAX_NAME_CHARS)
-        if not key or key in keys:
+        if not key or key in values:
             raise ConfigError(f"{cursor.source.label}: key {index:,} {quoted(key)} is empty or repeated")
-        keys.add(key)
         kind = cursor.number(_U32)
-        if key != "general.alignment":
-            _skip_value(cursor, kind, key)
-            continue
-        alignment = cursor.number(_U32) if kind == _UINT32 else 0
-        if alignment <= 0 or alignment & (alignment - 1):
-            raise ConfigError(f"{cursor.source.label}: general.alignment is not a u32 power of two")
-    return alignment
+        values[key] = _value(cursor, kind, key)
+        if key == "general.alignment":
+            alignment = values[key] if kind == _UINT32 else 0
+            if alignment <= 0 or alignment & (alignment - 1):
+                raise ConfigError(f"{cursor.source.label}: general.alignment is not a u32 power of two")
+    return values
 
 
-class _Info(NamedTuple):
+class TensorInfo(NamedTuple):
     name: str
     type_name: str
     offset: int
     nbytes: int
+    elements: int
 
 
-def _tensor_info(cursor: _Cursor, gguf: Any, index: int, names: set[str]) -> _Info:
+@dataclass(frozen=True)
+class GgufHeader:
+    """One GGUF file's header: its metadata (see :func:`_value`) and its tensors as the header lists them."""
+
+    label: str
+    values: dict[str, Any]
+    tensors: tuple[TensorInfo, ...]
+
+
+def _tensor_info(cursor: _Cursor, gguf: Any, index: int, names: set[str]) -> TensorInfo:
     label = cursor.source.label
     name = cursor.text(f"tensor {index:,}'s name", most=GGML_MAX_NAME - 1)
     if name in names:
@@ -161,15 +206,15 @@ def _tensor_info(cursor: _Cursor, gguf: Any, index: int, names: set[str]) -> _In
     if elements is None or (dims[0] if dims else 1) % block:
         raise ConfigError(f"{label}: tensor {quoted(name)} has dimensions {dims}; they must be 0 or more, the first "
                           f"a multiple of {type_name}'s block of {block}, under {MAX_WEIGHT_BYTES:,} elements in all")
-    return _Info(name, type_name, cursor.number(_U64), elements // block * size)
+    return TensorInfo(name, type_name, cursor.number(_U64), elements // block * size, elements)
 
 
-def _check_layout(cursor: _Cursor, infos: list[_Info], alignment: int) -> None:
-    """Each tensor where the previous one ends, padded to ``alignment`` (gguf.cpp), and all of them in the file."""
+def _check_layout(cursor: _Cursor, infos: list[TensorInfo], alignment: int) -> None:
+    """Each tensor where the previous one ends, padded to ``alignment`` (gguf.cpp), and all of them in the file (a
+    split's part may hold none: llama.cpp's gguf-split can leave the first part metadata only)."""
     label = cursor.source.label
-    if not infos or not any(info.nbytes for info in infos):
-        raise ConfigError(f"{label}: the header lists no tensors with data, so there are no weights to count; "
-                          "give a model checkpoint")
+    if not infos:
+        return
     end = 0
     for info in infos:
         if info.offset != end:
@@ -183,13 +228,18 @@ def _check_layout(cursor: _Cursor, infos: list[_Info], alignment: int) -> None:
                           f"{cursor.source.size():,}; truncated, or not this header's file")
 
 
-def read_gguf(source: Source) -> ExactWeights:
+def read_gguf_header(source: Source) -> GgufHeader:
+    """The checked header of a GGUF file (its magic included); a one-line ConfigError when it is not one."""
     try:
         import gguf
     except ImportError:
-        raise ProbeUnavailable("--weights of a GGUF file needs the gguf package: pip install 'gguf>=0.10'") from None
+        raise ProbeUnavailable("a GGUF file needs the gguf package: pip install 'gguf>=0.10'") from None
     cursor = _Cursor(source)
-    cursor.skip(4)  # the magic, checked by the caller
+    cursor.need(4)
+    if bytes(cursor.buffer[:4]) != b"GGUF":
+        raise ConfigError(f"{source.label}: not a GGUF file (its first bytes are {bytes(cursor.buffer[:4])!r}, not "
+                          "b'GGUF')")
+    cursor.skip(4)
     version = cursor.number(_U32)
     if version not in GGUF_VERSIONS:
         raise ConfigError(f"{source.label}: GGUF version {version:,}; ggml reads versions 2 and 3")
@@ -197,11 +247,25 @@ def read_gguf(source: Source) -> ExactWeights:
     if tensors > MAX_TENSORS or pairs > MAX_TENSORS:
         raise ConfigError(f"{source.label}: the GGUF header claims {tensors:,} tensors and {pairs:,} keys, more "
                           f"than the {MAX_TENSORS:,} gpuwise reads")
-    alignment = _metadata(cursor, pairs)
+    values = _metadata(cursor, pairs)
     names: set[str] = set()
     infos = [_tensor_info(cursor, gguf, index, names) for index in range(tensors)]
-    _check_layout(cursor, infos, alignment)
-    by_type: Counter[str] = Counter()
+    _check_layout(cursor, infos, int(values.get("general.alignment") or DEFAULT_ALIGNMENT))
+    return GgufHeader(source.label, values, tuple(infos))
+
+
+def by_type(infos: Sequence[TensorInfo]) -> dict[str, int]:
+    """Bytes per GGML type."""
+    totals: Counter[str] = Counter()
     for info in infos:
-        by_type[info.type_name] += info.nbytes
-    return ExactWeights(source.where, "gguf", sum(by_type.values()), tensors, dict(by_type))
+        totals[info.type_name] += info.nbytes
+    return dict(totals)
+
+
+def read_gguf(source: Source) -> ExactWeights:
+    header = read_gguf_header(source)
+    if not any(info.nbytes for info in header.tensors):
+        raise ConfigError(f"{source.label}: the header lists no tensors with data, so there are no weights to count; "
+                          "give a model checkpoint")
+    totals = by_type(header.tensors)
+    return ExactWeights(source.where, "gguf", sum(totals.values()), len(header.tensors), totals)

@@ -7,6 +7,7 @@ import os
 import stat
 import time
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuwise.errors import ConfigError
@@ -64,8 +65,9 @@ def product(dims: list[int], *, limit: int) -> int | None:
 class Source:
     """Bytes at an offset of a local file or a URL (an HTTP range request each read, all within one deadline)."""
 
-    def __init__(self, where: str, *, deadline_s: float = HTTP_DEADLINE_S) -> None:
-        self.where, self.label = where, f"--weights {label(where)}"
+    def __init__(self, where: str, *, deadline_s: float = HTTP_DEADLINE_S, what: str = "--weights",
+                 headers: Mapping[str, str] | None = None) -> None:
+        self.where, self.label, self.headers = where, f"{what} {label(where)}", dict(headers or {})
         self.remote = where.startswith(("http://", "https://"))
         self.deadline = time.monotonic() + deadline_s
         self.file_bytes: int | None = None
@@ -75,7 +77,8 @@ class Source:
     def read(self, offset: int, size: int, *, exact: bool = True) -> bytes:
         """``size`` bytes at ``offset`` (``exact``: all of them, else what the file has up to there)."""
         if self.remote:
-            reply = read_url_range(self.where, first=offset, size=size, deadline=self.deadline, what=self.label)
+            reply = read_url_range(self.where, first=offset, size=size, deadline=self.deadline, what=self.label,
+                                   headers=self.headers)
             self.file_bytes = reply.file_bytes if self.file_bytes is None else self.file_bytes
             data = reply.data
         else:

@@ -299,11 +299,16 @@ class InferJob(_Job):
 
     def for_checkpoint(self, checkpoint: WeightFormat | None) -> InferJob:
         """This job with the checkpoint's weight format when --quant was not given (bf16 when the checkpoint is
-        16-bit, or when this engine cannot run its format)."""
-        if self.quant is not None:
-            return self
-        wanted = checkpoint.quant if checkpoint is not None else "bf16"
-        return self.model_copy(update={"quant": wanted if runtimes.engine_runs(self.engine, wanted) else "bf16"})
+        16-bit, or when this engine cannot run its format); holding the checkpoint's exact bytes when it gives them
+        (a GGUF file's header) and the job runs that format."""
+        job = self
+        if self.quant is None:
+            wanted = checkpoint.quant if checkpoint is not None else "bf16"
+            job = self.model_copy(update={"quant": wanted if runtimes.engine_runs(self.engine, wanted) else "bf16"})
+        exact = checkpoint.exact_bytes if checkpoint is not None else None
+        if exact and job.weights_bytes is None and checkpoint is not None and job.quant == checkpoint.quant:
+            job = job.model_copy(update={"weights_bytes": exact})
+        return job
 
     @field_validator("engine", mode="before")
     @classmethod

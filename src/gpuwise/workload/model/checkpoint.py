@@ -27,6 +27,7 @@ class WeightFormat:
     scope: Scope
     source: str  # where gpuwise read it: the config's quantization_config, or the repo name
     bits: float | None = None  # bits per weight with its scales, when the config fixes them (a group size)
+    exact_bytes: float | None = None  # the file's own weight bytes (a GGUF header's tensors): the job holds these
 
 
 def _leaves_attention(names: object) -> bool:

@@ -1,7 +1,8 @@
-"""Turn what the user typed into an :class:`Architecture`: a preset, a local config.json, or a hub repo.
+"""Turn what the user typed into an :class:`Architecture`: a preset, a local config.json, a GGUF file, or a hub repo.
 
-Order: preset id or a preset's hub id (offline) -> an existing local file or folder -> a hub repo id
-(``owner/name``; only ``config.json`` is fetched, through huggingface_hub's cache; never remote code).
+Order: a GGUF model named as one (``hf.co/<repo>[:QUANT]``, an http(s) URL: model/gguf_source.py) -> preset id or a
+preset's hub id (offline) -> a local .gguf file -> an existing local file or folder -> a hub repo id (``owner/name``;
+only ``config.json`` is fetched, through huggingface_hub's cache; never remote code).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpuwise.errors import ConfigError, NotEstimable, UnknownModel
 from gpuwise.safe_io import parse_json, read_text
 from gpuwise.workload.model.architecture import Architecture, from_config, from_param_count
 from gpuwise.workload.model.checkpoint import WeightFormat, strip_variant
+from gpuwise.workload.model.gguf_source import HF_PREFIX, names_hub_gguf
 from gpuwise.workload.model.presets import Preset, hub_index, presets
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -187,6 +189,8 @@ def names_a_file(name: str) -> bool:
 
     if name.strip().lower() in hub_index() or find_pipeline(name) is not None:
         return False
+    if names_hub_gguf(name):  # read from the hub like a hub id's config.json, never from disk
+        return False
     if os.path.lexists(os.path.expanduser(name)):
         return True
     hub_id = HUB_ID.fullmatch(name) is not None and not set(name.split("/")) & {".", ".."}
@@ -194,10 +198,29 @@ def names_a_file(name: str) -> bool:
     return spelled_as_path or ("/" in name and not hub_id)
 
 
+def _from_gguf(name: str) -> Architecture:
+    """A GGUF model: a local .gguf file, an http(s) URL or ``hf.co/<repo>[:QUANT]`` (model/gguf_source.py)."""
+    from gpuwise.workload.model.gguf_arch import architecture_from_gguf
+    from gpuwise.workload.model.gguf_source import gguf_headers
+
+    shown, headers = gguf_headers(name)
+    return architecture_from_gguf(headers, name=shown, source=name[:300])
+
+
+def _is_gguf_file(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def resolve_model(name: str) -> Architecture:
     """The architecture ``name`` designates; UnknownModel (with suggestions) or ConfigError otherwise."""
     if not name.strip() or len(name) > 1000 or "\x00" in name:
         raise ConfigError("model name is empty or not a name; give a preset id, a config.json path or a hub repo id")
+    if name.startswith((HF_PREFIX, "http://", "https://")):
+        return _from_gguf(name)
     preset_id = hub_index().get(name.strip().lower())
     if preset_id is not None:
         return _cached_preset(preset_id)
@@ -209,6 +232,8 @@ def resolve_model(name: str) -> Architecture:
                            "`recommend` answer it (--resolution, --steps, --offload; in Python "
                            "gpuwise.api.image_estimate / image_fit); serve-sim, scale and training do not model it")
     path = Path(name).expanduser()
+    if name.lower().endswith(".gguf") or (_exists(path) and _is_gguf_file(path)):
+        return _from_gguf(name)
     if _exists(path):
         return _from_path(path)
     variant = _variant(name.strip())
