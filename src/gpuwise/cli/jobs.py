@@ -18,6 +18,7 @@ from gpuwise.api.shell import (
     InferJob,
     LoadTest,
     TrainJob,
+    Usage,
     job_flag_fields,
     make_hpc_job,
     make_image_job,
@@ -186,7 +187,7 @@ def _estimate(given: Given) -> None:
         _split(given, model, job)
         return
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
-                          weights=given.shell.get("weights"), catalog_files=_files(given))
+                          weights=given.shell.get("weights"), catalog_files=_files(given), usage=given["usage"])
     if given.shell.get("emit"):
         from gpuwise.report.emit import emit_estimate
 
@@ -262,7 +263,7 @@ def _serve_sim(given: Given) -> None:
     job = typed_job(given, "serve-sim")
     assert isinstance(job, InferJob)
     report = api.serve_sim(given.args["model"], gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
-                           catalog_files=_files(given), **given["load"])
+                           catalog_files=_files(given), usage=given["usage"], **given["load"])
     print_json(view.serving_json(report)) if given.shell.get("as_json") else stdout().print(view.serving_view(report))
 
 
@@ -294,7 +295,8 @@ def _job_source(command: str) -> Source:
 def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
            _estimate, args=[ESTIMATED], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
-                                                 Source.of("hpc", HpcJob, "estimate")],
+                                                 Source.of("hpc", HpcJob, "estimate"),
+                                                 Source.of("usage", Usage, "estimate")],
            shell=[GPU, CALIBRATION, WEIGHTS, LAUNCH, EXACT, TRACE, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
            args=[MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
@@ -302,6 +304,7 @@ def register(app: typer.Typer) -> None:
     define(app, "scale", "Training speed on 1, 2, 4, 8 GPUs and nodes of 8: what each GPU adds.", _scale,
            args=[MODEL], sources=[_job_source("scale")], shell=[GPU, JSON, CATALOG])
     define(app, "serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",
-           _serve_sim, args=[MODEL], sources=[_job_source("serve-sim"), Source.of("load", LoadTest, "serve-sim")],
+           _serve_sim, args=[MODEL], sources=[_job_source("serve-sim"), Source.of("load", LoadTest, "serve-sim"),
+                                          Source.of("usage", Usage, "serve-sim")],
            shell=[GPU, CALIBRATION, JSON, CATALOG])
     define(app, "models", "List the shipped model presets (work offline).", _models, shell=[JSON])
