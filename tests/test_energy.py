@@ -1,0 +1,133 @@
+"""Energy per output token (issue 40.4) against arithmetic worked by hand from its sources.
+
+Sources of the hand figures: NVIDIA H100 SXM datasheet, 700 W max TDP; NVIDIA L4 datasheet, 72 W; Splitwise (Patel et
+al., ISCA 2024) power model, Mutinifni/splitwise-sim@378088013a54 configs/power_model/constant.yaml: H100 idle 75 W,
+prompt 700 W, token 380 W; A100 idle 63 W, prompt 400 W, token 250 W of 400 W -- as fractions of TDP, idle
+(75/700 + 63/400)/2 = 0.13, prompt 1.0, token (380/700 + 250/400)/2 = 0.58; the host share aiinframap's server at
+1.3 x GPU TDP (0.3 x 700 W = 210 W, above a 200 W desktop host); 1 kWh = 3.6e6 J.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuwise.catalog import Catalog
+from gpuwise.cli.main import app
+from gpuwise.estimate.cost.energy import board_power_w, energy_at
+from gpuwise.estimate.cost.tco import Usage
+from gpuwise.recommend.energy import option_energy
+from gpuwise.recommend.engine import Option
+from gpuwise.recommend.fit import Fit
+from gpuwise.recommend.rank import ranking_key
+from gpuwise.recommend.request import parse_request
+
+runner = CliRunner()
+ENERGY_KEYS = {"joules_per_output_token", "gpu_w", "host_w", "pue", "busy_fraction", "electricity_usd_per_mtok",
+               "electricity_share"}
+
+
+def _json(args: list[str]) -> dict:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_splitwise_fractions_match_its_measured_draws() -> None:
+    """The global fractions reproduce Splitwise's measured H100 draws within its two cards' spread."""
+    assert board_power_w(700, 1.0, 1.0) == pytest.approx(700)  # prompt phase: 700 W
+    assert board_power_w(700, 1.0, 0.0) == pytest.approx(380, rel=0.08)  # token phase: 380 W (0.58 x 700 = 406)
+    assert board_power_w(700, 0.0, 0.5) == pytest.approx(75, rel=0.25)  # idle: 75 W (0.13 x 700 = 91)
+
+
+def test_h100_at_measured_throughput_by_hand(shipped: Catalog) -> None:
+    """One H100 SXM 62 % busy, a fifth of it prefilling, 1,000 tokens/s, PUE 1.3, 0.16 USD/kWh, 2 USD per Mtok:
+    P_load = 700 x (0.2 x 1.0 + 0.8 x 0.58) = 464.8 W; P_idle = 700 x 0.13 = 91 W;
+    P = 91 + (464.8 - 91) x 0.62 = 322.756 W; J/token = (322.756 + 210) x 1.3 / 1000 = 0.6925828;
+    electricity = 0.6925828 x 1e6 / 3.6e6 kWh x 0.16 = 0.03078146 USD per Mtok, 1.539 % of 2 USD."""
+    e = energy_at(shipped.gpus["h100-sxm-80gb"], 1, busy_fraction=0.62, prefill_share=0.2,
+                  output_tokens_per_s=1000.0, usage=Usage(pue=1.3, usd_per_kwh=0.16), usd_per_mtok=2.0)
+    assert e is not None
+    assert e.gpu_w == pytest.approx(322.756)
+    assert e.host_w == pytest.approx(210.0)
+    assert e.joules_per_output_token == pytest.approx(0.6925828)
+    assert e.electricity_usd_per_mtok == pytest.approx(0.03078146, rel=1e-6)
+    assert e.electricity_share == pytest.approx(0.01539073, rel=1e-6)
+
+
+def test_eight_cards_share_one_host_draw(shipped: Catalog) -> None:
+    """Eight H100s fully busy decoding at 8,000 tokens/s, PUE 1: 8 x 406 W + 8 x 210 W host = 4,928 W -> 0.616 J."""
+    e = energy_at(shipped.gpus["h100-sxm-80gb"], 8, busy_fraction=1.0, prefill_share=0.0,
+                  output_tokens_per_s=8000.0, usage=Usage(pue=1.0))
+    assert e is not None and e.electricity_share is None  # no price given: J/token and electricity alone
+    assert e.joules_per_output_token == pytest.approx(4928 / 8000)
+
+
+def test_power_rises_with_busy_fraction_and_prefill() -> None:
+    grid = [board_power_w(400, u / 10, s / 10) for u in range(11) for s in range(11)]
+    assert min(grid) == pytest.approx(0.13 * 400) and max(grid) == pytest.approx(400)
+    assert all(board_power_w(400, u / 10, 0.3) < board_power_w(400, (u + 1) / 10, 0.3) for u in range(10))
+    assert all(board_power_w(400, 0.7, s / 10) < board_power_w(400, 0.7, (s + 1) / 10) for s in range(10))
+
+
+def _option(gpu: str, tokens_per_s: float, tco_usd: float) -> Option:
+    fit = Fit(per_gpu_bytes=20e9, qps_capacity=tokens_per_s / 256, output_tokens_per_s=tokens_per_s)
+    return Option(gpu=gpu, count=1, acquisition="buy-new", fit=fit, usd_per_hour=1.0, tco_usd=tco_usd,
+                  cost_per_job_usd=None, capex_usd=None, wall_kw=1.0)
+
+
+def test_ranking_by_energy_orders_options_by_hand(shipped: Catalog) -> None:
+    """1,024 prompt and 256 output tokens: prefill share 1024 / 1280 = 0.8, P_load = TDP x (0.8 + 0.2 x 0.58).
+    H100 at 1,000 tokens/s: (700 x 0.916 + 210) / 1000 = 0.8512 J; L4 at 100 tokens/s: (72 x 0.916 + 200) / 100 =
+    2.65952 J. By energy the H100 is first though the L4 is cheaper (first by TCO)."""
+    request = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 1,
+                                            "options": {"input_len": 1024, "output_len": 256}}],
+                             "objective": "energy", "usage": {"pue": 1.0}})
+    h100, l4 = _option("h100-sxm-80gb", 1000.0, 50_000), _option("l4", 100.0, 5_000)
+    energy = {o.gpu: option_energy(o, shipped, request) for o in (h100, l4)}
+    assert energy["h100-sxm-80gb"].joules_per_output_token == pytest.approx(0.8512)  # type: ignore[union-attr]
+    assert energy["l4"].joules_per_output_token == pytest.approx(2.65952)  # type: ignore[union-attr]
+    by_energy = ranking_key("energy", energy=lambda o: option_energy(o, shipped, request))
+    assert [o.gpu for o in sorted([l4, h100], key=by_energy)] == ["h100-sxm-80gb", "l4"]
+    assert [o.gpu for o in sorted([h100, l4], key=ranking_key("tco"))] == ["l4", "h100-sxm-80gb"]
+
+
+def test_estimate_json_energy_and_flags_flow() -> None:
+    base = ["estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--task", "infer", "--json"]
+    one = _json([*base, "--pue", "1.0", "--usd-per-kwh", "0.1"])
+    more = _json([*base, "--pue", "1.5", "--usd-per-kwh", "0.2"])
+    e = one["energy"]
+    assert ENERGY_KEYS <= set(e) and e["pue"] == 1.0 and e["usd_per_kwh"] == 0.1
+    assert e["busy_fraction"] == 1.0  # a fixed batch is busy while it generates
+    assert e["output_tokens_per_s"] == pytest.approx(one["perf"]["infer"]["output_tokens_per_s"], rel=1e-3)
+    assert one["perf"]["infer"]["joules_per_token"] == pytest.approx(e["joules_per_output_token"], rel=1e-6)
+    assert one["cost"]["usd_per_mtok_energy"] == pytest.approx(e["electricity_usd_per_mtok"], rel=1e-5)
+    assert e["electricity_share"] == pytest.approx(e["electricity_usd_per_mtok"] / one["cost"]["usd_per_million_tokens"],
+                                                   rel=1e-3)
+    # the PUE multiplies the joules; price x PUE the electricity: 1.5 x and 1.5 x 2 = 3 x
+    assert more["energy"]["joules_per_output_token"] == pytest.approx(1.5 * e["joules_per_output_token"], rel=1e-5)
+    assert more["energy"]["electricity_usd_per_mtok"] == pytest.approx(3 * e["electricity_usd_per_mtok"], rel=1e-4)
+
+
+def test_serve_sim_busy_fraction_is_the_utilisation_law() -> None:
+    """At a trickle of 0.1 QPS requests rarely overlap: busy = X x S (utilisation law), S the GPU time of one
+    request, about its end-to-end time; the energy keys sit on every load point and --pue reaches them."""
+    doc = _json(["serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--qps", "0.1", "--pue", "1.2", "--json"])
+    at = doc["at_rate"]
+    e = at["energy"]
+    assert ENERGY_KEYS <= set(e) and e["pue"] == 1.2 and e["electricity_share"] is None
+    assert e["busy_fraction"] == pytest.approx(at["qps"] * at["e2e_ms"]["p50"] / 1e3, rel=0.1)
+    assert e["output_tokens_per_s"] == pytest.approx(at["output_tokens_per_s"], rel=1e-3)
+    hand = (e["gpu_w"] * e["gpus"] + e["host_w"]) * 1.2 / at["output_tokens_per_s"]
+    assert e["joules_per_output_token"] == pytest.approx(hand, rel=2e-3)
+
+
+def test_recommend_ranks_by_energy() -> None:
+    doc = _json(["recommend", "llama-3.1-8b", "--task", "infer", "--qps", "5", "--objective", "energy", "--top",
+                 "3", "--json"])
+    joules = [o["energy"]["joules_per_output_token"] for o in doc["options"]]
+    assert all(ENERGY_KEYS <= set(o["energy"]) for o in doc["options"])
+    assert joules == sorted(joules) and all(math.isfinite(j) and j > 0 for j in joules)
