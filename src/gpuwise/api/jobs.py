@@ -16,7 +16,6 @@ from gpuwise.api.calibration_records import calibration_for, cards_named
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.errors import ConfigError
 from gpuwise.estimate.calibration import Calibration
-from gpuwise.estimate.cost.energy import serving_energy
 from gpuwise.estimate.cost.report import Purchase, TcoReport, tco_report
 from gpuwise.estimate.cost.tco import Usage
 from gpuwise.estimate.estimate import Estimate
@@ -26,6 +25,7 @@ from gpuwise.estimate.fit import fit as _fit
 from gpuwise.estimate.plan import InferPlan, TrainPlan
 from gpuwise.estimate.plan import resolve as _resolve
 from gpuwise.estimate.scaling import ScaleRow, scaling
+from gpuwise.estimate.serving.energy import serving_energy
 from gpuwise.estimate.serving.layer_split import LayerSplit
 from gpuwise.estimate.serving.layer_split import layer_split as _layer_split
 from gpuwise.estimate.serving.load import serving_report

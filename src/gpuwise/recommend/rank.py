@@ -12,6 +12,7 @@ from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.cost.energy import Energy
 from gpuwise.estimate.plan import require_training_knobs
 from gpuwise.recommend.defaults import left_free
+from gpuwise.recommend.energy import option_energy
 from gpuwise.recommend.engine import (
     Option,
     Recommendation,
@@ -20,7 +21,6 @@ from gpuwise.recommend.engine import (
     enumerate_options,
     options_from,
 )
-from gpuwise.recommend.energy import option_energy
 from gpuwise.recommend.evaluate import REPLICAS
 from gpuwise.recommend.low_power import compared, delivered_per_watt, low_power_finding, needed_rate, per_watt_text
 from gpuwise.recommend.request import Request, Workload

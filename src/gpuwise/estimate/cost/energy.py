@@ -17,15 +17,17 @@ P_load = 700 x (0.2 x 1.0 + 0.8 x 0.58) = 464.8 W; P_idle = 91 W; P = 91 + 373.8
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuwise.catalog import GPU
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.cost import tco
-from gpuwise.estimate.serving.simulate import LoadResult, ServingReport
 from gpuwise.estimate.speed.inference import InferPerf
-from gpuwise.estimate.speed.training import TrainPerf
 from gpuwise.workload.jobs.job import InferJob, Job
+
+if TYPE_CHECKING:
+    from gpuwise.estimate.speed.training import TrainPerf
 
 
 @dataclass(frozen=True)
@@ -109,18 +111,3 @@ def estimate_energy(gpu: GPU, job: Job, perf: TrainPerf | InferPerf | None, usag
                         output_tokens_per_s=perf.output_tokens_per_s * perf.replicas, usage=usage,
                         usd_per_mtok=usd_per_mtok)
 
-
-def _at_load(result: LoadResult | None, gpu: GPU, gpus: int, usage: tco.Usage) -> LoadResult | None:
-    if result is None or result.busy_fraction is None:
-        return result
-    found = energy_at(gpu, gpus, busy_fraction=result.busy_fraction, prefill_share=result.prefill_share or 0.0,
-                      output_tokens_per_s=result.throughput_tokens_per_s, usage=usage)
-    return replace(result, energy=found)
-
-
-def serving_energy(report: ServingReport, gpu: GPU, gpus: int, usage: tco.Usage) -> ServingReport:
-    """Each simulated load point of a serve-sim with its energy per output token (the engine's busy fraction there;
-    a disaggregated run, whose pools' busy times are not kept apart, has none)."""
-    return replace(report, at_rate=_at_load(report.at_rate, gpu, gpus, usage),
-                   at_max=_at_load(report.at_max, gpu, gpus, usage),
-                   at_concurrency=_at_load(report.at_concurrency, gpu, gpus, usage))

@@ -20,13 +20,10 @@ import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from gpuwise import budget
 from gpuwise.errors import ConfigError
-
-if TYPE_CHECKING:
-    from gpuwise.estimate.cost.energy import Energy
+from gpuwise.estimate.cost.energy import Energy
 
 
 @dataclass(frozen=True)
@@ -191,10 +188,8 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
             step = mixed_step(tokens, sim.running, sim.mean_context())
             prefilling = step * tokens / (tokens + sim.running)  # constants.MIXED_STEP_PREFILL_SHARE
         else:
-            prefilling = prefill(tokens) if tokens else 0.0
-            step = prefilling + decode_step(sim.running, sim.mean_context())
-        busy_s += step
-        prefill_s += prefilling
+            step = (prefilling := prefill(tokens) if tokens else 0.0) + decode_step(sim.running, sim.mean_context())
+        busy_s, prefill_s = busy_s + step, prefill_s + prefilling
         done_now = sim.advance(step, chunks, decoding)
         if concurrency is not None:  # each client that got its answer sends its next request: it misses the
             for _ in range(min(done_now, len(requests) - released)):  # iteration the engine starts meanwhile
