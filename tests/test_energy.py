@@ -131,3 +131,10 @@ def test_recommend_ranks_by_energy() -> None:
     joules = [o["energy"]["joules_per_output_token"] for o in doc["options"]]
     assert all(set(o["energy"]) >= ENERGY_KEYS for o in doc["options"])
     assert joules == sorted(joules) and all(math.isfinite(j) and j > 0 for j in joules)
+
+
+def test_training_refuses_the_energy_price() -> None:
+    """Training makes no output tokens: --pue there would be ignored, so it is refused in one line (exit 2)."""
+    result = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--pue", "1.3", "--json"])
+    assert result.exit_code == 2
+    assert "--task infer" in json.loads(result.stdout)["error"]

@@ -153,6 +153,9 @@ def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | 
     card = cat.gpu(gpu)
     measured = calibration_for(calibration, card, cat) if calibration is not None else None
     typed = with_weights_file(_job(task, job, options), weights)
+    if usage and not isinstance(typed, InferJob):  # priced energy is per output token: training makes none
+        raise ConfigError("--usd-per-kwh and --pue price an inference job's energy per output token; use them with "
+                          "--task infer (`gpuwise tco` takes them for the cost of owning cards)")
     return _estimate(model(model_name), typed, card, cat, calibration=measured, usage=_usage(usage))
 
 
