@@ -138,3 +138,12 @@ def test_training_refuses_the_energy_price() -> None:
     result = runner.invoke(app, ["estimate", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--pue", "1.3", "--json"])
     assert result.exit_code == 2
     assert "--task infer" in json.loads(result.stdout)["error"]
+
+
+def test_tco_load_power_lies_between_the_phase_draws() -> None:
+    """Two sources that must agree: aiinframap's 70 % of TDP for a card in use (the TCO's energy) against Splitwise's
+    per-phase draws (H100: 380 W decoding, 700 W prefilling of 700 W) -- a busy card's average lies between them."""
+    from gpuwise.estimate import constants as C
+
+    assert 380 / 700 < C.GPU_LOAD_POWER.value < 700 / 700
+    assert board_power_w(700, 1.0, 0.0) < C.GPU_LOAD_POWER.value * 700 < board_power_w(700, 1.0, 1.0)

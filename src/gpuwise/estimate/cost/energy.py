@@ -10,6 +10,11 @@ estimate: 1, busy while it generates); s the prefill share of the busy time; f_*
 TDP (constants.py: Splitwise's measured per-phase draws); P_host the hosts' draw (tco.host_w, the share TCO charges);
 PUE and USD/kWh from :class:`tco.Usage`, the one definition ``tco`` and ``recommend`` also read.
 
+Beside ownership: ``tco.wall_kw`` charges an owned card's hours of use at 70 % of TDP (constants.GPU_LOAD_POWER), an
+average over whatever runs; it lies between the decode (0.58) and prefill (1.0) draws of this model, and both charge
+the same host share and PUE. The fractions were measured on H100 and A100 (Splitwise) and are applied to every card
+as global parameters, scaled by its own TDP; a card whose record carried a measured draw would replace them.
+
 Worked example (tests/test_energy.py): one H100 SXM (700 W) busy 62 % of the time, a fifth of it prefilling:
 P_load = 700 x (0.2 x 1.0 + 0.8 x 0.58) = 464.8 W; P_idle = 91 W; P = 91 + 373.8 x 0.62 = 322.8 W; with its
 210 W host share and PUE 1.3 at 1,000 tokens/s: (322.8 + 210) x 1.3 / 1,000 = 0.693 J per output token.
