@@ -147,3 +147,15 @@ def test_tco_load_power_lies_between_the_phase_draws() -> None:
 
     assert 380 / 700 < C.GPU_LOAD_POWER.value < 700 / 700
     assert board_power_w(700, 1.0, 0.0) < C.GPU_LOAD_POWER.value * 700 < board_power_w(700, 1.0, 1.0)
+
+
+def test_simulator_counts_busy_and_prefill_time_by_hand() -> None:
+    """Ten requests 10 s apart, each a 0.1 s prefill then 9 decode steps of 0.01 s, never overlapping: busy
+    10 x 0.19 s over 90 + 0.19 s = 0.0210666; prefilling 1.0 of the 1.9 busy seconds = 0.5263."""
+    from gpuwise.estimate.serving.simulate import Request, simulate
+
+    requests = [Request(arrival_s=10.0 * i, input_len=100, output_len=10) for i in range(10)]
+    result = simulate(requests, decode_step=lambda batch, context: 0.01, prefill=lambda tokens: 0.1, max_batch=1,
+                      kv_capacity_tokens=1e9)
+    assert result.busy_fraction == pytest.approx(1.9 / 90.19)
+    assert result.prefill_share == pytest.approx(1.0 / 1.9)
