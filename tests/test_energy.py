@@ -159,3 +159,11 @@ def test_simulator_counts_busy_and_prefill_time_by_hand() -> None:
                       kv_capacity_tokens=1e9)
     assert result.busy_fraction == pytest.approx(1.9 / 90.19)
     assert result.prefill_share == pytest.approx(1.0 / 1.9)
+
+
+def test_wall_draw_is_the_cards_and_hosts_times_pue() -> None:
+    """estimate's JSON: wall_w = (gpu_w x gpus + host_w) x PUE, and wall_w / tokens per second is the J/token."""
+    e = _json(["estimate", "llama-3.1-8b", "--gpu", "l4", "--task", "infer", "--pue", "1.25", "--json"])["energy"]
+    assert e["wall_w"] == pytest.approx((e["gpu_w"] * e["gpus"] + e["host_w"]) * 1.25, rel=1e-4)
+    assert e["wall_w"] / e["output_tokens_per_s"] == pytest.approx(e["joules_per_output_token"], rel=1e-4)
+    assert e["host_w"] == 200.0  # an L4 (72 W x 0.3 = 21.6 W) is charged a whole 200 W host, as TCO charges it

@@ -181,7 +181,8 @@ def energy_json(e: Energy | None) -> dict[str, Any] | None:
     if e is None:
         return None
     return {"joules_per_output_token": round(e.joules_per_output_token, 6), "gpu_w": round(e.gpu_w, 2),
-            "gpus": e.gpus, "host_w": round(e.host_w, 2), "pue": e.pue, "busy_fraction": round(e.busy_fraction, 4),
+            "gpus": e.gpus, "host_w": round(e.host_w, 2), "pue": e.pue, "wall_w": round(e.wall_w, 2),
+            "busy_fraction": round(e.busy_fraction, 4),
             "prefill_share": round(e.prefill_share, 4), "output_tokens_per_s": round(e.output_tokens_per_s, 3),
             "usd_per_kwh": e.usd_per_kwh, "electricity_usd_per_mtok": round(e.electricity_usd_per_mtok, 6),
             "electricity_share": round(e.electricity_share, 6) if e.electricity_share is not None else None}
