@@ -167,3 +167,23 @@ def test_wall_draw_is_the_cards_and_hosts_times_pue() -> None:
     assert e["wall_w"] == pytest.approx((e["gpu_w"] * e["gpus"] + e["host_w"]) * 1.25, rel=1e-4)
     assert e["wall_w"] / e["output_tokens_per_s"] == pytest.approx(e["joules_per_output_token"], rel=1e-4)
     assert e["host_w"] == 200.0  # an L4 (72 W x 0.3 = 21.6 W) is charged a whole 200 W host, as TCO charges it
+
+
+def test_layer_split_cards_take_turns() -> None:
+    """An RTX 3090 (350 W) and an RTX 3060 12 GB (170 W) split by layers: for one user each card is busy only for its
+    own layers, so their busy fractions add up to about one (the hand-offs between them aside); each card's draw is
+    TDP x (0.13 + (s x 1.0 + (1 - s) x 0.58 - 0.13) x u) over TTFT + 255 x TPOT, plus one desktop host of 200 W."""
+    from gpuwise import api
+
+    split = api.layer_split("llama-3.1-8b", gpus=["rtx-3090", "rtx-3060-12gb"], engine="llamacpp",
+                            output_len=256, usage={"pue": 1.1})
+    e = split.energy
+    assert e is not None and e.gpus == 2 and e.host_w == 200.0
+    assert e.busy_fraction * 2 == pytest.approx(1.0, abs=0.01)
+    e2e_ms = split.ttft_ms + 255 * split.tpot_ms
+    watts = 0.0
+    for card, tdp in zip(split.cards, (350, 170), strict=True):
+        busy_ms = card.ttft_ms + 255 * card.tpot_ms
+        u, s = busy_ms / e2e_ms, card.ttft_ms / busy_ms
+        watts += tdp * (0.13 + (s * 1.0 + (1 - s) * 0.58 - 0.13) * u)
+    assert e.joules_per_output_token == pytest.approx((watts + 200) * 1.1 / (256 / e2e_ms * 1e3), rel=1e-3)

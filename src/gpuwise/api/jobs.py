@@ -25,7 +25,7 @@ from gpuwise.estimate.fit import fit as _fit
 from gpuwise.estimate.plan import InferPlan, TrainPlan
 from gpuwise.estimate.plan import resolve as _resolve
 from gpuwise.estimate.scaling import ScaleRow, scaling
-from gpuwise.estimate.serving.energy import serving_energy
+from gpuwise.estimate.serving.energy import serving_energy, split_energy
 from gpuwise.estimate.serving.layer_split import LayerSplit
 from gpuwise.estimate.serving.layer_split import layer_split as _layer_split
 from gpuwise.estimate.serving.load import serving_report
@@ -200,7 +200,8 @@ def splits_by_layers(job: Job) -> bool:
 
 
 def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | None = None,
-                catalog_files: CatalogFiles = (), **options: object) -> LayerSplit:
+                catalog_files: CatalogFiles = (), usage: Usage | Mapping[str, object] | None = None,
+                **options: object) -> LayerSplit:
     """One copy of an inference job split by layers over 2-4 cards, equal or not (llama.cpp's default): the layers,
     memory and capacity of each card and one user's speed.
 
@@ -211,7 +212,9 @@ def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | No
     shaped = _job("infer", job, options)
     assert isinstance(shaped, InferJob)
     arch = model(model_name)
-    return _layer_split(arch, shaped, [cat.gpu(g) for g in gpus], cat)  # each card's estimate resolves the job
+    cards = [cat.gpu(g) for g in gpus]
+    split = _layer_split(arch, shaped, cards, cat)  # each card's estimate resolves the job
+    return split_energy(split, cards, shaped.output_len, _usage(usage))
 
 
 def fit(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None, weights: str | None = None,

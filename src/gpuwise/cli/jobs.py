@@ -151,7 +151,7 @@ def _split(given: Given, model: str, job: TrainJob | InferJob) -> None:
     names = [name.strip() for name in _gpu(given).split(",")]
     if len(names) == 1:  # --gpu CARD --count N on an engine that splits by layers (api.splits_by_layers)
         names *= job.count
-    result = api.layer_split(model, gpus=names, job=job, catalog_files=_files(given))
+    result = api.layer_split(model, gpus=names, job=job, catalog_files=_files(given), usage=given["usage"])
     if given.shell.get("as_json"):
         print_json(split_json(result))
     else:

@@ -22,6 +22,7 @@ P_load = 700 x (0.2 x 1.0 + 0.8 x 0.58) = 464.8 W; P_idle = 91 W; P = 91 + 373.8
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -76,15 +77,26 @@ def energy_at(gpu: GPU, gpus: int, *, busy_fraction: float, prefill_share: float
               usage: tco.Usage, usd_per_mtok: float | None = None) -> Energy | None:
     """The energy per output token of ``gpus`` cards of ``gpu`` making ``output_tokens_per_s`` together; None when
     they make no tokens (nothing to divide by)."""
-    if output_tokens_per_s <= 0 or gpus <= 0:
+    if gpus <= 0:
         return None
-    per_gpu = board_power_w(gpu.tdp_w, busy_fraction, prefill_share)
-    host = tco.host_w(gpu, gpus)
-    joules = (per_gpu * gpus + host) * usage.pue / output_tokens_per_s
+    return cards_energy([(gpu, busy_fraction, prefill_share)] * gpus, host_w=tco.host_w(gpu, gpus),
+                        output_tokens_per_s=output_tokens_per_s, usage=usage, usd_per_mtok=usd_per_mtok)
+
+
+def cards_energy(cards: Sequence[tuple[GPU, float, float]], *, host_w: float, output_tokens_per_s: float,
+                 usage: tco.Usage, usd_per_mtok: float | None = None) -> Energy | None:
+    """Cards each at its own (busy fraction, prefill share) -- a layer split's cards take turns -- and their hosts'
+    ``host_w``; the Energy's per-card figures are the cards' means (busy ones weighted by their busy time)."""
+    if output_tokens_per_s <= 0 or not cards:
+        return None
+    clamped = [(g, min(max(u, 0.0), 1.0), min(max(s, 0.0), 1.0)) for g, u, s in cards]
+    board = sum(board_power_w(g.tdp_w, u, s) for g, u, s in clamped)
+    busy = sum(u for _, u, _ in clamped)
+    joules = (board + host_w) * usage.pue / output_tokens_per_s
     electricity = electricity_usd_per_mtok(joules, usage.usd_per_kwh)
-    share = electricity / usd_per_mtok if usd_per_mtok else None
-    return Energy(joules, per_gpu, gpus, host, usage.pue, min(max(busy_fraction, 0.0), 1.0),
-                  min(max(prefill_share, 0.0), 1.0), output_tokens_per_s, usage.usd_per_kwh, electricity, share)
+    return Energy(joules, board / len(cards), len(cards), host_w, usage.pue, busy / len(cards),
+                  sum(u * s for _, u, s in clamped) / busy if busy else 0.0, output_tokens_per_s, usage.usd_per_kwh,
+                  electricity, electricity / usd_per_mtok if usd_per_mtok else None)
 
 
 def batch_energy(gpu: GPU, gpus: int, *, ttft_ms: float, e2e_ms: float, output_tokens_per_s: float,
