@@ -187,3 +187,16 @@ def test_layer_split_cards_take_turns() -> None:
         u, s = busy_ms / e2e_ms, card.ttft_ms / busy_ms
         watts += tdp * (0.13 + (s * 1.0 + (1 - s) * 0.58 - 0.13) * u)
     assert e.joules_per_output_token == pytest.approx((watts + 200) * 1.1 / (256 / e2e_ms * 1e3), rel=1e-3)
+
+
+def test_recommended_layer_split_cards_are_busy_in_turn(shipped: Catalog) -> None:
+    """One user on 2 x RTX 3090 (350 W) split by layers at 20 tokens/s: each card busy half the time decoding,
+    350 x (0.13 + (0.58 - 0.13) x 0.5) = 124.25 W; with one desktop's 200 W: (248.5 + 200) / 20 = 22.425 J."""
+    request = parse_request({"workloads": [{"model": "llama-3.1-70b", "task": "infer"}], "usage": {"pue": 1.0}})
+    fit = Fit(per_gpu_bytes=20e9, tokens_per_s=20.0, output_tokens_per_s=20.0,
+              settings=({"split": "layer", "layers": [40, 40]},))
+    option = Option(gpu="rtx-3090", count=2, acquisition="buy-used", fit=fit, usd_per_hour=1.0, tco_usd=1.0,
+                    cost_per_job_usd=None, capex_usd=None, wall_kw=1.0)
+    e = option_energy(option, shipped, request)
+    assert e is not None and e.busy_fraction == 0.5
+    assert e.joules_per_output_token == pytest.approx(22.425)

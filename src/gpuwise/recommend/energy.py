@@ -14,7 +14,8 @@ def option_energy(option: Option, catalog: Catalog, request: Request) -> Energy 
     highest rate or at 80 % of saturation, where continuous batching keeps requests in flight: with L of them on
     average and Poisson arrivals the engine idles e^-L of the time, under 1 % from L = 5), prefilling for the prompt
     tokens' share of the tokens it processes (their phases' times are not kept by the closed form); one user: busy
-    while decoding. None for training, scientific jobs and models that make no tokens."""
+    while decoding, each of a layer split's equal cards for its own layers, 1 / count of the time. None for
+    training, scientific jobs and models that make no tokens."""
     tokens = option.fit.output_tokens_per_s
     if not tokens:
         return None
@@ -23,5 +24,7 @@ def option_energy(option: Option, catalog: Catalog, request: Request) -> Energy 
         share = 0.0  # one user: the option's speed is its decode rate
     else:
         share = token_prefill_share(sum(j.input_len for j in served), sum(j.output_len for j in served))
-    return energy_at(catalog.gpus[option.gpu], option.count, busy_fraction=1.0, prefill_share=share,
-                     output_tokens_per_s=tokens, usage=request.usage, usd_per_mtok=option.usd_per_mtok)
+    layered = any(s.get("split") == "layer" for s in option.fit.settings)
+    return energy_at(catalog.gpus[option.gpu], option.count, busy_fraction=1 / option.count if layered else 1.0,
+                     prefill_share=share, output_tokens_per_s=tokens, usage=request.usage,
+                     usd_per_mtok=option.usd_per_mtok)
