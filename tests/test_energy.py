@@ -200,3 +200,15 @@ def test_recommended_layer_split_cards_are_busy_in_turn(shipped: Catalog) -> Non
     e = option_energy(option, shipped, request)
     assert e is not None and e.busy_fraction == 0.5
     assert e.joules_per_output_token == pytest.approx(22.425)
+
+
+def test_disaggregated_pools_split_the_busy_time() -> None:
+    """1P3D on 8 H100s (TP 2) with 64 clients: the three decode replicas hold about 20 sequences each, so they are
+    never idle (busy >= 3/4 of all GPUs), and only the one prefill replica's share of the busy GPU time is
+    prefill: at most 1 / (1 + 3) = 0.25."""
+    doc = _json(["serve-sim", "llama-3.1-70b", "--gpu", "h100-sxm-80gb", "--count", "8", "--tp", "2", "--disagg",
+                 "1P3D", "--concurrency", "64", "--json"])
+    e = doc["at_concurrency"]["energy"]
+    assert set(e) >= ENERGY_KEYS and e["gpus"] == 8
+    assert 0.75 <= e["busy_fraction"] <= 1.0
+    assert 0.0 < e["prefill_share"] <= 0.25
