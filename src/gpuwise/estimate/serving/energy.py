@@ -23,8 +23,8 @@ def _at_load(result: LoadResult | None, gpu: GPU, gpus: int, usage: Usage) -> Lo
 
 def serving_energy(report: ServingReport, gpu: GPU, gpus: int, usage: Usage) -> ServingReport:
     """The report with each load point's energy: ``gpus`` cards of ``gpu`` (all replicas) at the point's busy fraction
-    and prefill share, making its output tokens; a disaggregated run, whose pools' busy times are not kept apart,
-    has none."""
+    and prefill share (a disaggregated run's: its pools' mean, exact since a card's draw is linear in both), making
+    its output tokens."""
     return replace(report, at_rate=_at_load(report.at_rate, gpu, gpus, usage),
                    at_max=_at_load(report.at_max, gpu, gpus, usage),
                    at_concurrency=_at_load(report.at_concurrency, gpu, gpus, usage))
