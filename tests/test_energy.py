@@ -212,3 +212,19 @@ def test_disaggregated_pools_split_the_busy_time() -> None:
     assert set(e) >= ENERGY_KEYS and e["gpus"] == 8
     assert 0.75 <= e["busy_fraction"] <= 1.0
     assert 0.0 < e["prefill_share"] <= 0.25
+
+
+def test_recommended_option_is_charged_at_the_rate_asked(shipped: Catalog) -> None:
+    """1 QPS asked of one H100 that could serve 10 within a P99 of 2 s there: L = 1 x 2 = 2 in flight, busy
+    1 - e^-2 = 0.864665; P = 91 + (641.2 - 91) x 0.864665 = 566.739 W; 256 tokens/s: (566.739 + 210) / 256 =
+    3.03414 J. Its 1 USD/h makes 256 x 3600 tokens an hour: 1.08507 USD per Mtok at that load."""
+    request = parse_request({"workloads": [{"model": "llama-3.1-8b", "task": "infer", "qps": 1,
+                                            "options": {"input_len": 1024, "output_len": 256}}],
+                             "usage": {"pue": 1.0}})
+    fit = Fit(per_gpu_bytes=20e9, qps_capacity=10.0, p99_ms=2000.0, output_tokens_per_s=2560.0)
+    option = Option(gpu="h100-sxm-80gb", count=1, acquisition="rent:x", fit=fit, usd_per_hour=1.0, tco_usd=1.0,
+                    cost_per_job_usd=None, capex_usd=None, wall_kw=1.0)
+    e = option_energy(option, shipped, request)
+    assert e is not None and e.busy_fraction == pytest.approx(1 - math.exp(-2))
+    assert e.joules_per_output_token == pytest.approx(3.03414, rel=1e-5)
+    assert e.electricity_share == pytest.approx(e.electricity_usd_per_mtok / 1.08507, rel=1e-5)

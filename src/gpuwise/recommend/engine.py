@@ -66,7 +66,7 @@ class Option:
     placement: Placement | None = None
     memory_share: float = 0.0  # the fullest card's use over what it can give (usable memory)
     offer: CloudOffer | None = None  # rented: the offer billed (its provider, region, tier, instance)
-    energy: Energy | None = None  # serving: joules per output token at the planned rate (recommend/rank.py)
+    energy: Energy | None = None  # serving: joules per output token at the rate it serves (recommend/energy.py)
 
     @property
     def throughput(self) -> float:

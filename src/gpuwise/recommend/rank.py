@@ -119,7 +119,7 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
     if request.objective == "perf-per-watt":
         parts.append(per_watt_text(option, needed_rate(request)))
     if request.objective == "energy" and option.energy is not None:
-        parts.append(f"{option.energy.joules_per_output_token:,.3g} J per output token at the planned rate")
+        parts.append(f"{option.energy.joules_per_output_token:,.3g} J per output token at the rate it serves")
     if rank == 0:
         lead = f"best by {request.objective}: {horizon}"
     elif best is not None:

@@ -238,7 +238,7 @@ def recommendation_view(rec: Recommendation) -> Group:
         winner = rec.options[0]
         parts.append(f"[bold]why #1:[/bold] {escape(winner.why)}")
         if winner.energy is not None:
-            parts.append(f"[bold]energy #1 at its planned rate:[/bold] {energy_words(winner.energy)}")
+            parts.append(f"[bold]energy #1 at the rate it serves:[/bold] {energy_words(winner.energy)}")
         parts += [f"[bold]reproduce #1:[/bold] {escape(c)}" for c in winner.fit.commands]
         for note in winner.warnings:
             parts.append(f"[yellow]note:[/yellow] {escape(note)}")
