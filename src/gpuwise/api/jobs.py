@@ -25,6 +25,7 @@ from gpuwise.estimate.fit import fit as _fit
 from gpuwise.estimate.plan import InferPlan, TrainPlan
 from gpuwise.estimate.plan import resolve as _resolve
 from gpuwise.estimate.scaling import ScaleRow, scaling
+from gpuwise.estimate.serving.energy import serving_energy, split_energy
 from gpuwise.estimate.serving.layer_split import LayerSplit
 from gpuwise.estimate.serving.layer_split import layer_split as _layer_split
 from gpuwise.estimate.serving.load import serving_report
@@ -140,10 +141,11 @@ def _job(task: str, given: Job | None, options: Mapping[str, Any]) -> Job:
 
 def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None,
              calibration: Path | str | None = None, weights: str | None = None, catalog_files: CatalogFiles = (),
-             **options: object) -> Estimate:
+             usage: Usage | Mapping[str, object] | None = None, **options: object) -> Estimate:
     """Per-GPU memory, speed and cost of a job; ``calibration`` is a record written by ``gpuwise bench --save``
     whose measured rates replace the efficiency tables for that card; ``weights`` a .safetensors or .gguf file or
-    URL whose header gives the exact weight bytes (inference).
+    URL whose header gives the exact weight bytes (inference); ``usage`` the electricity price and PUE the energy
+    per output token is charged at (``{"usd_per_kwh": 0.1, "pue": 1.3}``; default Usage()'s).
 
     ``gpuwise.estimate("llama-3.1-8b", gpu="rtx-4090", method="qlora", batch=2, seq=2048)``
     """
@@ -151,7 +153,14 @@ def estimate(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | 
     card = cat.gpu(gpu)
     measured = calibration_for(calibration, card, cat) if calibration is not None else None
     typed = with_weights_file(_job(task, job, options), weights)
-    return _estimate(model(model_name), typed, card, cat, calibration=measured)
+    if usage and not isinstance(typed, InferJob):  # priced energy is per output token: training makes none
+        raise ConfigError("--usd-per-kwh and --pue price an inference job's energy per output token; use them with "
+                          "--task infer (`gpuwise tco` takes them for the cost of owning cards)")
+    return _estimate(model(model_name), typed, card, cat, calibration=measured, usage=_usage(usage))
+
+
+def _usage(usage: Usage | Mapping[str, object] | None) -> Usage:
+    return usage if isinstance(usage, Usage) else build(Usage, dict(usage or {}))
 
 
 def weights_bytes(weights: str) -> float:
@@ -191,7 +200,8 @@ def splits_by_layers(job: Job) -> bool:
 
 
 def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | None = None,
-                catalog_files: CatalogFiles = (), **options: object) -> LayerSplit:
+                catalog_files: CatalogFiles = (), usage: Usage | Mapping[str, object] | None = None,
+                **options: object) -> LayerSplit:
     """One copy of an inference job split by layers over 2-4 cards, equal or not (llama.cpp's default): the layers,
     memory and capacity of each card and one user's speed.
 
@@ -202,7 +212,9 @@ def layer_split(model_name: ModelRef, *, gpus: Sequence[str], job: InferJob | No
     shaped = _job("infer", job, options)
     assert isinstance(shaped, InferJob)
     arch = model(model_name)
-    return _layer_split(arch, shaped, [cat.gpu(g) for g in gpus], cat)  # each card's estimate resolves the job
+    cards = [cat.gpu(g) for g in gpus]
+    split = _layer_split(arch, shaped, cards, cat)  # each card's estimate resolves the job
+    return split_energy(split, cards, shaped.output_len, _usage(usage))
 
 
 def fit(model_name: ModelRef, *, gpu: str, task: str = "train", job: Job | None = None, weights: str | None = None,
@@ -223,11 +235,13 @@ def scale(model_name: ModelRef, *, gpu: str, job: TrainJob | None = None, catalo
 
 
 def serve_sim(model_name: ModelRef, *, gpu: str, job: InferJob | None = None, calibration: Path | str | None = None,
-              catalog_files: CatalogFiles = (), **options: object) -> ServingReport:
+              catalog_files: CatalogFiles = (), usage: Usage | Mapping[str, object] | None = None,
+              **options: object) -> ServingReport:
     """Continuous-batching simulation of one replica under Poisson load: P50/P90/P99 TTFT and end-to-end latency at
     ``qps``, the highest rate whose P99 meets ``p99_ms``, and the closed-form capacity the recommender plans with.
     ``options`` are the inference job's flags and the load test's (qps, p99_ms, slo, requests, seed, length_dist).
-    Deterministic for a given ``seed``."""
+    Deterministic for a given ``seed``. Each load point carries its energy per output token at ``usage``'s
+    electricity price and PUE (as for ``estimate``)."""
     load = build(LoadTest, {k: v for k, v in options.items() if k in LoadTest.model_fields})
     job_options = {k: v for k, v in options.items() if k not in LoadTest.model_fields}
     cat = load_catalog(catalog_files=catalog_files)
@@ -235,7 +249,8 @@ def serve_sim(model_name: ModelRef, *, gpu: str, job: InferJob | None = None, ca
     shaped = _job("infer", job, job_options)
     assert isinstance(shaped, InferJob)
     measured = calibration_for(calibration, card, cat) if calibration is not None else None
-    return serving_report(model(model_name), shaped, card, cat, load, calibration=measured)
+    report = serving_report(model(model_name), shaped, card, cat, load, calibration=measured)
+    return serving_energy(report, card, shaped.count, _usage(usage))
 
 
 def recommend(request: Request | Mapping[str, object], *, calibration: Sequence[Path | str] = (),

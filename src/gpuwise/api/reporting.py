@@ -22,6 +22,8 @@ _FROM: dict[str, tuple[str, str]] = {
     "DERIVED": ("gpuwise.workload.model.module_tree", "DERIVED"),
     # serving and scaling: one load point of a serve-sim, the network assumed between nodes when none is given
     "LoadResult": ("gpuwise.estimate.serving.simulate", "LoadResult"),
+    # energy per output token at a load (an estimate's, a load point's, a recommended option's)
+    "Energy": ("gpuwise.estimate.cost.energy", "Energy"),
     "DEFAULT_NETWORK": ("gpuwise.estimate.speed.parallel", "DEFAULT_NETWORK"),
     # a traced step (--trace) and its kernel-by-kernel time
     "Trace": ("gpuwise.workload.trace.steps", "Trace"),
@@ -65,6 +67,7 @@ if TYPE_CHECKING:  # what type checkers see: the same names, imported eagerly
     from gpuwise.catalog import CloudOffer as CloudOffer
     from gpuwise.catalog import Comparison as Comparison
     from gpuwise.catalog import price_usd as price_usd
+    from gpuwise.estimate.cost.energy import Energy as Energy
     from gpuwise.estimate.cost.price import CostFigures as CostFigures
     from gpuwise.estimate.serving.simulate import LoadResult as LoadResult
     from gpuwise.estimate.speed.bands import band as band

@@ -18,6 +18,7 @@ from gpuwise.api.shell import (
     InferJob,
     LoadTest,
     TrainJob,
+    Usage,
     job_flag_fields,
     make_hpc_job,
     make_image_job,
@@ -170,7 +171,7 @@ def _split(given: Given, model: str, job: TrainJob | InferJob) -> None:
     names = [name.strip() for name in _gpu(given).split(",")]
     if len(names) == 1:  # --gpu CARD --count N on an engine that splits by layers (api.splits_by_layers)
         names *= job.count
-    result = api.layer_split(model, gpus=names, job=job, catalog_files=_files(given))
+    result = api.layer_split(model, gpus=names, job=job, catalog_files=_files(given), usage=given["usage"])
     if given.shell.get("as_json"):
         print_json(split_json(result))
     else:
@@ -207,7 +208,7 @@ def _estimate(given: Given) -> None:
         _split(given, model, job)
         return
     result = api.estimate(model, gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
-                          weights=given.shell.get("weights"), catalog_files=_files(given))
+                          weights=given.shell.get("weights"), catalog_files=_files(given), usage=given["usage"])
     if given.shell.get("emit"):
         from gpuwise.report.emit import emit_estimate
 
@@ -285,7 +286,7 @@ def _serve_sim(given: Given) -> None:
     job = typed_job(given, "serve-sim")
     assert isinstance(job, InferJob)
     report = api.serve_sim(given.args["model"], gpu=_gpu(given), job=job, calibration=given.shell.get("calibration"),
-                           catalog_files=_files(given), **given["load"])
+                           catalog_files=_files(given), usage=given["usage"], **given["load"])
     print_json(view.serving_json(report)) if given.shell.get("as_json") else stdout().print(view.serving_view(report))
 
 
@@ -317,7 +318,8 @@ def _job_source(command: str) -> Source:
 def register(app: typer.Typer) -> None:
     define(app, "estimate", "Per-GPU memory and speed of a job, as a table or the JSON contract (--json).",
            _estimate, args=[ESTIMATED], sources=[_job_source("estimate"), Source.of("image", ImageJob, "estimate"),
-                                                 Source.of("hpc", HpcJob, "estimate")],
+                                                 Source.of("hpc", HpcJob, "estimate"),
+                                                 Source.of("usage", Usage, "estimate")],
            shell=[GPU, HF_REPO, CALIBRATION, WEIGHTS, LAUNCH, EXACT, TRACE, JSON, CATALOG])
     define(app, "fit", "Will it fit? Memory breakdown, largest batch, and the changes that make it fit.", _fit,
            args=[LANGUAGE_MODEL], sources=[_job_source("fit"), Source.of("image", ImageJob, "fit")],
@@ -326,6 +328,7 @@ def register(app: typer.Typer) -> None:
            args=[MODEL], sources=[_job_source("scale")], shell=[GPU, JSON, CATALOG])
     define(app, "serve-sim", "Serving under load: P50/P90/P99 latency at a request rate, highest rate for an SLO.",
            _serve_sim, args=[LANGUAGE_MODEL], sources=[_job_source("serve-sim"), Source.of("load", LoadTest,
-                                                                                          "serve-sim")],
+                                                                                          "serve-sim"),
+                                                    Source.of("usage", Usage, "serve-sim")],
            shell=[GPU, HF_REPO, CALIBRATION, JSON, CATALOG])
     define(app, "models", "List the shipped model presets (work offline).", _models, shell=[JSON])

@@ -229,3 +229,26 @@ DATALOADER_CORES_PER_GPU = Constant(
     8.0, "CPU cores per GPU", "gpuwise policy: the DataLoader workers a typical node gives each GPU (a DGX A100: 128 "
                               "cores for 8 GPUs, with threads for the trainer and NCCL; imread_benchmark peaks at 8 "
                               "workers)")
+
+# ---- energy per token (estimate/cost/energy.py) ------------------------------------------------------------
+# Global parameters of the board-power mechanism, as fractions of each card's TDP (its catalog record's tdp_w):
+# Splitwise's power model gives both cards it measured the same shape (prompt at TDP, tokens a little over half,
+# idle an eighth), so the mean of the two is taken and their spread stated as the bounds.
+SPLITWISE_POWER = ("Patel et al., 'Splitwise: Efficient Generative LLM Inference Using Phase Splitting', ISCA 2024 "
+                   "(arXiv 2311.18677) sec. III, power: the prompt phase draws close to TDP, the token phase far "
+                   "less; its simulator's measured per-phase draws, Mutinifni/splitwise-sim@378088013a54 "
+                   "configs/power_model/constant.yaml ConstantPowerModel (as_of 2024-06)")
+GPU_IDLE_POWER = Constant(0.13, "fraction of TDP", "board power of a card that holds a model and runs nothing: "
+                          "idle_power H100-80GB 75 W of 700 W (0.107), A100-80GB 63 W of 400 W (0.158); mean 0.13, "
+                          "bounds 0.107-0.158 (" + SPLITWISE_POWER + ")")
+PREFILL_POWER = Constant(1.0, "fraction of TDP", "board power while prefilling (compute-bound): prompt_power "
+                         "H100-80GB 700 W of 700 W, A100-80GB 400 W of 400 W; bounds 1.0-1.0 (" + SPLITWISE_POWER + ")")
+DECODE_POWER = Constant(0.58, "fraction of TDP", "board power while decoding (memory-bound): token_power H100-80GB "
+                        "380 W of 700 W (0.543), A100-80GB 250 W of 400 W (0.625); mean 0.58, bounds 0.543-0.625 ("
+                        + SPLITWISE_POWER + ")")
+MIXED_STEP_PREFILL_SHARE = Constant(
+    1.0, "x the prompt tokens' share of a mixed iteration's tokens",
+    "gpuwise assumption: an iteration that prefills prompt chunks and decodes the running batch in one forward "
+    "(vLLM, TensorRT-LLM) draws prefill power for the prompt tokens' share of its tokens and decode power for the "
+    "rest; where the time of each phase is known (a prefill-only iteration, a batch's TTFT) it is used instead")
+JOULES_PER_KWH = Constant(3.6e6, "J/kWh", "SI: 1 kWh = 1,000 W x 3,600 s")

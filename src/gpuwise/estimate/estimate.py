@@ -8,7 +8,9 @@ from dataclasses import dataclass, replace
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.compat import describe, unmet
+from gpuwise.estimate.cost.energy import Energy, estimate_energy
 from gpuwise.estimate.cost.price import CostFigures, costs
+from gpuwise.estimate.cost.tco import Usage
 from gpuwise.estimate.memory.breakdown import MemoryEstimate, for_card
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.training import training_memory
@@ -29,6 +31,7 @@ class Estimate:
     plan: TrainPlan | InferPlan  # the job as resolved on the card: what every figure was computed from
     perf: TrainPerf | InferPerf | None = None
     cost: CostFigures | None = None
+    energy: Energy | None = None  # inference: joules per output token at the batch's load (estimate/cost/energy.py)
 
     @property
     def task(self) -> str:
@@ -53,8 +56,9 @@ def compatibility_warnings(plan: TrainPlan | InferPlan) -> tuple[str, ...]:
 
 
 def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = None, *,
-             calibration: Calibration | None = None) -> Estimate:
-    """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed."""
+             calibration: Calibration | None = None, usage: Usage | None = None) -> Estimate:
+    """Memory of ``job`` on ``job.count`` GPUs of type ``gpu``; with ``catalog`` (for the links) also speed, and for
+    inference the energy per output token at ``usage``'s electricity price and PUE (default: ``Usage()``'s)."""
     plan = resolve(arch, job, gpu, calibration)
     job = plan.job
     memory = for_card(training_memory(plan) if isinstance(plan, TrainPlan) else inference_memory(plan), gpu)
@@ -69,7 +73,8 @@ def estimate(arch: Architecture, job: Job, gpu: GPU, catalog: Catalog | None = N
         calibrated = f"calibrated by {calibration.source}: {calibration.replaced}"
         perf = replace(perf, assumptions=(*perf.assumptions, calibrated))
     cost = costs(gpu, job, perf, catalog) if catalog is not None else None
-    return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost, plan=plan,
+    energy = estimate_energy(gpu, job, perf, usage or Usage(), cost.usd_per_million_tokens if cost else None)
+    return Estimate(model=arch, gpu=gpu, job=job, memory=memory, perf=perf, cost=cost, plan=plan, energy=energy,
                     warnings=memory.warnings + compatibility_warnings(plan) + _feeding(arch, job, perf))
 
 

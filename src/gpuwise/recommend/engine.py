@@ -18,6 +18,7 @@ from gpuwise.catalog.schema import STREET_MAX_AGE_DAYS
 from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.compat import describe, unmet
 from gpuwise.estimate.cost import tco as tco
+from gpuwise.estimate.cost.energy import Energy
 from gpuwise.recommend.evaluate import evaluate
 from gpuwise.recommend.fit import Fit, Rejection
 from gpuwise.recommend.hpc import hpc_card_rejection, talks_between_gpus
@@ -65,6 +66,7 @@ class Option:
     placement: Placement | None = None
     memory_share: float = 0.0  # the fullest card's use over what it can give (usable memory)
     offer: CloudOffer | None = None  # rented: the offer billed (its provider, region, tier, instance)
+    energy: Energy | None = None  # serving: joules per output token at the rate it serves (recommend/energy.py)
 
     @property
     def throughput(self) -> float:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from gpuwise.catalog import Catalog
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.calibration import Calibration
+from gpuwise.estimate.cost.energy import Energy
 from gpuwise.estimate.plan import require_training_knobs
 from gpuwise.recommend.defaults import left_free
+from gpuwise.recommend.energy import option_energy
 from gpuwise.recommend.engine import (
     Option,
     Recommendation,
@@ -39,9 +42,11 @@ def _time(option: Option) -> float:
     return option.fit.p99_ms or 0.0
 
 
-def ranking_key(objective: str, needed: float | None = None) -> Callable[[Option], tuple[float, float]]:
+def ranking_key(objective: str, needed: float | None = None,
+                energy: Callable[[Option], Energy | None] | None = None) -> Callable[[Option], tuple[float, float]]:
     """Smaller is better; ties broken by total cost. ``needed``: the serving rate to meet (per watt counts only
-    the work the load uses)."""
+    the work the load uses); ``energy``: an option's energy per output token (the energy objective; an option
+    without one, training or a model that makes no tokens, ranks last)."""
     def key(o: Option) -> tuple[float, float]:
         if objective == "cost-per-job":
             primary = o.cost_per_job_usd if o.cost_per_job_usd is not None else o.usd_per_hour
@@ -53,6 +58,9 @@ def ranking_key(objective: str, needed: float | None = None) -> Callable[[Option
             primary = -delivered_per_watt(o, needed)
         elif objective == "usd-per-mtok":
             primary = o.usd_per_mtok if o.usd_per_mtok is not None else math.inf
+        elif objective == "energy":
+            found = (energy or (lambda option: option.energy))(o)
+            primary = found.joules_per_output_token if found is not None else math.inf
         else:
             primary = o.tco_usd
         return primary, o.tco_usd
@@ -110,6 +118,8 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
             f"(bought, {option.capex_usd or 0:,.0f} USD, and sold again at its end)")
     if request.objective == "perf-per-watt":
         parts.append(per_watt_text(option, needed_rate(request)))
+    if request.objective == "energy" and option.energy is not None:
+        parts.append(f"{option.energy.joules_per_output_token:,.3g} J per output token at the rate it serves")
     if rank == 0:
         lead = f"best by {request.objective}: {horizon}"
     elif best is not None:
@@ -257,7 +267,10 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
         model = archs[w.model]
         if isinstance(w.job, TrainJob) and isinstance(model, Architecture):
             require_training_knobs(model, w.job)
-    key = _within_headroom_first(ranking_key(request.objective, needed_rate(request)), request)
+    def energy(o: Option) -> Energy | None:
+        return option_energy(o, catalog, request)
+
+    key = _within_headroom_first(ranking_key(request.objective, needed_rate(request), energy), request)
     planned = REPLICAS.set({})
     try:
         options, rejected = enumerate_options(request, catalog, archs, calibrations)
@@ -266,9 +279,10 @@ def recommend(request: Request, catalog: Catalog, calibrations: Mapping[str, Cal
         REPLICAS.reset(planned)
     best = sorted(best_per_gpu_and_way(options, key), key=key)
     winner = best[0] if best else None
+    charged = [replace(o, energy=energy(o)) for o in best]
     explained = tuple(
         Option(**{**o.__dict__, "why": _why(o, i, winner, request, catalog.gpus[o.gpu].usable_memory_bytes / 2**30)})
-        for i, o in enumerate(best)
+        for i, o in enumerate(charged)
     )
     finding = low_power_finding(request, explained, rejected, catalog)
     return Recommendation(request, explained, tuple(rejected), tuple(pareto_front(list(best))),

@@ -36,7 +36,8 @@ from gpuwise.workload.jobs.job import JOB_MODELS, InferJob, Task, TrainJob
 from gpuwise.workload.jobs.parse import make_job
 from gpuwise.workload.kind import workload_kind
 
-Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt", "usd-per-mtok"]
+Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt", "usd-per-mtok",
+                    "energy"]
 Acquisition = Literal["buy-new", "buy-used", "rent"]
 Chassis = Literal["desktop", "workstation", "server"]
 OBJECTIVES: tuple[str, ...] = ("tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt")

@@ -106,6 +106,12 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         assumptions += list(est.perf.assumptions)
     if est.cost is not None:
         document["cost"] = _cost_json(est)
+    if est.energy is not None:
+        from gpuwise.report.perf import energy_json
+
+        document["energy"] = energy_json(est.energy)
+        document.setdefault("perf", {}).setdefault("infer", {})["joules_per_token"] = round(
+            est.energy.joules_per_output_token, 6)
     document["assumptions"] = assumptions
     document["warnings"] = list(est.warnings)
     return document
@@ -120,6 +126,8 @@ def _cost_json(est: Estimate) -> dict[str, Any]:
         cost["usd_per_job"] = round(est.cost.usd_per_job, 2)
     if est.cost.usd_per_million_tokens is not None:
         cost["usd_per_million_tokens"] = round(est.cost.usd_per_million_tokens, 4)
+    if est.energy is not None:
+        cost["usd_per_mtok_energy"] = round(est.energy.electricity_usd_per_mtok, 6)
     if not est.memory.fits and len(cost) > 2:
         cost["if_it_fit"] = True
     return cost
@@ -167,11 +175,19 @@ def cost_line(est: Estimate) -> str | None:
     return f"[bold]{head}:[/bold] " + "; ".join(per)
 
 
+def _energy(est: Estimate) -> str | None:
+    """Energy per output token at the batch's load, and the electricity's share of the cost per Mtok."""
+    from gpuwise.report.perf import energy_line
+
+    return energy_line(est.energy, "at this batch") if est.energy is not None else None
+
+
 def estimate_view(est: Estimate) -> Group:
     """The estimate as the terminal shows it: the defaults it rests on, memory, verdict, speed, cost, notes."""
     from gpuwise.report.perf import perf_lines
 
-    parts = (defaults_line(est), breakdown_table(est), verdict(est), perf_lines(est), cost_line(est), notes(est))
+    parts = (defaults_line(est), breakdown_table(est), verdict(est), perf_lines(est), cost_line(est), _energy(est),
+             notes(est))
     return Group(*(p for p in parts if p))
 
 

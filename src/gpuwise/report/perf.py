@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.api import Estimate, InferPerf, ScaleRow, ServingReport, TrainPerf
-from gpuwise.api.reporting import DEFAULT_NETWORK, LoadResult, band, band_percentiles
+from gpuwise.api.reporting import DEFAULT_NETWORK, Energy, LoadResult, band, band_percentiles
 from gpuwise.report.narrow import Column, narrow_table
 
 
@@ -73,6 +73,7 @@ def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
         "throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1),
         "output_tokens_per_s": round(result.throughput_tokens_per_s, 1),
         "requests_per_s": round(result.requests_per_s, 4), "saturated": result.saturated, "steady": result.steady,
+        "energy": energy_json(result.energy),
     }
 
 
@@ -125,6 +126,7 @@ def serving_view(report: ServingReport) -> Group:
     lines: list[Any] = [table, f"{memory}KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
                                f"{report.max_batch} sequences per replica; {plans}"]
     lines += [_likely_line(r) for r in results if _likely_line(r)]
+    lines += [energy_line(r.energy, f"at {_load_name(r)}") for r in results if r.energy is not None]
     short = next((r for r in results if not r.steady), None)
     if short is not None:
         lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "
@@ -168,3 +170,35 @@ def perf_lines(est: Estimate) -> str:
     top = ", ".join(f"{name} {share:.0%}" for name, share in perf.top_ops[:5])
     head = "speed" if est.memory.fits else "speed if it fit (it does not: memory above)"
     return f"[bold]{head}:[/bold] {text}\n[dim]time by operator: {top}[/dim]"
+
+
+def _load_name(r: LoadResult) -> str:
+    return f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS"
+
+
+def energy_json(e: Energy | None) -> dict[str, Any] | None:
+    """Energy per output token at one load (estimate/cost/energy.py): the terms that made it, SI units."""
+    if e is None:
+        return None
+    return {"joules_per_output_token": round(e.joules_per_output_token, 6), "gpu_w": round(e.gpu_w, 2),
+            "gpus": e.gpus, "host_w": round(e.host_w, 2), "pue": e.pue, "wall_w": round(e.wall_w, 2),
+            "busy_fraction": round(e.busy_fraction, 4),
+            "prefill_share": round(e.prefill_share, 4), "output_tokens_per_s": round(e.output_tokens_per_s, 3),
+            "usd_per_kwh": e.usd_per_kwh, "electricity_usd_per_mtok": round(e.electricity_usd_per_mtok, 6),
+            "electricity_share": round(e.electricity_share, 6) if e.electricity_share is not None else None}
+
+
+def energy_words(e: Energy) -> str:
+    """'0.55 J per output token (1 GPU at 100 % busy, 15 % of it prefilling: 451 W + 210 W host share, PUE 1);
+    electricity 0.0245 USD per Mtok at 0.16 USD/kWh, 4.0 % of the cost'."""
+    gpus = f"{e.gpus} GPU" + ("s" if e.gpus > 1 else "")
+    text = (f"{e.joules_per_output_token:,.3g} J per output token ({gpus} at {e.busy_fraction:.0%} busy, "
+            f"{e.prefill_share:.0%} of it prefilling: {e.gpu_w:,.0f} W each + {e.host_w:,.0f} W host share, "
+            f"PUE {e.pue:g}); electricity {e.electricity_usd_per_mtok:,.3g} USD per Mtok at {e.usd_per_kwh:g} USD/kWh")
+    if e.electricity_share is not None:
+        text += f", {e.electricity_share:.1%} of the cost"
+    return text
+
+
+def energy_line(e: Energy, where: str = "at this load") -> str:
+    return f"[bold]energy {where}:[/bold] {energy_words(e)}"

@@ -14,6 +14,7 @@ from rich.table import Table
 from gpuwise.api import Recommendation, TcoReport
 from gpuwise.api.reporting import Fit, Option, Rejected
 from gpuwise.api.shell import Workload
+from gpuwise.report.perf import energy_json, energy_words
 
 
 def _workload_json(workload: Workload, fit: Fit) -> dict[str, Any]:
@@ -39,6 +40,7 @@ def option_json(o: Option, workloads: tuple[Workload, ...] = ()) -> dict[str, An
         "usd_per_mtok": round(o.usd_per_mtok, 4) if o.usd_per_mtok is not None else None,
         "settings": [dict(s) for s in o.fit.settings], "commands": list(o.fit.commands), **_placement_json(o),
         "capex_usd": o.capex_usd, "wall_kw": round(o.wall_kw, 3), "why": o.why, "warnings": list(o.warnings),
+        "energy": energy_json(o.energy),
     }
 
 
@@ -235,6 +237,8 @@ def recommendation_view(rec: Recommendation) -> Group:
         parts.append(_options_table(rec, table))
         winner = rec.options[0]
         parts.append(f"[bold]why #1:[/bold] {escape(winner.why)}")
+        if winner.energy is not None:
+            parts.append(f"[bold]energy #1 at the rate it serves:[/bold] {energy_words(winner.energy)}")
         parts += [f"[bold]reproduce #1:[/bold] {escape(c)}" for c in winner.fit.commands]
         for note in winner.warnings:
             parts.append(f"[yellow]note:[/yellow] {escape(note)}")

@@ -8,6 +8,7 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.api import LayerSplit
+from gpuwise.report.perf import energy_json, energy_line
 
 GIB = 2**30
 
@@ -16,7 +17,8 @@ def split_json(split: LayerSplit) -> dict[str, Any]:
     return {"split": "layer", "fits": split.fits, "tpot_ms": round(split.tpot_ms, 3),
             "tokens_per_s": round(split.tokens_per_s, 2), "ttft_ms": round(split.ttft_ms, 1),
             "cards": [{"gpu": c.gpu, "layers": c.layers, "per_gpu_gib": round(c.per_gpu_bytes / GIB, 3),
-                       "capacity_gib": round(c.capacity_bytes / GIB, 3), "fits": c.fits} for c in split.cards]}
+                       "capacity_gib": round(c.capacity_bytes / GIB, 3), "fits": c.fits} for c in split.cards],
+            "energy": energy_json(split.energy)}
 
 
 def split_view(split: LayerSplit, model: str) -> Group:
@@ -32,4 +34,5 @@ def split_view(split: LayerSplit, model: str) -> Group:
              f"{split.ttft_ms:,.0f} ms; the layers run one card after another, so the cards add room, not speed")
     how = ("[dim]layers in proportion to each card's free memory, llama.cpp's default without --tensor-split "
            "(src/llama-model.cpp, 'default split, by free memory')[/dim]")
-    return Group(table, verdict, speed, how)
+    energy = [energy_line(split.energy, "for one user")] if split.energy is not None else []
+    return Group(table, verdict, speed, *energy, how)

@@ -23,6 +23,7 @@ from gpuwise.flags import Flag
 
 HOURS_PER_YEAR = 365.0
 _USAGE = frozenset({"tco", "recommend"})
+_ENERGY = _USAGE | {"estimate", "serve-sim"}  # energy per output token (energy.py) is charged at the same price and PUE
 USAGE = "Usage and energy"
 Pattern = Literal["ongoing", "one-off"]
 
@@ -36,9 +37,9 @@ class Usage(BaseModel):
         default=8.0, description="hours of use per day")
     years: Annotated[float, Field(gt=0, le=10), Flag(_USAGE, USAGE)] = Field(
         default=3.0, description="horizon in years")
-    usd_per_kwh: Annotated[float, Field(ge=0, le=5), Flag(_USAGE, USAGE)] = Field(
+    usd_per_kwh: Annotated[float, Field(ge=0, le=5), Flag(_ENERGY, USAGE)] = Field(
         default=0.16, description="electricity price (EIA US residential average 15.45 c/kWh, Jan 2024)")
-    pue: Annotated[float, Field(ge=1.0, le=3.0), Flag(_USAGE, USAGE)] = Field(
+    pue: Annotated[float, Field(ge=1.0, le=3.0), Flag(_ENERGY, USAGE)] = Field(
         default=1.0, description="power usage effectiveness: 1.0 at home; data centers 1.1-1.6 (Uptime Institute)")
     pattern: Annotated[Pattern, Flag(frozenset({"recommend"}), USAGE, name="--usage")] = Field(
         default="ongoing", description="ongoing: the hardware's cost over --years of use; one-off: one training "
@@ -92,12 +93,17 @@ def wall_kw(gpu: GPU, count: int, machines: int | None = None) -> float:
     fill, 8 to a server, 4 to a desktop): a server's share of its GPUs' TDP but never less than a host's own draw
     per machine (one 72 W L4 does not run in a 22 W server)."""
     gpus = gpu.tdp_w * count * C.GPU_LOAD_POWER.value
+    return (gpus + host_w(gpu, count, machines)) / 1000.0
+
+
+def host_w(gpu: GPU, count: int, machines: int | None = None) -> float:
+    """The hosts' own draw for ``count`` cards (CPUs, memory, fans, NICs): a server's share of its GPUs' TDP but never
+    less than a host's own draw per machine; a desktop's CPU and platform per machine. The one host share that
+    ownership (:func:`wall_kw`) and energy per token (energy.py) both charge."""
     if gpu.segment == "datacenter":
         hosts = machines or -(-count // int(max(gpu.board_gpus or (C.SERVER_GPU_SLOTS.value,))))
-        host = max(gpu.tdp_w * count * C.SERVER_POWER_OVERHEAD.value, C.HOST_POWER_DESKTOP.value * hosts)
-    else:
-        host = C.HOST_POWER_DESKTOP.value * (machines or max(1, -(-count // 4)))
-    return (gpus + host) / 1000.0
+        return max(gpu.tdp_w * count * C.SERVER_POWER_OVERHEAD.value, C.HOST_POWER_DESKTOP.value * hosts)
+    return C.HOST_POWER_DESKTOP.value * (machines or max(1, -(-count // 4)))
 
 
 def residual_fraction(gpu: GPU, years: float, unit_price_usd: float | None = None) -> float:

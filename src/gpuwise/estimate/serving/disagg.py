@@ -94,8 +94,13 @@ def closed_loop(rep: Replica, pools_: Pools, clients: int, *, kv_transfer_s: flo
     cycle = ttft_s + after_first_s
     p50, p90, p99 = (t + after_first_s * 1e3 for t in prefilled.ttft_ms)
     tpot_ms = tpot_s * 1e3
+    batch = clients * (output - 1) * tpot_s / cycle / pools_.decode
+    # busy GPUs for energy.py: the prefill pool as simulated, a decode replica whenever it holds a sequence (its
+    # batch Poisson-like, empty e^-batch of the time); the pools' mean busy fraction and the prefill part of it
+    busy_p, busy_d = (prefilled.busy_fraction or 0.0) * pools_.prefill, (1 - math.exp(-batch)) * pools_.decode
     return LoadResult(
         qps=rate, requests=prefilled.requests, ttft_ms=prefilled.ttft_ms, e2e_ms=(p50, p90, p99),
-        mean_queue_ms=prefilled.mean_queue_ms, mean_batch=clients * (output - 1) * tpot_s / cycle / pools_.decode,
+        mean_queue_ms=prefilled.mean_queue_ms, mean_batch=batch,
         throughput_tokens_per_s=rate * output, saturated=prefilled.saturated, ttft_mean_ms=ttft_s * 1e3,
-        tpot_ms=(tpot_ms, tpot_ms, tpot_ms), tpot_mean_ms=tpot_ms, requests_per_s=rate, concurrency=clients)
+        tpot_ms=(tpot_ms, tpot_ms, tpot_ms), tpot_mean_ms=tpot_ms, requests_per_s=rate, concurrency=clients,
+        busy_fraction=(busy_p + busy_d) / pools_.replicas, prefill_share=busy_p / max(busy_p + busy_d, 1e-12))

@@ -19,6 +19,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.calibration import Calibration
+from gpuwise.estimate.cost.energy import Energy
 from gpuwise.estimate.estimate import estimate
 from gpuwise.estimate.speed.inference import InferPerf
 from gpuwise.workload.jobs.job import InferJob
@@ -34,6 +35,8 @@ class SplitCard:
     layers: int
     per_gpu_bytes: float
     capacity_bytes: float
+    tpot_ms: float = 0.0  # this card's part of each decode step (its layers' share of its own whole-model step)
+    ttft_ms: float = 0.0  # and of the prefill
 
     @property
     def fits(self) -> bool:
@@ -45,6 +48,7 @@ class LayerSplit:
     cards: tuple[SplitCard, ...]
     tpot_ms: float
     ttft_ms: float
+    energy: Energy | None = None  # one user's joules per output token, the cards taking turns (serving/energy.py)
 
     @property
     def fits(self) -> bool:
@@ -102,7 +106,8 @@ def layer_split(arch: Architecture, job: InferJob, gpus: Sequence[GPU], catalog:
         share = n / arch.layers
         perf = result.perf
         assert isinstance(perf, InferPerf) and perf.tpot_ms is not None and perf.ttft_ms is not None
-        cards.append(SplitCard(gpu.id, n, rest + share * part, gpu.usable_memory_bytes))
+        cards.append(SplitCard(gpu.id, n, rest + share * part, gpu.usable_memory_bytes, share * perf.tpot_ms,
+                               share * perf.ttft_ms))
         tpot += share * perf.tpot_ms
         ttft += share * perf.ttft_ms
     hand_offs_ms = (len(gpus) - 1) * C.COLLECTIVE_LATENCY.value * 1e3  # the hidden state, a few KB, per boundary

@@ -19,10 +19,11 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise import budget
 from gpuwise.errors import ConfigError
+from gpuwise.estimate.cost.energy import Energy
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class LoadResult:
     tpot_mean_ms: float = math.nan  # time per output token after the first: (end - first token) / (output - 1)
     requests_per_s: float = 0.0
     concurrency: int | None = None  # closed loop: the clients in flight
+    busy_fraction: float | None = None  # the engine's iterations over the simulated time (energy.py's utilisation)
+    prefill_share: float | None = None  # of that busy time, prefilling (a mixed iteration: its prompt tokens' share)
+    energy: Energy | None = None  # joules per output token at this load (estimate/cost/energy.py), set by its caller
 
     @property
     def steady(self) -> bool:
@@ -165,30 +169,38 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
     sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens, prefix_hit, policy)
     released = min(concurrency, len(requests)) if concurrency is not None else len(requests)
     rng = random.Random(seed)
+    busy_s = prefill_s = 0.0  # time the engine runs iterations, and the prefill part of it
     while sim.busy():
         if sim.steps % 4096 == 0:
             budget.checkpoint()
         chunks = sim.schedule()
         if not chunks and not sim.running:
             continue
+        before = sim.clock
         if not chunks and sim.coast(decode_step):
+            busy_s += sim.clock - before
             continue
         tokens = sum(chunks.values())
         decoding = sim.running > 0 and (policy.mixes_prefill or not chunks)
         if not decoding:
-            step = prefill(tokens)
+            step = prefilling = prefill(tokens)
         elif tokens and mixed_step is not None:
             step = mixed_step(tokens, sim.running, sim.mean_context())
+            prefilling = step * tokens / (tokens + sim.running)  # constants.MIXED_STEP_PREFILL_SHARE
         else:
-            step = (prefill(tokens) if tokens else 0.0) + decode_step(sim.running, sim.mean_context())
+            step = (prefilling := prefill(tokens) if tokens else 0.0) + decode_step(sim.running, sim.mean_context())
+        busy_s, prefill_s = busy_s + step, prefill_s + prefilling
         done_now = sim.advance(step, chunks, decoding)
         if concurrency is not None:  # each client that got its answer sends its next request: it misses the
             for _ in range(min(done_now, len(requests) - released)):  # iteration the engine starts meanwhile
                 late = rng.expovariate(1 / policy.turnaround_s) if policy.turnaround_s > 0 else 0.0
                 sim.arrive(released, sim.clock + CLIENT_TURNAROUND_S + late)
                 released += 1
-    return _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
-                      (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
+    result = _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
+                        (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
+    span = sim.clock - arrival[0] if requests else 0.0
+    return replace(result, busy_fraction=min(busy_s / span, 1.0) if span > 0 else None,
+                   prefill_share=prefill_s / busy_s if busy_s > 0 else None)
 
 
 class _Scheduler:
