@@ -119,8 +119,8 @@ def _fit_time_text(fit: Fit, *, short: bool = False) -> str:
     if fit.qps_capacity is not None:
         if short:
             return f"{_rate_text(fit.qps_capacity)}/s {_p99_label(fit)} " + _latency_text(fit.p99_ms)
-        digits = ".3g" if fit.binding_slo == "tpot" else ",.0f"  # a TPOT is tens of ms: its tenths count
-        p99 = f"{fit.p99_ms:{digits}} ms" if fit.p99_ms is not None else "— (saturated)"
+        spec = ".3g" if fit.binding_slo == "tpot" else ",.0f"  # a TPOT is tens of ms: its tenths count
+        p99 = f"{fit.p99_ms:{spec}} ms" if fit.p99_ms is not None else "— (saturated)"
         return f"{_rate_text(fit.qps_capacity)} QPS, {_p99_label(fit, short=False)} {p99}"
     if fit.tokens_per_s is not None:
         return f"{fit.tokens_per_s:,.0f} tok/s" if short else f"{fit.tokens_per_s:,.1f} tokens/s for one user"
