@@ -155,7 +155,7 @@ def test_conflicting_slo_flags_are_one_line_errors() -> None:
     done = runner.invoke(app, ["recommend", MODEL, "--task", "infer", "--qps", "1", "--p99-ms", "900",
                                "--slo", "ttft", "--ttft-p99-ms", "500"])
     assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1
-    with pytest.raises(ConfigError, match="p99_ms.*two ways|two ways"):
+    with pytest.raises(ConfigError, match="--p99-ms and --e2e-p99-ms set the same SLOs two ways"):
         parse_request({"workloads": [{"model": MODEL, "task": "infer", "p99_ms": 900, "e2e_p99_ms": 800}]})
 
 
@@ -180,3 +180,20 @@ def test_a_recommended_option_reproduces_with_two_slos() -> None:
                                           "tpot_p99_ms": 1}], "gpus": ["l4"], "acquisitions": ["rent"]})
     assert not tight.options
     assert any("P99 TPOT" in r.reason for r in tight.rejected), [r.reason for r in tight.rejected][:3]
+
+
+def test_scenario_files_and_the_mcp_tool_take_the_same_slos(tmp_path: Any) -> None:
+    """A scenario workload's ttft_p99_ms/tpot_p99_ms are the flags' fields; its p99_ms is e2e_p99_ms; the MCP
+    serve_sim tool takes the same fields and answers the same slos document as `serve-sim --json`."""
+    from gpuwise.cli import mcp_server
+    from gpuwise.recommend.request import load_scenario
+
+    path = tmp_path / "two-slos.yaml"
+    path.write_text(f"workloads:\n  - model: {MODEL}\n    task: infer\n    qps: 2\n    ttft_p99_ms: 300\n"
+                    "    tpot_p99_ms: 12\n  - model: qwen2.5-7b\n    task: infer\n    p99_ms: 4000\n")
+    first, second = load_scenario(path).workloads
+    assert first.slos == Slos(ttft_ms=300, tpot_ms=12) and second.slos == Slos(e2e_ms=4000)
+    answer = mcp_server.TOOLS["serve_sim"][2]({"model": MODEL, "gpu": GPU, "qps": 2, "ttft_p99_ms": 300,
+                                               "tpot_p99_ms": 12})
+    done = _serve_sim("--ttft-p99-ms", "300", "--tpot-p99-ms", "12", "--json")
+    assert answer["slos"] == json.loads(done.stdout)["slos"]
