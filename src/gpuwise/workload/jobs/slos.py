@@ -101,6 +101,15 @@ def _value(p99_ms: Mapping[str, float], name: str) -> float:
     return 0.0 if name == "tpot" and math.isnan(value) else value
 
 
+def _valid_ms(value: object) -> bool:
+    """A target the fields accept (0 < ms <= 1e9), so that a bad --p99-ms is refused under its own name."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, bool) and math.isfinite(number) and 0 < number <= 1e9
+
+
 def normalise_slos(data: Any) -> Any:
     """A model's raw fields with ``p99_ms`` (and ``slo``) moved into ``e2e_p99_ms`` or ``ttft_p99_ms``; a
     ValueError (one line) where the two spellings are mixed."""
@@ -114,8 +123,8 @@ def normalise_slos(data: Any) -> Any:
     if new and slo == "ttft":  # (a default "e2e" comes back from a dumped model: harmless)
         raise ValueError("--slo says what --p99-ms bounds; with --ttft-p99-ms, --tpot-p99-ms or --e2e-p99-ms leave "
                          "it out")
-    if old is None or slo not in (None, "e2e", "ttft"):
-        return data  # nothing to move, or the field validators name what is wrong
+    if old is None or slo not in (None, "e2e", "ttft") or not _valid_ms(old):
+        return data  # nothing to move, or the field validators name what is wrong, as --p99-ms and --slo
     key = slo or "e2e"
     out = {k: v for k, v in data.items() if k not in ("p99_ms", "slo")}
     out[FIELDS[key]] = old
