@@ -132,12 +132,14 @@ def _serve_sim(*flags: str) -> Any:
 def test_the_binding_slo_is_named_in_text_and_json() -> None:
     done = _serve_sim("--ttft-p99-ms", "300", "--tpot-p99-ms", "12", "--json")
     assert done.exit_code == 0, done.output
-    slos = json.loads(done.stdout)["slos"]
+    doc = json.loads(done.stdout)
+    slos = doc["slos"]
     assert set(slos) == {"ttft_p99_ms", "tpot_p99_ms", "binding"}
     assert slos["ttft_p99_ms"]["target"] == 300 and slos["tpot_p99_ms"]["target"] == 12
     at = {name: slos[f"{name}_p99_ms"]["at_capacity"] for name in ("ttft", "tpot")}
     assert at["ttft"] <= 300 and at["tpot"] <= 12
     assert slos["binding"] == max(at, key=lambda n: at[n] / {"ttft": 300, "tpot": 12}[n])
+    assert doc["closed_form"]["binding_slo"] == slos["binding"]  # the recommender's closed form agrees on it
     text = " ".join(_serve_sim("--ttft-p99-ms", "300", "--tpot-p99-ms", "12").stdout.split())
     assert "highest rate meeting P99 TTFT <= 300 ms and TPOT <= 12 ms:" in text
     assert f"({'TPOT' if slos['binding'] == 'tpot' else 'TTFT'} binds:" in text
@@ -197,3 +199,19 @@ def test_scenario_files_and_the_mcp_tool_take_the_same_slos(tmp_path: Any) -> No
                                                "tpot_p99_ms": 12})
     done = _serve_sim("--ttft-p99-ms", "300", "--tpot-p99-ms", "12", "--json")
     assert answer["slos"] == json.loads(done.stdout)["slos"]
+
+
+def test_a_model_that_answers_at_once_has_no_tpot() -> None:
+    """An encoder's answer comes whole: TTFT and end-to-end bound the same latency (the tighter holds), and a TPOT
+    target is refused, naming the flag that bounds it."""
+    req = {"model": "resnet-50", "task": "infer", "qps": 100}
+    tpot = api.recommend({"workloads": [{**req, "tpot_p99_ms": 5}], "gpus": ["l4"], "acquisitions": ["rent"]})
+    assert not tpot.options and all("--tpot-p99-ms bounds generated tokens" in r.reason
+                                    for r in tpot.rejected if r.code == "slo")
+    both = api.recommend({"workloads": [{**req, "ttft_p99_ms": 20, "e2e_p99_ms": 50}], "gpus": ["l4"],
+                          "acquisitions": ["rent"], "top": 1})
+    tight = api.recommend({"workloads": [{**req, "e2e_p99_ms": 20}], "gpus": ["l4"], "acquisitions": ["rent"],
+                           "top": 1})
+    assert both.options and tight.options
+    assert both.options[0].fit.qps_capacity == tight.options[0].fit.qps_capacity
+    assert both.options[0].fit.p99_ms is not None and both.options[0].fit.p99_ms <= 20

@@ -234,8 +234,8 @@ def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: G
     if workload.qps is not None and total < workload.qps:
         return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS {workload.slos.within(binding)} < "
                                 f"{workload.qps:,.1f} QPS needed", workload.qps / max(total, 1e-9))
-    latency = p99s(workload.qps / replicas if workload.qps is not None else rate)[binding or "e2e"]
-    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=binding,
+    latency = p99s(workload.qps / replicas if workload.qps is not None else rate)[workload.slos.headline]
+    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=binding, p99_slo=workload.slos.headline,
                p99_ms=latency if math.isfinite(latency) else None,
                output_tokens_per_s=total * template.output_len if arch.decoder_layers else None,
                settings=({"batch": batch},) if batch is not None else (),
@@ -277,12 +277,13 @@ def _split_fit(workload: Workload, job: InferJob, per_gpu: float, tp: int, split
     if workload.qps is not None and total < workload.qps:
         return Rejection("slo", f"{pools} pools serve {total:,.1f} QPS {workload.slos.within(split.binding)} < "
                                 f"{workload.qps:,.1f} QPS needed", workload.qps / max(total, 1e-9))
-    latency = split.p99s_ms(workload.qps if workload.qps is not None else total)[split.binding or "e2e"]
+    latency = split.p99s_ms(workload.qps if workload.qps is not None else total)[workload.slos.headline]
     note = (f"disaggregated {pools}: {split.pools.prefill} prefill and {split.pools.decode} decode replica(s) of "
             f"{tp} GPU(s), {total:,.1f} QPS where the same replicas serving prompts and decoding together sustain "
             f"{aggregated_qps:,.1f} (--disagg auto; a closed form no measured disaggregated run has checked yet; "
             f"`serve-sim --disagg {pools} --concurrency C` simulates it)")
     return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=split.binding,
+               p99_slo=workload.slos.headline,
                p99_ms=latency if math.isfinite(latency) else None,
                output_tokens_per_s=total * job.output_len, settings=({"disagg": pools},), notes=(note,))
 
@@ -389,5 +390,5 @@ def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tupl
         settings=tuple(setting for f in fits for setting in f.settings),
         commands=tuple(command for f in fits for command in f.commands),
         workloads=tuple(fits), closed_form=any(f.closed_form for f in fits),
-        binding_slo=serve[0].binding_slo if serve else None,
+        binding_slo=serve[0].binding_slo if serve else None, p99_slo=serve[0].p99_slo if serve else "e2e",
     )

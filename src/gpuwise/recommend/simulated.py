@@ -83,7 +83,7 @@ def simulate(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
         capacity, shown = report.planned_qps, report.at_rate
     else:
         capacity, shown = report.max_qps or 0.0, report.at_rate if workload.qps is not None else report.at_max
-    p99 = _p99s_ms(shown)[binding or "e2e"]
+    p99 = _p99s_ms(shown)[workload.slos.headline]
     return replace(planned, qps_capacity=capacity, p99_ms=p99 if math.isfinite(p99) else None,
                    output_tokens_per_s=capacity * job.output_len, closed_form=False, binding_slo=binding)
 

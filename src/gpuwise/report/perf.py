@@ -81,7 +81,8 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
             "slo_p99_ms": report.slo_p99_ms, "slo": report.slo_key,
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
             "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
-            "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms},
+            "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms,
+                            "binding_slo": report.planned_binding if isinstance(report, SloReport) else None},
             "replicas": report.replicas, "layout": report.layout or None, "memory": _memory_json(report),
             "slos": _slos_json(report)}
 

@@ -69,6 +69,7 @@ class SloReport(ServingReport):
     slos: Slos = field(default_factory=Slos)
     binding_slo: str | None = None
     p99_at_capacity_ms: tuple[tuple[str, float], ...] = ()  # (SLO name, P99 ms) for each SLO given
+    planned_binding: str | None = None  # the SLO that binds the closed form's rate
 
 
 def highest_rate(run: Callable[[float], LoadResult], *, slos: Slos, low: float = 0.01, high: float = 1000.0,
@@ -161,8 +162,8 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                      at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
                      closed(load.concurrency) if load.concurrency is not None else None,
                      per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes, slos=slos,
-                     binding_slo=binding, p99_at_capacity_ms=tuple((k, at_capacity[k]) for k in slos.targets_ms
-                                                                   if k in at_capacity))
+                     binding_slo=binding, planned_binding=planned.binding,
+                     p99_at_capacity_ms=tuple((k, at_capacity[k]) for k in slos.targets_ms if k in at_capacity))
 
 
 def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTest, replicas: int) -> SloReport:

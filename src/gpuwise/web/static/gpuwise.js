@@ -77,9 +77,10 @@ const gpuwise = (() => {
   function speedOf(o) {
     if (o.job_hours != null) return o.job_hours.expected.toFixed(1) + " (≤ " + o.job_hours.high.toFixed(1) + ")";
     if (o.qps_capacity != null) {
-      const binds = o.binding_slo && o.binding_slo !== "e2e" ? " " + o.binding_slo.toUpperCase() : "";
-      const ms = o.p99_ms && o.binding_slo === "tpot" ? o.p99_ms.toFixed(1) : Math.round(o.p99_ms);
-      return o.qps_capacity.toFixed(1) + " req/s" + (o.p99_ms ? ", P99" + binds + " " + ms + " ms" : "");
+      const kind = o.p99_slo && o.p99_slo !== "e2e" ? " " + o.p99_slo.toUpperCase() : "";
+      const ms = o.p99_ms && o.p99_slo === "tpot" ? o.p99_ms.toFixed(1) : Math.round(o.p99_ms);
+      const binds = o.binding_slo && o.binding_slo !== o.p99_slo ? ", " + o.binding_slo.toUpperCase() + " binds" : "";
+      return o.qps_capacity.toFixed(1) + " req/s" + (o.p99_ms ? ", P99" + kind + " " + ms + " ms" + binds : "");
     }
     if (o.tokens_per_s != null) return o.tokens_per_s.toFixed(1) + " tok/s";
     return "—";

@@ -63,6 +63,12 @@ class Slos:
         ratios = {name: _value(p99_ms, name) / target for name, target in self.targets_ms.items()}
         return max(ratios, key=lambda name: ratios[name]) if ratios else None
 
+    @property
+    def headline(self) -> str:
+        """The P99 an answer shows for every option alike, so that they compare: end-to-end where given, else TTFT,
+        else TPOT (end-to-end with none)."""
+        return next((name for name in ("e2e", "ttft", "tpot") if name in self.targets_ms), "e2e")
+
     def text(self) -> str:
         """'P99 TTFT <= 2,000 ms and TPOT <= 50 ms'."""
         parts = [f"{LABELS[name]} <= {target:,.4g} ms" for name, target in self.targets_ms.items()]
