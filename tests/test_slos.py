@@ -115,6 +115,7 @@ def test_the_closed_form_tpot_agrees_with_the_simulation(gpu: str, shipped: Any)
     from plans import infer_plan
 
     job = make_job("infer", input_len=512, output_len=128)
+    assert isinstance(job, InferJob)
     rep = replica(infer_plan(resolve_model(MODEL), job, gpu), shipped)
     stable = capacity(rep).stable_qps
     for share in (0.2, 0.5, 0.8):
