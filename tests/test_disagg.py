@@ -66,7 +66,7 @@ def test_a_split_balances_the_pools_saturation_rates() -> None:
     from gpuwise.estimate.serving.disagg_plan import plan_split
 
     rep = _flat_replica(0.1, lambda batch: 0.010 + 1e-4 * batch, 256, 101)
-    planned = plan_split(rep, 4, kv_s=0.0, slo_s=None)  # type: ignore[arg-type]
+    planned = plan_split(rep, 4, kv_s=0.0)  # type: ignore[arg-type]
     assert planned is not None
     assert (planned.pools.prefill, planned.pools.decode) == (3, 1)
     assert planned.rate_qps == pytest.approx(0.8 * 30, rel=1e-3)
@@ -77,12 +77,13 @@ def test_a_planned_split_meets_its_ttft_slo() -> None:
     prefills, q99 may be at most 1 (0.1 + 0.1 x 2 = 0.3 s; with 2 it is 0.4 s), so each prefill replica takes at most
     the rate whose Poisson(r x 0.1) has P(N <= 1) >= 0.99: r x 0.1 = 0.1486, 1.486 prompts/s."""
     from gpuwise.estimate.serving.disagg_plan import plan_split
+    from gpuwise.workload.jobs.slos import Slos
 
     rep = _flat_replica(0.1, lambda batch: 0.010, 256, 101)
-    planned = plan_split(rep, 4, kv_s=0.0, slo_s=0.35, slo="ttft")  # type: ignore[arg-type]
+    planned = plan_split(rep, 4, kv_s=0.0, slos=Slos(ttft_ms=350))  # type: ignore[arg-type]
     assert planned is not None
     assert planned.rate_qps == pytest.approx(planned.pools.prefill * 1.486, rel=0.01)
-    assert planned.p99_s(planned.rate_qps * 0.99) <= 0.35
+    assert planned.p99s_ms(planned.rate_qps * 0.99)["ttft"] <= 350 and planned.binding == "ttft"
 
 
 def test_recommend_disagg_auto_keeps_the_layout_that_sustains_more(shipped: object) -> None:

@@ -61,7 +61,7 @@ def test_closed_form_p99_agrees_with_the_simulation(gpu: str, shipped: Catalog) 
     job = make_job("infer", input_len=512, output_len=128)
     assert isinstance(job, InferJob)
     rep = replica(infer_plan(resolve_model("llama-3.1-8b"), job, gpu), shipped)
-    stable = capacity(rep, slo_s=None).stable_qps
+    stable = capacity(rep).stable_qps
     for share in (0.2, 0.5, 0.8):
         rate = share * stable
         closed = latency_at(rep, rate)

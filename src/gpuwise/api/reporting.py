@@ -24,6 +24,9 @@ _FROM: dict[str, tuple[str, str]] = {
     "LoadResult": ("gpuwise.estimate.serving.simulate", "LoadResult"),
     # energy per output token at a load (an estimate's, a load point's, a recommended option's)
     "Energy": ("gpuwise.estimate.cost.energy", "Energy"),
+    # several SLOs at once: serve-sim's report of them, and their names as the text says them
+    "SloReport": ("gpuwise.estimate.serving.load", "SloReport"),
+    "SLO_LABELS": ("gpuwise.workload.jobs.slos", "LABELS"),
     "DEFAULT_NETWORK": ("gpuwise.estimate.speed.parallel", "DEFAULT_NETWORK"),
     # a traced step (--trace) and its kernel-by-kernel time
     "Trace": ("gpuwise.workload.trace.steps", "Trace"),
@@ -69,6 +72,7 @@ if TYPE_CHECKING:  # what type checkers see: the same names, imported eagerly
     from gpuwise.catalog import price_usd as price_usd
     from gpuwise.estimate.cost.energy import Energy as Energy
     from gpuwise.estimate.cost.price import CostFigures as CostFigures
+    from gpuwise.estimate.serving.load import SloReport as SloReport
     from gpuwise.estimate.serving.simulate import LoadResult as LoadResult
     from gpuwise.estimate.speed.bands import band as band
     from gpuwise.estimate.speed.bands import band_percentiles as band_percentiles
@@ -83,9 +87,11 @@ if TYPE_CHECKING:  # what type checkers see: the same names, imported eagerly
     from gpuwise.recommend.fit import Fit as Fit
     from gpuwise.workload.hpc.apps import size_of as size_of
     from gpuwise.workload.hpc.apps import work_of as work_of
+    from gpuwise.workload.jobs.slos import LABELS
     from gpuwise.workload.model.module_tree import DERIVED as DERIVED
     from gpuwise.workload.trace.steps import Trace as Trace
 
     BenchResult = Result  # the probe's names, said as what they are beside the others
     DoctorReport = Report
     MonitorRound = Round
+    SLO_LABELS = LABELS

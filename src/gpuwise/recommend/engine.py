@@ -249,7 +249,7 @@ def enumerate_options(request: Request, catalog: Catalog, archs: dict[str, Archi
     options: list[Option] = []
     rejected: list[Rejected] = []
     gpus = [catalog.gpu(g) for g in request.gpus] if request.gpus else list(catalog.gpus.values())
-    has_target = any(w.deadline_hours or w.qps or w.p99_ms for w in request.workloads)
+    has_target = any(w.deadline_hours or w.qps or w.slos for w in request.workloads)
     for gpu in gpus:
         budget.checkpoint()
         ways = _acquisitions(gpu, catalog, request)

@@ -44,7 +44,13 @@ from gpuwise.workload.model.architecture import Architecture
 
 
 def _slo_s(workload: Workload) -> float | None:
-    return workload.p99_ms / 1e3 if workload.p99_ms is not None else None
+    """The bound on a model that answers at once (an image, a batch of embeddings): its tighter of TTFT and e2e."""
+    whole = workload.slos.whole_answer_ms
+    return whole / 1e3 if whole is not None else None
+
+
+P99s = Callable[[float], dict[str, float]]  # a replica's P99s by SLO name (ms) at a rate
+Served = tuple[float, float, P99s, int | None]  # bytes per GPU, planned rate, P99s at a rate, batch
 
 
 REPLICAS: ContextVar[dict[tuple[object, ...], object] | None] = ContextVar("gpuwise_replicas", default=None)
@@ -63,36 +69,48 @@ def _cached(plan: Callable[[], object], key: tuple[object, ...]) -> object:
 
 
 def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
-             calibration: Calibration | None) -> BatchPlan | Rejection:
-    """(per-GPU bytes, planned requests/s, P99 function, None) of one decoder replica, or why not."""
-    key = ("decoder", gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, workload.slo, id(calibration))
+             calibration: Calibration | None) -> Served | Rejection:
+    """(per-GPU bytes, planned requests/s, P99s at a rate, None) of one decoder replica, or why not."""
+    key = ("decoder", gpu.id, arch.name, job.model_dump_json(), workload.slos, id(calibration))
     return _cached(lambda: _plan_replica(arch, workload, job, gpu, catalog, calibration), key)  # type: ignore[return-value]
 
 
 def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
-                  calibration: Calibration | None) -> BatchPlan | Rejection:
+                  calibration: Calibration | None) -> Served | Rejection:
     plan = resolve(arch, job, gpu, calibration)
     assert isinstance(plan, InferPlan)
     rep = replica(plan, catalog)
     if not rep.holds_a_sequence:
         return too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
             "memory", f"no KV-cache room for one {job.input_len}+{job.output_len}-token sequence at TP {job.tp}")
-    planned = capacity(rep, slo_s=_slo_s(workload), slo=workload.slo)
-    if planned.rate_qps <= 0 and planned.slo_s is not None:
-        return Rejection("slo", f"P99 {workload.slo} {planned.idle_p99_s * 1e3:,.0f} ms > SLO "
-                                f"{planned.slo_s * 1e3:,.0f} ms even with no other request",
-                         planned.idle_p99_s / planned.slo_s)
-    return rep.memory.per_gpu_bytes, planned.rate_qps, planned.p99_s, None
+    planned = capacity(rep, slos=workload.slos)
+    if planned.rate_qps <= 0 and planned.slos:
+        missed, gap = planned.slos.miss(planned.idle_p99_ms, planned.binding)
+        return Rejection("slo", f"{missed} even with no other request", gap)
+    return rep.memory.per_gpu_bytes, planned.rate_qps, planned.p99s_ms, None
 
 
 def _batch_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
-                   calibration: Calibration | None) -> BatchPlan | Rejection:
+                   calibration: Calibration | None) -> Served | Rejection:
     """A model that does not generate tokens (encoder, CNN, ViT): a replica serves batches, of --batch samples or,
-    left free, of the size a dynamic batcher would use (recommend/batch_serving.py)."""
+    left free, of the size a dynamic batcher would use (recommend/batch_serving.py). Its answer comes whole: TTFT
+    and end-to-end are the same latency; a TPOT SLO bounds tokens it never generates."""
+    if workload.tpot_p99_ms is not None:
+        return Rejection("slo", f"--tpot-p99-ms bounds generated tokens; {arch.name} answers at once: use "
+                                "--e2e-p99-ms")
     free = "batch" not in workload.job.model_fields_set
-    key = ("batch", gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, free, id(calibration))
-    return _cached(lambda: plan_batches(arch, job, gpu, catalog, calibration, slo_s=_slo_s(workload),  # type: ignore[return-value]
-                                        free_batch=free), key)
+    key = ("batch", gpu.id, arch.name, job.model_dump_json(), workload.slos, free, id(calibration))
+    outcome: BatchPlan | Rejection = _cached(lambda: plan_batches(  # type: ignore[assignment]
+        arch, job, gpu, catalog, calibration, slo_s=_slo_s(workload), free_batch=free), key)
+    if isinstance(outcome, Rejection):
+        return outcome
+    per_gpu, rate, p99, batch = outcome
+
+    def p99s(at: float) -> dict[str, float]:
+        whole = p99(at) * 1e3
+        return {"ttft": whole, "tpot": math.nan, "e2e": whole}
+
+    return per_gpu, rate, p99s, batch
 
 
 def _serve(arch: Architecture, workload: Workload, gpu: GPU, catalog: Catalog, count: int,
@@ -206,18 +224,19 @@ def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: G
     outcome = serve_one(arch, workload, job, gpu, catalog, calibration)
     if isinstance(outcome, Rejection):
         return outcome
-    per_gpu, rate, p99, batch = outcome
+    per_gpu, rate, p99s, batch = outcome
     replicas = machines.replicas(count, tp)
     total = rate * replicas
     split = _disaggregated(arch, workload, job, gpu, catalog, calibration, replicas, machines)
     if split is not None and split.rate_qps > total:
         return _split_fit(workload, template, per_gpu, tp, split, total)
+    binding = workload.slos.binding(p99s(rate))
     if workload.qps is not None and total < workload.qps:
-        return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} "
-                                "QPS needed", workload.qps / max(total, 1e-9))
-    latency = p99(workload.qps / replicas if workload.qps is not None else rate)
-    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
-               p99_ms=latency * 1e3 if math.isfinite(latency) else None,
+        return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS {workload.slos.within(binding)} < "
+                                f"{workload.qps:,.1f} QPS needed", workload.qps / max(total, 1e-9))
+    latency = p99s(workload.qps / replicas if workload.qps is not None else rate)[workload.slos.headline]
+    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=binding, p99_slo=workload.slos.headline,
+               p99_ms=latency if math.isfinite(latency) else None,
                output_tokens_per_s=total * template.output_len if arch.decoder_layers else None,
                settings=({"batch": batch},) if batch is not None else (),
                commands=(serve_command(workload, _served(template, tp, count), gpu, total),) if arch.decoder_layers
@@ -235,8 +254,7 @@ def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: G
         return None
     if not machines.linked:
         return None
-    key = ("disagg", gpu.id, arch.name, job.model_dump_json(), workload.p99_ms, workload.slo, replicas,
-           id(calibration))
+    key = ("disagg", gpu.id, arch.name, job.model_dump_json(), workload.slos, replicas, id(calibration))
 
     def planned() -> PlannedSplit | None:
         plan = resolve(arch, job.updated(count=job.tp * replicas), gpu, calibration)
@@ -246,8 +264,7 @@ def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: G
         rep = replica(plan, catalog)
         if not rep.holds_a_sequence:
             return None
-        return plan_split(rep, replicas, kv_s=kv_transfer_s(plan, catalog), slo_s=_slo_s(workload),
-                          slo=workload.slo)
+        return plan_split(rep, replicas, kv_s=kv_transfer_s(plan, catalog), slos=workload.slos)
 
     return _cached(planned, key)  # type: ignore[return-value]
 
@@ -258,15 +275,16 @@ def _split_fit(workload: Workload, job: InferJob, per_gpu: float, tp: int, split
     pools = f"{split.pools.prefill}P{split.pools.decode}D"
     total = split.rate_qps
     if workload.qps is not None and total < workload.qps:
-        return Rejection("slo", f"{pools} pools serve {total:,.1f} QPS within the SLO < {workload.qps:,.1f} QPS "
-                                "needed", workload.qps / max(total, 1e-9))
-    latency = split.p99_s(workload.qps if workload.qps is not None else total)
+        return Rejection("slo", f"{pools} pools serve {total:,.1f} QPS {workload.slos.within(split.binding)} < "
+                                f"{workload.qps:,.1f} QPS needed", workload.qps / max(total, 1e-9))
+    latency = split.p99s_ms(workload.qps if workload.qps is not None else total)[workload.slos.headline]
     note = (f"disaggregated {pools}: {split.pools.prefill} prefill and {split.pools.decode} decode replica(s) of "
             f"{tp} GPU(s), {total:,.1f} QPS where the same replicas serving prompts and decoding together sustain "
             f"{aggregated_qps:,.1f} (--disagg auto; a closed form no measured disaggregated run has checked yet; "
             f"`serve-sim --disagg {pools} --concurrency C` simulates it)")
-    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp,
-               p99_ms=latency * 1e3 if math.isfinite(latency) else None,
+    return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=split.binding,
+               p99_slo=workload.slos.headline,
+               p99_ms=latency if math.isfinite(latency) else None,
                output_tokens_per_s=total * job.output_len, settings=({"disagg": pools},), notes=(note,))
 
 
@@ -291,6 +309,9 @@ def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, 
         hint = f"; {' or '.join(untried)} needs less" if untried else ""
         return Rejection("memory", too_large.reason + hint, too_large.gap)
     assert result.seconds_per_call is not None
+    if workload.tpot_p99_ms is not None:
+        return Rejection("slo", "--tpot-p99-ms bounds generated tokens; an image pipeline answers at once: use "
+                                "--e2e-p99-ms")
     slo_s = _slo_s(workload)
     rate, p99 = batch_capacity(seconds_per_batch=result.seconds_per_call, batch=job.batch, slo_s=slo_s)
     if rate <= 0 and slo_s is not None:
@@ -369,4 +390,5 @@ def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tupl
         settings=tuple(setting for f in fits for setting in f.settings),
         commands=tuple(command for f in fits for command in f.commands),
         workloads=tuple(fits), closed_form=any(f.closed_form for f in fits),
+        binding_slo=serve[0].binding_slo if serve else None, p99_slo=serve[0].p99_slo if serve else "e2e",
     )

@@ -39,6 +39,8 @@ class Fit:
     commands: tuple[str, ...] = ()  # per workload: the gpuwise command that reproduces its figures (where one does)
     workloads: tuple[Fit, ...] = ()  # a scenario's option: each workload's own figures, in the request's order
     closed_form: bool = False  # serving figures from the closed form, not yet simulated as the command simulates
+    binding_slo: str | None = None  # serving within several P99 SLOs: the one with the least headroom at capacity
+    p99_slo: str = "e2e"  # which P99 p99_ms is: the request's headline SLO (Slos.headline), alike on every option
 
     @property
     def per_gpu_gb(self) -> float:

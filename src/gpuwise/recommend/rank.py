@@ -130,13 +130,15 @@ def _why(option: Option, rank: int, best: Option | None, request: Request, capac
 
 
 def _capacity_text(option: Option, request: Request) -> str:
-    """'2.65 QPS within the SLO as serve-sim simulates it (TP 1)': the figure the option's command prints."""
+    """'2.65 QPS within P99 TTFT <= 500 ms and TPOT <= 20 ms (TPOT binds) as serve-sim simulates it (TP 1)': the
+    figure the option's command prints, and the SLO that binds it."""
     rate = option.fit.qps_capacity or 0.0
     shown = f"{rate:,.1f}" if rate >= 10 else f"{rate:.3g}"
     simulated = not option.fit.closed_form and bool(option.fit.commands)
-    if any(w.p99_ms is not None for w in request.workloads if w.task == "infer"):
+    slos = next((w.slos for w in request.workloads if w.task == "infer" and w.slos), None)
+    if slos is not None:
         how = "as serve-sim simulates it" if simulated else "by the closed form"
-        return f"{shown} QPS within the SLO {how} (TP {option.fit.tp})"
+        return f"{shown} QPS {slos.within(option.fit.binding_slo)} {how} (TP {option.fit.tp})"
     return (f"{shown} QPS planned, {C.SERVING_PLANNING_UTILISATION.value:.0%} of the closed form's saturation"
             + (", serve-sim's queue steady at the rate" if simulated else "") + f" (TP {option.fit.tp})")
 

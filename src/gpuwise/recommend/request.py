@@ -34,6 +34,7 @@ from gpuwise.workload.jobs.hpc import HpcJob, make_hpc_job
 from gpuwise.workload.jobs.image import ImageJob, make_image_job
 from gpuwise.workload.jobs.job import JOB_MODELS, InferJob, Task, TrainJob
 from gpuwise.workload.jobs.parse import make_job
+from gpuwise.workload.jobs.slos import DESCRIPTIONS, Slos, normalise_slos
 from gpuwise.workload.kind import workload_kind
 
 Objective = Literal["tco", "cost-per-job", "time", "perf-per-dollar", "perf-per-watt", "usd-per-mtok",
@@ -75,9 +76,28 @@ class Workload(_Model):
     qps: Annotated[float | None, Field(gt=0, le=1e6), Flag(_REC, TARGETS)] = Field(
         default=None, description="serving: requests per second to sustain")
     p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(_REC, TARGETS, name="--p99-ms")] = Field(
-        default=None, description="serving: P99 latency SLO in ms")
+        default=None, description="serving: P99 end-to-end latency SLO in ms (with --slo ttft: time to first "
+                                  "token); the same as --e2e-p99-ms")
     slo: Annotated[Literal["e2e", "ttft"], Flag(_REC, TARGETS)] = Field(
         default="e2e", description="serving: what the SLO bounds, end-to-end latency or time to first token")
+    # -- SLOs (workload/jobs/slos.py): --p99-ms [--slo] is read into these three; any of them at once --
+    ttft_p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(_REC, TARGETS)] = Field(
+        default=None, description="serving: " + DESCRIPTIONS["ttft"])
+    tpot_p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(_REC, TARGETS)] = Field(
+        default=None, description="serving: " + DESCRIPTIONS["tpot"])
+    e2e_p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(_REC, TARGETS)] = Field(
+        default=None, description="serving: " + DESCRIPTIONS["e2e"])
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling_of_slos(cls, data: Any) -> Any:
+        return normalise_slos(data)
+
+    @property
+    def slos(self) -> Slos:
+        """The P99 SLOs the service must meet at once (none given: an empty Slos)."""
+        return Slos(self.ttft_p99_ms, self.tpot_p99_ms, self.e2e_p99_ms)
+    # -- end of the SLOs --
     users: Annotated[int | None, Field(ge=1, le=10_000_000), Flag(_REC, TARGETS)] = Field(
         default=None, description="serving: people using it at once; with --user-qps (each one's requests/s) or "
                                   "--think-s (the pause between one answer and their next request) it sets --qps")
@@ -174,8 +194,8 @@ class Workload(_Model):
 
     @model_validator(mode="after")
     def _targets_fit_the_task(self) -> Workload:
-        if self.task in ("train", "hpc") and (self.qps is not None or self.p99_ms is not None):
-            raise ValueError("--qps/--p99-ms are serving targets; use --task infer")
+        if self.task in ("train", "hpc") and (self.qps is not None or self.slos):
+            raise ValueError("--qps and the P99 SLOs are serving targets; use --task infer")
         if self.task == "hpc" and self.min_tokens_per_s is not None:
             raise ValueError("--min-tokens-per-s is one user's decode speed; a scientific job has --deadline-hours")
         if self.task == "infer" and self.deadline_hours is not None:
@@ -205,7 +225,7 @@ class Workload(_Model):
     @property
     def is_service(self) -> bool:
         """A server's workload: inference at a request rate or within a latency SLO (not one user's stream)."""
-        return self.task == "infer" and (self.qps is not None or self.p99_ms is not None)
+        return self.task == "infer" and (self.qps is not None or bool(self.slos))
 
 
 def _hpc_workload(data: dict[str, Any]) -> dict[str, Any]:

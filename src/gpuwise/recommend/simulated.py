@@ -6,11 +6,12 @@ discrete-event simulation (``estimate/serving/load.py``) of the same replicas, a
 option that is shown is simulated exactly as its printed command simulates it (the same ``LoadTest``, spelled as the
 command's flags), and it is kept only where that simulation meets the request:
 
-- a request rate with a P99 SLO: the P99 at the rate meets the SLO, the queue does not grow, and the highest rate
-  within the SLO is at least the rate; the option shows that highest rate and the P99 at the rate;
+- a request rate with P99 SLOs (any of TTFT, TPOT and end-to-end, workload/jobs/slos.py): every P99 at the rate
+  meets its SLO, the queue does not grow, and the highest rate within them all is at least the rate; the option
+  shows that highest rate, the SLO that binds there, and that SLO's P99 at the rate;
 - a rate without an SLO: the queue does not grow at the rate; the option shows the closed form's planning rate
   (serve-sim prints it as the closed form's plan) and the simulated P99 at the rate;
-- an SLO without a rate: some rate meets it; the option shows the highest one and the P99 there;
+- SLOs without a rate: some rate meets them all; the option shows the highest one and the binding P99 there;
 - neither: the closed form's planning rate, simulated, must not grow a queue.
 
 Simulating costs about a tenth of a second per rate tried, so the ranking simulates only what it shows
@@ -25,8 +26,8 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.estimate.calibration import Calibration
-from gpuwise.estimate.serving.load import serving_report
-from gpuwise.estimate.serving.simulate import LoadResult, ServingReport
+from gpuwise.estimate.serving.load import SloReport, p99_ms, serving_report
+from gpuwise.estimate.serving.simulate import LoadResult
 from gpuwise.flags import command_line
 from gpuwise.recommend.fit import Fit, Rejection
 from gpuwise.recommend.request import Workload
@@ -34,7 +35,7 @@ from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture
 
-SIMULATIONS: ContextVar[dict[str, ServingReport] | None] = ContextVar("gpuwise_simulations", default=None)
+SIMULATIONS: ContextVar[dict[str, SloReport] | None] = ContextVar("gpuwise_simulations", default=None)
 """Set (to a cache of reports by command) while the ranking checks what it shows; None: closed form only."""
 
 RATE_DIGITS = 4  # significant digits of a --qps the command prints (rounded up: never below the rate asked)
@@ -50,7 +51,8 @@ def load_test(workload: Workload, planned_qps: float) -> LoadTest:
     """What the option's serve-sim command simulates: the workload's rate (or, with none, the closed form's planning
     rate) and its SLO, at serve-sim's default seed and request count."""
     rate = workload.qps if workload.qps is not None else planned_qps
-    return LoadTest(qps=printed_rate(rate), p99_ms=workload.p99_ms, slo=workload.slo)
+    return LoadTest(qps=printed_rate(rate), ttft_p99_ms=workload.ttft_p99_ms, tpot_p99_ms=workload.tpot_p99_ms,
+                    e2e_p99_ms=workload.e2e_p99_ms)
 
 
 def serve_command(workload: Workload, job: InferJob, gpu: GPU, planned_qps: float) -> str:
@@ -76,40 +78,39 @@ def simulate(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
     miss = _miss(workload, report)
     if miss is not None:
         return miss
-    if workload.p99_ms is None:
+    binding = report.binding_slo
+    if not workload.slos:
         capacity, shown = report.planned_qps, report.at_rate
     else:
         capacity, shown = report.max_qps or 0.0, report.at_rate if workload.qps is not None else report.at_max
-    p99 = _p99_ms(shown, workload.slo if workload.p99_ms is not None else "e2e")
+    p99 = _p99s_ms(shown)[workload.slos.headline]
     return replace(planned, qps_capacity=capacity, p99_ms=p99 if math.isfinite(p99) else None,
-                   output_tokens_per_s=capacity * job.output_len, closed_form=False)
+                   output_tokens_per_s=capacity * job.output_len, closed_form=False, binding_slo=binding)
 
 
-def _p99_ms(result: LoadResult | None, slo: str) -> float:
-    if result is None:
-        return math.nan
-    return result.e2e_ms[2] if slo == "e2e" else result.ttft_ms[2]
+def _p99s_ms(result: LoadResult | None) -> dict[str, float]:
+    return p99_ms(result) if result is not None else {"ttft": math.nan, "tpot": math.nan, "e2e": math.nan}
 
 
-def _miss(workload: Workload, report: ServingReport) -> Rejection | None:
+def _miss(workload: Workload, report: SloReport) -> Rejection | None:
     """Why the simulation misses the request: a growing queue at the rate, a P99 over the SLO at it, or a highest
     rate within the SLO below it (or none at all); None when it meets it."""
     at = report.at_rate
     rate = f"{printed_rate(workload.qps):g}" if workload.qps is not None else "the closed form's planning rate"
-    if at is not None and at.saturated and (workload.qps is not None or workload.p99_ms is None):
+    slos = workload.slos
+    if at is not None and at.saturated and (workload.qps is not None or not slos):
         return Rejection("slo", f"serve-sim: the queue keeps growing at {rate} QPS")
-    if workload.p99_ms is None:
+    if not slos:
         return None
-    slo = workload.p99_ms
-    if workload.qps is not None:
-        p99 = _p99_ms(at, workload.slo)
-        if not p99 <= slo:
-            return Rejection("slo", f"serve-sim: P99 {workload.slo} {p99:,.0f} ms at {rate} QPS > SLO {slo:,.0f} ms",
-                             p99 / slo if math.isfinite(p99) else 2.0)
+    if workload.qps is not None and not slos.met(_p99s_ms(at)):
+        missed, gap = slos.miss(_p99s_ms(at))
+        return Rejection("slo", f"serve-sim: {missed} at {rate} QPS", gap)
     best = report.max_qps or 0.0
     if best <= 0:
-        return Rejection("slo", f"serve-sim: no rate meets P99 {workload.slo} <= {slo:,.0f} ms")
+        idle = dict(report.p99_at_capacity_ms)
+        missed = f"{slos.miss(idle)[0]} even at a trickle of requests" if idle else f"no rate meets {slos.text()}"
+        return Rejection("slo", f"serve-sim: {missed}")
     if workload.qps is not None and best < workload.qps:
-        return Rejection("slo", f"serve-sim: {best:,.2f} QPS within the SLO < {workload.qps:,.2f} QPS needed",
-                         workload.qps / best)
+        return Rejection("slo", f"serve-sim: {best:,.2f} QPS {slos.within(report.binding_slo)} < "
+                                f"{workload.qps:,.2f} QPS needed", workload.qps / best)
     return None

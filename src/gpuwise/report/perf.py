@@ -9,7 +9,15 @@ from rich.console import Group
 from rich.table import Table
 
 from gpuwise.api import Estimate, InferPerf, ScaleRow, ServingReport, TrainPerf
-from gpuwise.api.reporting import DEFAULT_NETWORK, Energy, LoadResult, band, band_percentiles
+from gpuwise.api.reporting import (
+    DEFAULT_NETWORK,
+    SLO_LABELS,
+    Energy,
+    LoadResult,
+    SloReport,
+    band,
+    band_percentiles,
+)
 from gpuwise.report.narrow import Column, narrow_table
 
 
@@ -82,8 +90,40 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
             "slo_p99_ms": report.slo_p99_ms, "slo": report.slo_key,
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
             "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
-            "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms},
-            "replicas": report.replicas, "layout": report.layout or None, "memory": _memory_json(report)}
+            "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms,
+                            "binding_slo": report.planned_binding if isinstance(report, SloReport) else None},
+            "replicas": report.replicas, "layout": report.layout or None, "memory": _memory_json(report),
+            "slos": _slos_json(report)}
+
+
+def _slos_json(report: ServingReport) -> dict[str, Any] | None:
+    """``{ttft_p99_ms: {target, at_capacity}, tpot_p99_ms: {...}, binding: "tpot"}``: each SLO given, its P99 at the
+    highest rate meeting them all (or, where none does, at a trickle), and the one with the least headroom."""
+    if not isinstance(report, SloReport) or not report.slos:
+        return None
+    at_capacity = dict(report.p99_at_capacity_ms)
+    out: dict[str, Any] = {f"{name}_p99_ms": {"target": target, "at_capacity": _rounded(at_capacity.get(name))}
+                           for name, target in report.slos.targets_ms.items()}
+    return {**out, "binding": report.binding_slo}
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 3) if value is not None and math.isfinite(value) else None
+
+
+def _slo_line(report: ServingReport) -> str | None:
+    """'highest rate meeting P99 TTFT <= 2,000 ms and TPOT <= 50 ms: 3.20 QPS (TPOT binds: 49.6 ms)'; where no rate
+    meets them, the SLO a trickle of requests already misses."""
+    if not isinstance(report, SloReport) or not report.slos or report.layout:
+        return None
+    wanted, binding = report.slos.text(), report.binding_slo
+    at = dict(report.p99_at_capacity_ms).get(binding or "")
+    label = SLO_LABELS[binding] if binding else "one of them"
+    value = f"{at:,.1f} ms" if at is not None and math.isfinite(at) else "unstable"
+    if report.max_qps:
+        return f"highest rate meeting {wanted}: [bold]{report.max_qps:,.2f} QPS[/bold] ({label} binds: {value})"
+    return (f"highest rate meeting {wanted}: [red]none: even a trickle of requests misses {label}"
+            f"{f' ({value})' if binding else ''}[/red]")
 
 
 def _memory_json(report: ServingReport) -> dict[str, Any] | None:
@@ -131,10 +171,9 @@ def serving_view(report: ServingReport) -> Group:
     if short is not None:
         lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "
                      f"{short.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
-    if report.slo_p99_ms is not None:
-        lines.append(f"highest rate with P99 {report.slo_key} <= {report.slo_p99_ms:,.0f} ms: "
-                     + (f"[bold]{report.max_qps:,.2f} QPS[/bold]" if report.max_qps else
-                        "[red]none: even a trickle of requests misses the SLO[/red]"))
+    slo_line = _slo_line(report)
+    if slo_line is not None:
+        lines.append(slo_line)
     return Group(*lines)
 
 

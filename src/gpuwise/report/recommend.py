@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpuwise.api import Recommendation, TcoReport
-from gpuwise.api.reporting import Fit, Option, Rejected
+from gpuwise.api.reporting import SLO_LABELS, Fit, Option, Rejected
 from gpuwise.api.shell import Workload
 from gpuwise.report.perf import energy_json, energy_words
 
@@ -21,7 +21,8 @@ def _workload_json(workload: Workload, fit: Fit) -> dict[str, Any]:
     """One workload's figures on the option: memory, time or capacity, its settings and reproducing command."""
     return {"model": workload.model, "task": workload.task, "per_gpu_gib": round(fit.per_gpu_bytes / 2**30, 3),
             "job_hours": fit.job_hours, "tokens_per_s": fit.tokens_per_s, "qps_capacity": fit.qps_capacity,
-            "p99_ms": fit.p99_ms, "seconds_per_image": fit.seconds_per_image, "tp": fit.tp,
+            "p99_ms": fit.p99_ms, "p99_slo": fit.p99_slo, "binding_slo": fit.binding_slo,
+            "seconds_per_image": fit.seconds_per_image, "tp": fit.tp,
             "settings": [dict(s) for s in fit.settings], "command": fit.commands[0] if fit.commands else None}
 
 
@@ -32,7 +33,8 @@ def option_json(o: Option, workloads: tuple[Workload, ...] = ()) -> dict[str, An
         "per_gpu_gb": round(o.fit.per_gpu_gb, 3), "per_gpu_gib": round(o.fit.per_gpu_bytes / 2**30, 3),
         "job_hours": {"expected": o.fit.job_hours, "high": o.fit.job_hours_high} if o.fit.job_hours is not None
         else None, "tokens_per_s": o.fit.tokens_per_s,
-        "qps_capacity": o.fit.qps_capacity, "p99_ms": o.fit.p99_ms, "tp": o.fit.tp,
+        "qps_capacity": o.fit.qps_capacity, "p99_ms": o.fit.p99_ms, "p99_slo": o.fit.p99_slo,
+        "binding_slo": o.fit.binding_slo, "tp": o.fit.tp,
         "seconds_per_image": o.fit.seconds_per_image,
         "hpc": {"value": round(o.fit.hpc_value, 6), "unit": o.fit.hpc_unit} if o.fit.hpc_value is not None else None,
         "cost_per_job_usd": o.cost_per_job_usd, "tco_usd": round(o.tco_usd, 2),
@@ -119,9 +121,10 @@ def _fit_time_text(fit: Fit, *, short: bool = False) -> str:
         return f"{fit.seconds_per_image:,.1f} s/{'img' if short else 'image'}{per_hour}"
     if fit.qps_capacity is not None:
         if short:
-            return f"{_rate_text(fit.qps_capacity)}/s p99 " + _latency_text(fit.p99_ms)
-        p99 = f"{fit.p99_ms:,.0f} ms" if fit.p99_ms is not None else "— (saturated)"
-        return f"{_rate_text(fit.qps_capacity)} QPS, P99 {p99}"
+            return f"{_rate_text(fit.qps_capacity)}/s {_p99_label(fit)} " + _latency_text(fit.p99_ms)
+        spec = ".3g" if fit.p99_slo == "tpot" else ",.0f"  # a TPOT is tens of ms: its tenths count
+        p99 = f"{fit.p99_ms:{spec}} ms" if fit.p99_ms is not None else "— (saturated)"
+        return f"{_rate_text(fit.qps_capacity)} QPS, {_p99_label(fit, short=False)} {p99}"
     if fit.tokens_per_s is not None:
         return f"{fit.tokens_per_s:,.0f} tok/s" if short else f"{fit.tokens_per_s:,.1f} tokens/s for one user"
     return "—"
@@ -131,6 +134,13 @@ def _rate_text(qps: float) -> str:
     """Requests per second to three figures below 10 ('0.833', '2.65'), so that a capacity just above the rate asked
     never reads below it; one decimal above ('262.2')."""
     return f"{qps:,.1f}" if qps >= 10 else f"{qps:.3g}"
+
+
+def _p99_label(fit: Fit, *, short: bool = True) -> str:
+    """'p99' (end-to-end, or no SLO), 'TTFT' / 'P99 TTFT' where the option's P99 is of another SLO's kind."""
+    if fit.p99_slo == "e2e":
+        return "p99" if short else "P99"
+    return SLO_LABELS[fit.p99_slo] if short else f"P99 {SLO_LABELS[fit.p99_slo]}"
 
 
 def _latency_text(p99_ms: float | None) -> str:

@@ -13,6 +13,8 @@ The closed form (continuous batching, Poisson arrivals at rate r; Orca/vLLM iter
     P99 end-to-end:     S(B) (the iteration in flight at arrival; (1 + a) S(B) where the scheduler forms a
                         iterations ahead) + P + (O - 1) S(B) + D x q99(Poisson(r T))
     P99 TTFT:           S(B) + P + D x q99(Poisson(r (S(B) + P)))  (arrivals prefilled in the same iteration)
+    P99 TPOT:           S(B) + D x q99(Poisson(r (T - P))) / (O - 1)  (each request's mean step after its first
+                        token: the decode step at the batch the rate implies, and the prompts that stall it)
     D, the stall of one other prompt: what its I tokens add to a forward of the B decoding ones, P(I + B) - P(B),
     where the engine runs prompts and decodes in one forward (B from a first pass with D = P); P where its prompts
     run alone. r D replaces r P above.
@@ -39,6 +41,7 @@ from gpuwise.estimate.serving.simulate import Policy
 from gpuwise.estimate.serving.steps import step_table
 from gpuwise.estimate.speed.inference import decode_step_s, prefill_s
 from gpuwise.workload.jobs.job import InferJob
+from gpuwise.workload.jobs.slos import Slos
 from gpuwise.workload.model.architecture import Architecture
 
 QUANTILE = 0.99
@@ -139,6 +142,12 @@ class Latency:
     p99_e2e_s: float
     p99_ttft_s: float
     mean_batch: float
+    p99_tpot_s: float = 0.0
+
+    @property
+    def p99_ms(self) -> dict[str, float]:
+        """The P99s by SLO name (workload/jobs/slos.py), in ms."""
+        return {"ttft": self.p99_ttft_s * 1e3, "tpot": self.p99_tpot_s * 1e3, "e2e": self.p99_e2e_s * 1e3}
 
 
 def time_in_system(rep: Replica, rate: float, *, fixed_s: float = 0.0, stretch: float = 1.0) -> float | None:
@@ -182,37 +191,44 @@ def latency_at(rep: Replica, rate: float) -> Latency | None:
     server = rep.policy.request_overhead_s  # the engine's server, outside the GPU: every latency a client sees has it
     p99 = server + in_flight + first + steps * step + stall * poisson_quantile(rate * mean)
     ttft = server + in_flight + first + stall * poisson_quantile(rate * (step + first))
-    return Latency(server + mean, p99, ttft, batch)
+    decoding_s = max(mean - first, 0.0)  # a request's time from its first token to its last
+    tpot = step + stall * poisson_quantile(rate * decoding_s) / steps if steps else 0.0
+    return Latency(server + mean, p99, ttft, batch, tpot)
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """What one replica sustains: ``rate_qps`` to plan with (within the SLO, or the planning utilisation of the
-    stable maximum when there is none), and the P99 latency (SLO's kind) at any rate."""
+    """What one replica sustains: ``rate_qps`` to plan with (the highest rate meeting every SLO, or the planning
+    utilisation of the stable maximum when there is none), the SLO that binds there, and the P99s at any rate."""
 
     rate_qps: float
     stable_qps: float
-    slo_s: float | None
-    slo: str
-    idle_p99_s: float
-    p99_s: Callable[[float], float]
+    slos: Slos
+    binding: str | None  # the SLO with the least headroom at rate_qps; where none is met, the one missed most idle
+    idle_p99_ms: dict[str, float]
+    p99s_ms: Callable[[float], dict[str, float]]  # the P99s by SLO name at a rate (inf where unstable)
+
+    def p99_s(self, rate: float) -> float:
+        """The P99 of the binding SLO's kind (end-to-end without SLOs) at ``rate``, in seconds."""
+        return self.p99s_ms(rate)[self.binding or "e2e"] / 1e3
 
 
-def capacity(rep: Replica, *, slo_s: float | None, slo: str = "e2e") -> Capacity:
-    """Highest rate whose P99 (``slo``: "e2e" or "ttft") meets ``slo_s``, by bisection on a log scale; 0 when even
-    an idle replica misses it."""
-    def p99(rate: float) -> float:
+UNSTABLE = {"ttft": math.inf, "tpot": math.inf, "e2e": math.inf}
+
+
+def capacity(rep: Replica, *, slos: Slos = Slos()) -> Capacity:
+    """Highest rate whose P99s meet every SLO in ``slos`` at once, by bisection on a log scale of the conjunction;
+    0 when even an idle replica misses one of them."""
+    def p99s(rate: float) -> dict[str, float]:
         found = latency_at(rep, rate)
-        if found is None:
-            return math.inf
-        return found.p99_e2e_s if slo == "e2e" else found.p99_ttft_s
+        return dict(UNSTABLE) if found is None else found.p99_ms
 
-    stable = largest_rate(lambda r: math.isfinite(p99(r)))
-    idle = p99(0.0)
-    if slo_s is None:
-        return Capacity(stable * C.SERVING_PLANNING_UTILISATION.value, stable, None, slo, idle, p99)
-    rate = 0.0 if idle > slo_s else largest_rate(lambda r: p99(r) <= slo_s)
-    return Capacity(rate, stable, slo_s, slo, idle, p99)
+    stable = largest_rate(lambda r: math.isfinite(p99s(r)["e2e"]))
+    idle = p99s(0.0)
+    if not slos:
+        return Capacity(stable * C.SERVING_PLANNING_UTILISATION.value, stable, slos, None, idle, p99s)
+    rate = largest_rate(lambda r: slos.met(p99s(r))) if slos.met(idle) else 0.0
+    return Capacity(rate, stable, slos, slos.binding(p99s(rate) if rate > 0 else idle), idle, p99s)
 
 
 def largest_rate(ok: Callable[[float], bool], low: float = 1e-4, high: float = 1e5) -> float:

@@ -9,6 +9,7 @@ With prompts and decoding on separate replicas (estimate/serving/disagg.py), at 
     decode replica:               B = (T / Y) (O - 1) S(B) sequences at once (Little's law), at most the batch
                                   limit; no prompt ever stalls their steps
     P99 end-to-end:               P99 TTFT + K + (O - 1) S(B)
+    P99 TPOT:                     S(B), the decode replica's step (no prompt stalls it)
 The split balances the pools' saturation rates, X / P against Y B_max / ((O - 1) S(B_max)), rounded both ways.
 """
 
@@ -19,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.estimate import constants as C
-from gpuwise.estimate.serving.capacity import Replica, largest_rate, poisson_quantile, time_in_system
+from gpuwise.estimate.serving.capacity import UNSTABLE, Replica, largest_rate, poisson_quantile, time_in_system
 from gpuwise.estimate.serving.disagg import Pools
+from gpuwise.workload.jobs.slos import Slos
 
 
 @dataclass(frozen=True)
@@ -28,20 +30,24 @@ class PlannedSplit:
     """The split of a replica count into pools and what it sustains."""
 
     pools: Pools
-    rate_qps: float  # within the SLO, or the planning utilisation of the stable maximum when there is none
-    p99_s: Callable[[float], float]  # P99 latency of the SLO's kind at a total rate (inf where unstable)
+    rate_qps: float  # within the SLOs, or the planning utilisation of the stable maximum when there are none
+    p99s_ms: Callable[[float], dict[str, float]]  # the P99s by SLO name at a total rate (inf where unstable)
+    binding: str | None = None  # the SLO with the least headroom at rate_qps
 
 
-def _latencies(rep: Replica, split: Pools, kv_s: float, total: float) -> tuple[float, float] | None:
-    """(P99 TTFT, P99 end-to-end) in seconds at ``total`` requests/s over the two pools; None where unstable."""
+def _latencies(rep: Replica, split: Pools, kv_s: float, total: float) -> dict[str, float]:
+    """The P99s by SLO name in ms at ``total`` requests/s over the two pools; inf where unstable."""
     first = rep.prefill(rep.job.input_len)
     busy = total / split.prefill * first
     if busy >= 1:
-        return None
+        return dict(UNSTABLE)
     in_flight = first if busy > 0.01 else 0.0  # an idle prefill replica has no prompt to wait for
     ttft = in_flight + first * (1 + poisson_quantile(busy))
     decode_s = time_in_system(rep, total / split.decode)  # no prompt stalls a decode replica's steps
-    return None if decode_s is None else (ttft, ttft + kv_s + decode_s)
+    if decode_s is None:
+        return dict(UNSTABLE)
+    steps = max(rep.job.output_len - 1, 0)
+    return {"ttft": ttft * 1e3, "tpot": decode_s / steps * 1e3 if steps else 0.0, "e2e": (ttft + kv_s + decode_s) * 1e3}
 
 
 def _splits(rep: Replica, replicas: int) -> list[Pools]:
@@ -55,33 +61,24 @@ def _splits(rep: Replica, replicas: int) -> list[Pools]:
     return [Pools(x, replicas - x) for x in sorted(chosen)]
 
 
-def plan_split(rep: Replica, replicas: int, *, kv_s: float, slo_s: float | None, slo: str = "e2e"
-               ) -> PlannedSplit | None:
+def plan_split(rep: Replica, replicas: int, *, kv_s: float, slos: Slos = Slos()) -> PlannedSplit | None:
     """The best split of ``replicas`` (>= 2) replicas of ``rep`` into prefill and decode pools; None when no split
-    is stable, or none meets the SLO even idle."""
+    is stable, or none meets every SLO even idle."""
     best: PlannedSplit | None = None
     for split in _splits(rep, replicas):
-        p99 = _p99(rep, split, kv_s, slo)
-        rate = _rate(p99, slo_s)
+        def p99s(total: float, split: Pools = split) -> dict[str, float]:
+            return _latencies(rep, split, kv_s, total)
+
+        rate = _rate(p99s, slos)
         if rate > 0 and (best is None or rate > best.rate_qps):
-            best = PlannedSplit(split, rate, p99)
+            best = PlannedSplit(split, rate, p99s, slos.binding(p99s(rate)))
     return best
 
 
-def _rate(p99: Callable[[float], float], slo_s: float | None) -> float:
-    """The total rate to plan with: within the SLO, or the planning share of the stable maximum."""
-    if slo_s is None:
-        return largest_rate(lambda r: math.isfinite(p99(r))) * C.SERVING_PLANNING_UTILISATION.value
-    if p99(0.0) > slo_s:
+def _rate(p99s: Callable[[float], dict[str, float]], slos: Slos) -> float:
+    """The total rate to plan with: within every SLO, or the planning share of the stable maximum."""
+    if not slos:
+        return largest_rate(lambda r: math.isfinite(p99s(r)["e2e"])) * C.SERVING_PLANNING_UTILISATION.value
+    if not slos.met(p99s(0.0)):
         return 0.0
-    return largest_rate(lambda r: p99(r) <= slo_s)
-
-
-def _p99(rep: Replica, split: Pools, kv_s: float, slo: str) -> Callable[[float], float]:
-    def p99(total: float) -> float:
-        found = _latencies(rep, split, kv_s, total)
-        if found is None:
-            return math.inf
-        return found[1] if slo == "e2e" else found[0]
-
-    return p99
+    return largest_rate(lambda r: slos.met(p99s(r)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import ConfigError, NotEstimable
@@ -27,6 +27,7 @@ from gpuwise.estimate.serving.simulate import (
 )
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
+from gpuwise.workload.jobs.slos import Slos
 from gpuwise.workload.model.architecture import Architecture
 
 MAX_SIMULATED_TOKENS = 1_000_000  # requests x output tokens: about a second per simulated rate on one core
@@ -55,13 +56,29 @@ def _closed_loop_bounds(load: LoadTest, output: int) -> None:
                           f"{MAX_CLOSED_LOOP_STEPS * load.concurrency // output:,} requests")
 
 
-def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str = "e2e",
-                 low: float = 0.01, high: float = 1000.0, iterations: int = 14) -> tuple[float, LoadResult | None]:
-    """Largest QPS whose P99 (``key``: "e2e" or "ttft") meets the SLO, by bisection on a log scale of [low, high];
-    the bracket is widened (by 8x, up to 3 times each way) while the SLO holds at its top or misses at its bottom."""
+def p99_ms(result: LoadResult) -> dict[str, float]:
+    """A simulated run's P99s by SLO name (workload/jobs/slos.py), in ms."""
+    return {"ttft": result.ttft_ms[2], "tpot": result.tpot_ms[2], "e2e": result.e2e_ms[2]}
+
+
+@dataclass(frozen=True)
+class SloReport(ServingReport):
+    """serve-sim's report with the SLOs it searched for: the P99s at the highest rate meeting them all (or, where
+    none does, at the trickle of requests that already misses one), and the SLO with the least headroom there."""
+
+    slos: Slos = field(default_factory=Slos)
+    binding_slo: str | None = None
+    p99_at_capacity_ms: tuple[tuple[str, float], ...] = ()  # (SLO name, P99 ms) for each SLO given
+    planned_binding: str | None = None  # the SLO that binds the closed form's rate
+
+
+def highest_rate(run: Callable[[float], LoadResult], *, slos: Slos, low: float = 0.01, high: float = 1000.0,
+                 iterations: int = 14) -> tuple[float, LoadResult | None]:
+    """Largest QPS whose P99s meet every SLO in ``slos`` at once, by bisection on a log scale of [low, high]; the
+    bracket is widened (by 8x, up to 3 times each way) while they hold at its top or one misses at its bottom.
+    Where no rate meets them: 0 and the run at the lowest rate tried (what names the SLO missed)."""
     def ok(result: LoadResult) -> bool:
-        p99 = result.e2e_ms[2] if key == "e2e" else result.ttft_ms[2]
-        return p99 <= p99_ms and not result.saturated and result.steady
+        return slos.met(p99_ms(result)) and not result.saturated and result.steady
 
     for _ in range(3):  # the bracket came from the closed form: widen it if the simulation does worse
         first = run(low)
@@ -69,7 +86,7 @@ def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str 
             break
         low, high = low / 8, low
     else:
-        return 0.0, None
+        return 0.0, first
     best: tuple[float, LoadResult | None] = (low, first)
     for _ in range(3):  # ... or better
         top = run(high)
@@ -88,7 +105,7 @@ def highest_rate(run: Callable[[float], LoadResult], *, p99_ms: float, key: str 
 
 
 def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog, load: LoadTest, *,
-                   calibration: Calibration | None = None) -> ServingReport:
+                   calibration: Calibration | None = None) -> SloReport:
     if not arch.decoder_layers:
         raise NotEstimable(f"{arch.name} does not generate tokens; serve-sim models decoder LLMs")
     require_tp(arch, job.tp)
@@ -126,24 +143,30 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
 
     if load.disagg is not None:
         return _disaggregated(plan, rep, catalog, load, replicas)
-    slo_s = load.p99_ms / 1e3 if load.p99_ms is not None else None
-    planned = capacity(rep, slo_s=slo_s, slo=load.slo)
-    best_rate, at_best = None, None
-    if load.p99_ms is not None:
+    slos = load.slos
+    planned = capacity(rep, slos=slos)
+    best_rate, at_best, binding, at_capacity = None, None, None, {}
+    if slos:
         total = planned.rate_qps * replicas
         # within a factor of 2 of the closed form (measured 0.8-1.25x), to about 0.5 %: 2 + 8 simulated rates
         bracket = dict(low=total / 2, high=total * 2, iterations=8) if total > 0 else {}
-        best_rate, at_best = highest_rate(run, p99_ms=load.p99_ms, key=load.slo, **bracket)  # type: ignore[arg-type]
+        best_rate, at_best = highest_rate(run, slos=slos, **bracket)  # type: ignore[arg-type]
+        at_capacity = p99_ms(at_best) if at_best is not None else {}
+        binding = slos.binding(at_capacity) if at_best is not None else None
+        at_best = at_best if best_rate else None
     at_rate_p99 = planned.p99_s(load.qps / replicas)
     rate_asked = load.concurrency is None or "qps" in load.model_fields_set
-    return ServingReport(run(load.qps) if rate_asked else None, load.p99_ms, load.slo, best_rate, at_best,
-                         rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
-                         at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
-                         closed(load.concurrency) if load.concurrency is not None else None,
-                         per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes)
+    target = slos.targets_ms.get(binding or "", None)
+    return SloReport(run(load.qps) if rate_asked else None, target, binding or "e2e", best_rate, at_best,
+                     rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
+                     at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
+                     closed(load.concurrency) if load.concurrency is not None else None,
+                     per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes, slos=slos,
+                     binding_slo=binding, planned_binding=planned.binding,
+                     p99_at_capacity_ms=tuple((k, at_capacity[k]) for k in slos.targets_ms if k in at_capacity))
 
 
-def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTest, replicas: int) -> ServingReport:
+def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTest, replicas: int) -> SloReport:
     """``--disagg XPYD`` (estimate/serving/disagg.py): X prefill and Y decode replicas of the job's layout."""
     job = plan.job
     split = pools(str(load.disagg))
@@ -161,6 +184,6 @@ def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTe
     layout = (f"disaggregated {load.disagg}: {split.prefill} prefill and {split.decode} decode replica(s) of "
               f"{job.replica_gpus} GPU(s); the mean batch is a decode replica's; each prompt's KV cache moves in "
               f"{transfer_s * 1e3:,.1f} ms")
-    return ServingReport(None, load.p99_ms, load.slo, None, None, rep.max_num_seqs, rep.kv_capacity_tokens,
-                         0.0, None, replicas, one, layout, per_gpu_bytes=rep.memory.per_gpu_bytes,
-                         capacity_bytes=rep.memory.capacity_bytes)
+    return SloReport(None, None, "e2e", None, None, rep.max_num_seqs, rep.kv_capacity_tokens,
+                     0.0, None, replicas, one, layout, per_gpu_bytes=rep.memory.per_gpu_bytes,
+                     capacity_bytes=rep.memory.capacity_bytes, slos=load.slos)

@@ -51,7 +51,12 @@ const gpuwise = (() => {
       if (f.deadline) workload.deadline_hours = +f.deadline;
     } else {
       workload.task = "infer";
-      if (f.task === "serve") { workload.qps = +f.qps; if (f.p99) workload.p99_ms = +f.p99; }
+      if (f.task === "serve") {
+        workload.qps = +f.qps;
+        if (f.p99) workload.e2e_p99_ms = +f.p99;  // the SLOs, any of them at once (workload/jobs/slos.py)
+        if (f.ttft) workload.ttft_p99_ms = +f.ttft;
+        if (f.tpot) workload.tpot_p99_ms = +f.tpot;
+      }
       else workload.min_tokens_per_s = +f.min_tps;
       if (f.quant) options.quant = f.quant;
     }
@@ -71,7 +76,12 @@ const gpuwise = (() => {
 
   function speedOf(o) {
     if (o.job_hours != null) return o.job_hours.expected.toFixed(1) + " (≤ " + o.job_hours.high.toFixed(1) + ")";
-    if (o.qps_capacity != null) return o.qps_capacity.toFixed(1) + " req/s" + (o.p99_ms ? ", P99 " + Math.round(o.p99_ms) + " ms" : "");
+    if (o.qps_capacity != null) {
+      const kind = o.p99_slo && o.p99_slo !== "e2e" ? " " + o.p99_slo.toUpperCase() : "";
+      const ms = o.p99_ms && o.p99_slo === "tpot" ? o.p99_ms.toFixed(1) : Math.round(o.p99_ms);
+      const binds = o.binding_slo && o.binding_slo !== o.p99_slo ? ", " + o.binding_slo.toUpperCase() + " binds" : "";
+      return o.qps_capacity.toFixed(1) + " req/s" + (o.p99_ms ? ", P99" + kind + " " + ms + " ms" + binds : "");
+    }
     if (o.tokens_per_s != null) return o.tokens_per_s.toFixed(1) + " tok/s";
     return "—";
   }

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuwise.flags import Flag
+from gpuwise.workload.jobs.slos import DESCRIPTIONS, Slos, normalise_slos
 
 LOAD = "Load test"
 
@@ -23,9 +24,27 @@ class LoadTest(BaseModel):
         default=None, description="clients in a closed loop, each sending its next request when the last finished "
                                   "(as vllm bench serve --max-concurrency): TTFT and TPOT at that concurrency")
     p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(frozenset({"serve-sim"}), LOAD, name="--p99-ms")] = (
-        Field(default=None, description="P99 latency SLO: also find the highest rate that meets it"))
+        Field(default=None, description="P99 end-to-end latency SLO (with --slo ttft: time to first token): also "
+                                      "find the highest rate that meets it; the same as --e2e-p99-ms"))
     slo: Annotated[Literal["e2e", "ttft"], Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default="e2e", description="what the SLO bounds: end-to-end latency or time to first token")
+    # -- SLOs (workload/jobs/slos.py): --p99-ms [--slo] is read into these three; any of them at once --
+    ttft_p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=None, description=DESCRIPTIONS["ttft"])
+    tpot_p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=None, description=DESCRIPTIONS["tpot"])
+    e2e_p99_ms: Annotated[float | None, Field(gt=0, le=1e9), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
+        default=None, description=DESCRIPTIONS["e2e"])
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling_of_slos(cls, data: object) -> object:
+        return normalise_slos(data)
+
+    @property
+    def slos(self) -> Slos:
+        return Slos(self.ttft_p99_ms, self.tpot_p99_ms, self.e2e_p99_ms)
+    # -- end of the SLOs --
     requests: Annotated[int, Field(ge=20, le=100_000), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
         default=400, description="requests to simulate (at least 20 for percentiles)")
     seed: Annotated[int, Field(ge=0, le=2**32 - 1), Flag(frozenset({"serve-sim"}), LOAD)] = Field(
