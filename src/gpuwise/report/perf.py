@@ -73,7 +73,19 @@ def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
         "throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1),
         "output_tokens_per_s": round(result.throughput_tokens_per_s, 1),
         "requests_per_s": round(result.requests_per_s, 4), "saturated": result.saturated, "steady": result.steady,
+        "prefix_cache": _cache_json(result),
     }
+
+
+def _cache_json(result: LoadResult) -> dict[str, Any] | None:
+    """A session workload's prefix cache: prompt tokens served from the GPU's cache or reloaded from host memory."""
+    stats = result.prefix_cache
+    if stats is None:
+        return None
+    return {"hit_rate": round(stats.hit_rate, 4), "prompt_tokens": stats.prompt_tokens,
+            "prefill_tokens_saved": stats.hit_tokens + stats.reloaded_tokens, "gpu_hit_tokens": stats.hit_tokens,
+            "reloaded_tokens": stats.reloaded_tokens, "reload_s": round(stats.reload_s, 6),
+            "evicted_tokens": stats.evicted_tokens}
 
 
 def serving_json(report: ServingReport) -> dict[str, Any]:
@@ -82,7 +94,9 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
             "max_qps": report.max_qps, "at_max_qps": _load_json(report.at_max), "max_batch": report.max_batch,
             "kv_capacity_tokens": int(min(report.kv_capacity_tokens, 2**62)),
             "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms},
-            "replicas": report.replicas, "layout": report.layout or None, "memory": _memory_json(report)}
+            "replicas": report.replicas, "layout": report.layout or None, "memory": _memory_json(report),
+            "rate_unit": "sessions_per_s" if report.turns else "requests_per_s", "turns": report.turns,
+            "expected_hit_rate": None if report.expected_hit_rate is None else round(report.expected_hit_rate, 4)}
 
 
 def _memory_json(report: ServingReport) -> dict[str, Any] | None:

@@ -159,16 +159,18 @@ def time_in_system(rep: Replica, rate: float, *, fixed_s: float = 0.0, stretch: 
     return mean
 
 
-def latency_at(rep: Replica, rate: float) -> Latency | None:
-    """The closed form's latencies at ``rate`` requests/s (module docstring); None where the replica is unstable."""
+def latency_at(rep: Replica, rate: float, *, cached: float = 0.0) -> Latency | None:
+    """The closed form's latencies at ``rate`` requests/s (module docstring); None where the replica is unstable.
+    ``cached``: the share of each prompt the prefix cache serves (serving/sessions.py); only the rest is prefilled."""
     job = rep.job
-    first = rep.prefill(job.input_len)
+    prompt = max(1, round(job.input_len * (1 - cached)))
+    first = rep.prefill(prompt)
     steps = max(job.output_len - 1, 0)
     stall, mean = first, 0.0
     for attempt in range(1 + rep.policy.mixes_prefill):
         if attempt:  # one forward: what the prompt adds to the batch the first pass found
             joined = max(1, round(rate * mean))
-            stall = rep.prefill(job.input_len + joined) - rep.prefill(joined)
+            stall = rep.prefill(prompt + joined) - rep.prefill(joined)
         if rate * stall >= 1:
             return None
         found = time_in_system(rep, rate, fixed_s=first, stretch=1 / (1 - rate * stall))
@@ -198,11 +200,12 @@ class Capacity:
     p99_s: Callable[[float], float]
 
 
-def capacity(rep: Replica, *, slo_s: float | None, slo: str = "e2e") -> Capacity:
+def capacity(rep: Replica, *, slo_s: float | None, slo: str = "e2e",
+             cached_share: Callable[[float], float] | None = None) -> Capacity:
     """Highest rate whose P99 (``slo``: "e2e" or "ttft") meets ``slo_s``, by bisection on a log scale; 0 when even
-    an idle replica misses it."""
+    an idle replica misses it. ``cached_share(rate)``: the prefix cache's hit rate at that rate (sessions)."""
     def p99(rate: float) -> float:
-        found = latency_at(rep, rate)
+        found = latency_at(rep, rate, cached=cached_share(rate) if cached_share is not None else 0.0)
         if found is None:
             return math.inf
         return found.p99_e2e_s if slo == "e2e" else found.p99_ttft_s

@@ -18,6 +18,7 @@ from gpuwise.estimate.plan import InferPlan, require_tp, resolve
 from gpuwise.estimate.serving import disagg
 from gpuwise.estimate.serving.capacity import Replica, capacity, replica, require_room
 from gpuwise.estimate.serving.disagg import pools
+from gpuwise.estimate.serving.session_load import session_job, session_runs, session_serving, session_workload
 from gpuwise.estimate.serving.simulate import (
     LoadResult,
     ServingReport,
@@ -99,10 +100,12 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} is more than the "
                           f"{MAX_SIMULATED_TOKENS:,} tokens serve-sim simulates; use at most "
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
-    plan = resolve(arch, job, gpu, calibration)
+    work = session_workload(load, job)  # --turns: sessions, planned on a turn's mean prompt
+    plan = resolve(arch, session_job(arch, job, work) if work is not None else job, gpu, calibration)
     assert isinstance(plan, InferPlan)
     rep = replica(plan, catalog)
     require_room(rep, arch, gpu)
+    sessions = session_serving(plan, rep, gpu, catalog, load, work) if work is not None else None
     replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
 
     def closed(clients: int) -> LoadResult:
@@ -124,23 +127,33 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                        prefix_hit=load.prefix_hit, policy=rep.policy, mixed_step=rep.mixed_step)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
+    turns = 1  # requests per session: the closed form counts requests, --qps sessions
+    if sessions is not None:
+        if load.disagg is not None:
+            raise ConfigError("--disagg simulates independent requests; leave out --turns")
+        count = closed_loop_count(load, output) if load.concurrency is not None else load.requests
+        run, closed = session_runs(sessions, load, count, replicas)
+        turns = sessions.work.turns
     if load.disagg is not None:
         return _disaggregated(plan, rep, catalog, load, replicas)
     slo_s = load.p99_ms / 1e3 if load.p99_ms is not None else None
-    planned = capacity(rep, slo_s=slo_s, slo=load.slo)
+    planned = capacity(rep, slo_s=slo_s, slo=load.slo, cached_share=sessions.cached_share if sessions else None)
+    planned = replace(planned, rate_qps=planned.rate_qps / turns)  # per replica; sessions/s with --turns
     best_rate, at_best = None, None
     if load.p99_ms is not None:
         total = planned.rate_qps * replicas
         # within a factor of 2 of the closed form (measured 0.8-1.25x), to about 0.5 %: 2 + 8 simulated rates
         bracket = dict(low=total / 2, high=total * 2, iterations=8) if total > 0 else {}
         best_rate, at_best = highest_rate(run, p99_ms=load.p99_ms, key=load.slo, **bracket)  # type: ignore[arg-type]
-    at_rate_p99 = planned.p99_s(load.qps / replicas)
+    at_rate_p99 = planned.p99_s(load.qps / replicas * turns)
     rate_asked = load.concurrency is None or "qps" in load.model_fields_set
     return ServingReport(run(load.qps) if rate_asked else None, load.p99_ms, load.slo, best_rate, at_best,
                          rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
                          at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
                          closed(load.concurrency) if load.concurrency is not None else None,
-                         per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes)
+                         per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes,
+                         turns=turns if sessions is not None else None,
+                         expected_hit_rate=sessions.cached_share(planned.rate_qps * turns) if sessions else None)
 
 
 def _disaggregated(plan: InferPlan, rep: Replica, catalog: Catalog, load: LoadTest, replicas: int) -> ServingReport:
