@@ -108,7 +108,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
     sessions = session_serving(plan, rep, gpu, catalog, load, work) if work is not None else None
     replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
 
-    def closed(clients: int) -> LoadResult:
+    def closed_requests(clients: int) -> LoadResult:
         per_replica = max(1, round(clients / replicas))  # a round-robin balancer gives each replica its share
         stream = closed_loop_requests(closed_loop_count(load, output), job.input_len, output, seed=load.seed,
                                       exponential_lengths=load.length_dist == "exponential")
@@ -119,7 +119,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas,
                        requests_per_s=one.requests_per_s * replicas, concurrency=clients)
 
-    def run(rate: float) -> LoadResult:
+    def poisson(rate: float) -> LoadResult:
         stream = poisson_requests(rate / replicas, load.requests, job.input_len, output, seed=load.seed,
                                   exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
@@ -127,6 +127,8 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                        prefix_hit=load.prefix_hit, policy=rep.policy, mixed_step=rep.mixed_step)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
+    run: Callable[[float], LoadResult] = poisson
+    closed: Callable[[int], LoadResult] = closed_requests
     turns = 1  # requests per session: the closed form counts requests, --qps sessions
     if sessions is not None:
         if load.disagg is not None:
