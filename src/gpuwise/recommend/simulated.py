@@ -50,7 +50,9 @@ def load_test(workload: Workload, planned_qps: float) -> LoadTest:
     """What the option's serve-sim command simulates: the workload's rate (or, with none, the closed form's planning
     rate) and its SLO, at serve-sim's default seed and request count."""
     rate = workload.qps if workload.qps is not None else planned_qps
-    return LoadTest(qps=printed_rate(rate), p99_ms=workload.p99_ms, slo=workload.slo)
+    return LoadTest(qps=printed_rate(rate), p99_ms=workload.p99_ms, slo=workload.slo, turns=workload.turns,
+                    think_time_s=workload.think_time_s, system_prompt_len=workload.system_prompt_len,
+                    kv_offload_gib=workload.kv_offload_gib)
 
 
 def serve_command(workload: Workload, job: InferJob, gpu: GPU, planned_qps: float) -> str:
@@ -82,7 +84,7 @@ def simulate(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
         capacity, shown = report.max_qps or 0.0, report.at_rate if workload.qps is not None else report.at_max
     p99 = _p99_ms(shown, workload.slo if workload.p99_ms is not None else "e2e")
     return replace(planned, qps_capacity=capacity, p99_ms=p99 if math.isfinite(p99) else None,
-                   output_tokens_per_s=capacity * job.output_len, closed_form=False)
+                   output_tokens_per_s=capacity * job.output_len * (workload.turns or 1), closed_form=False)
 
 
 def _p99_ms(result: LoadResult | None, slo: str) -> float:

@@ -123,9 +123,19 @@ def _likely_line(r: LoadResult) -> str:
             f"TTFT, {band_percentiles('serve', 'tpot_ms')} for TPOT)")
 
 
+def _cache_line(r: LoadResult) -> str:
+    stats = r.prefix_cache
+    assert stats is not None
+    load = f"{r.concurrency} users" if r.concurrency else f"{r.qps:,.2f} sessions/s"
+    return (f"prefix cache at {load}: {stats.hit_rate:.1%} of prompt tokens not prefilled "
+            f"({stats.hit_tokens:,} from the GPU, {stats.reloaded_tokens:,} reloaded from host memory); "
+            f"{stats.evicted_tokens:,} tokens evicted")
+
+
 def serving_view(report: ServingReport) -> Group:
     results = [r for r in (report.at_rate, report.at_max, report.at_concurrency) if r is not None]
-    rows = [(f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS",
+    unit = "sessions/s" if report.turns else "QPS"  # --turns: rates count sessions
+    rows = [(f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} {unit}",
              "/".join(f"{v:,.0f}" for v in r.ttft_ms), f"{r.tpot_mean_ms:,.1f}/{r.tpot_ms[2]:,.1f}",
              f"{r.e2e_ms[0]:,.0f}/{r.e2e_ms[2]:,.0f}", f"{r.mean_batch:.1f}", f"{r.throughput_tokens_per_s:,.0f}",
              "saturated" if r.saturated else ("" if r.steady else "too few requests")) for r in results]
@@ -133,19 +143,20 @@ def serving_view(report: ServingReport) -> Group:
                          drop=("note", "mean batch", "tokens/s"))
     over = f" over {report.replicas} replicas" if report.replicas > 1 else ""
     plans = (report.layout if report.layout else
-             f"the recommender's closed form plans {report.planned_qps:,.2f} QPS{over}")
+             f"the recommender's closed form plans {report.planned_qps:,.2f} {unit}{over}")
     memory = (f"{report.per_gpu_bytes / 2**30:,.1f} of {report.capacity_bytes / 2**30:,.0f} GiB per GPU at batch 1; "
               if report.per_gpu_bytes is not None and report.capacity_bytes is not None else "")
     lines: list[Any] = [table, f"{memory}KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
                                f"{report.max_batch} sequences per replica; {plans}"]
     lines += [_likely_line(r) for r in results if _likely_line(r)]
+    lines += [_cache_line(r) for r in results if r.prefix_cache is not None]
     short = next((r for r in results if not r.steady), None)
     if short is not None:
         lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "
                      f"{short.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
     if report.slo_p99_ms is not None:
         lines.append(f"highest rate with P99 {report.slo_key} <= {report.slo_p99_ms:,.0f} ms: "
-                     + (f"[bold]{report.max_qps:,.2f} QPS[/bold]" if report.max_qps else
+                     + (f"[bold]{report.max_qps:,.2f} {unit}[/bold]" if report.max_qps else
                         "[red]none: even a trickle of requests misses the SLO[/red]"))
     return Group(*lines)
 

@@ -100,12 +100,13 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} is more than the "
                           f"{MAX_SIMULATED_TOKENS:,} tokens serve-sim simulates; use at most "
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
-    work = session_workload(load, job)  # --turns: sessions, planned on a turn's mean prompt
+    work = session_workload(load.turns, load.think_time_s, load.system_prompt_len, job)  # --turns: sessions, planned on a turn's mean prompt
     plan = resolve(arch, session_job(arch, job, work) if work is not None else job, gpu, calibration)
     assert isinstance(plan, InferPlan)
     rep = replica(plan, catalog)
     require_room(rep, arch, gpu)
-    sessions = session_serving(plan, rep, gpu, catalog, load, work) if work is not None else None
+    sessions = (session_serving(plan, rep, gpu, catalog, work, kv_offload_gib=load.kv_offload_gib)
+                if work is not None else None)
     replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
 
     def closed_requests(clients: int) -> LoadResult:
@@ -139,7 +140,8 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
     if load.disagg is not None:
         return _disaggregated(plan, rep, catalog, load, replicas)
     slo_s = load.p99_ms / 1e3 if load.p99_ms is not None else None
-    planned = capacity(rep, slo_s=slo_s, slo=load.slo, cached_share=sessions.cached_share if sessions else None)
+    planned = (capacity(sessions.rep, slo_s=slo_s, slo=load.slo, cached_share=sessions.cached_share) if sessions
+               else capacity(rep, slo_s=slo_s, slo=load.slo))
     planned = replace(planned, rate_qps=planned.rate_qps / turns)  # per replica; sessions/s with --turns
     best_rate, at_best = None, None
     if load.p99_ms is not None:

@@ -15,18 +15,21 @@ from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.serving.capacity import Replica
 from gpuwise.estimate.serving.prefix_cache import PrefixCache
 from gpuwise.estimate.serving.sessions import SessionWorkload, check_context, expected_hit_rate, session_stream
-from gpuwise.estimate.serving.simulate import LoadResult, Sessions, simulate
+from gpuwise.estimate.serving.simulate import STEADY_FACTOR, LoadResult, Sessions, simulate
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture
 
 
-def session_workload(load: LoadTest, job: InferJob) -> SessionWorkload | None:
-    """The load's sessions (None for a stream of independent requests)."""
-    if load.turns is None:
+MAX_SESSION_TOKENS = 1_000_000  # output tokens of one session run grown for steady state: a few seconds on one core
+
+
+def session_workload(turns: int | None, think_time_s: float | None, system_prompt_len: int,
+                     job: InferJob) -> SessionWorkload | None:
+    """The sessions of ``--turns`` (None for a stream of independent requests), each turn of the job's lengths."""
+    if turns is None:
         return None
-    return SessionWorkload(load.turns, load.think_time_s or 0.0, load.system_prompt_len, job.input_len,
-                           max(job.output_len, 1))
+    return SessionWorkload(turns, think_time_s or 0.0, system_prompt_len, job.input_len, max(job.output_len, 1))
 
 
 def session_job(arch: Architecture, job: InferJob, work: SessionWorkload) -> InferJob:
@@ -70,8 +73,10 @@ class SessionServing:
                                  pool_tokens=max(self.rep.kv_capacity_tokens - running, 0.0))
 
 
-def session_serving(plan: InferPlan, rep: Replica, gpu: GPU, catalog: Catalog, load: LoadTest,
-                    work: SessionWorkload) -> SessionServing:
+def session_serving(plan: InferPlan, rep: Replica, gpu: GPU, catalog: Catalog, work: SessionWorkload, *,
+                    kv_offload_gib: float) -> SessionServing:
+    """The replica's prefix cache for ``work``: the engine's reuse, and ``kv_offload_gib`` of host memory per
+    replica where the engine offloads; a one-line error where the last turn cannot fit or offload cannot be had."""
     if rep.kv_capacity_tokens < work.last_context:
         raise NotEstimable(f"the last turn's context ({work.last_context:,} tokens) does not fit the KV pool of "
                            f"{rep.kv_capacity_tokens:,.0f} tokens on {gpu.id}; use fewer --turns or a larger card")
@@ -79,29 +84,50 @@ def session_serving(plan: InferPlan, rep: Replica, gpu: GPU, catalog: Catalog, l
     per_token = kv_bytes_per_token(plan.with_job(batch=1, count=plan.job.replica_gpus, nodes=1))
     link = catalog.interconnects.get(gpu.native_link)
     host_tokens = 0.0
-    if load.kv_offload_gib > 0:
+    if kv_offload_gib > 0:
         if reuse is None or reuse.value.offload is None:
             raise ConfigError(f"--kv-offload-gib: {plan.engine.name} keeps no evicted prefixes in host memory; use "
                               "--engine vllm, sglang or trtllm, or leave it out")
         if link is None:
             raise ConfigError(f"--kv-offload-gib: {gpu.id} has no host link of its own in the catalog; leave it out")
-        host_tokens = load.kv_offload_gib * 2**30 / plan.job.replica_gpus / per_token if per_token > 0 else 0.0
-    return SessionServing(work, rep, reuse.value.granularity_tokens if reuse is not None else 0, host_tokens,
-                          link.achieved_bytes_per_s if link is not None else 0.0, per_token)
+        host_tokens = kv_offload_gib * 2**30 / plan.job.replica_gpus / per_token if per_token > 0 else 0.0
+    granularity = reuse.value.granularity_tokens if reuse is not None else 0
+    if granularity:  # the running turns share one copy of the system prompt: more of them fit the pool
+        shared = work.system_prompt_len
+        own = max(rep.job.input_len + rep.job.output_len - shared, 1)
+        rep = replace(rep, kv_sequences=max(1, int((rep.kv_capacity_tokens - shared) // own)))
+    return SessionServing(work, rep, granularity, host_tokens, link.achieved_bytes_per_s if link is not None else 0.0,
+                          per_token)
 
 
 def session_runs(serving: SessionServing, load: LoadTest, count: int,
                  replicas: int) -> tuple[Callable[[float], LoadResult], Callable[[int], LoadResult]]:
-    """(run at a rate of sessions per second, run with closed-loop users), over ``replicas`` replicas."""
+    """(run at a rate of sessions per second, run with closed-loop users), over ``replicas`` replicas. Unless
+    --requests was given, a run too short for steady state (fewer than STEADY_FACTOR x the sessions live at once)
+    runs again with enough sessions, within MAX_SESSION_TOKENS."""
     rep, work = serving.rep, serving.work
-    sessions = max(2, -(-count // work.turns))
+    given = "requests" in load.model_fields_set
+    most = max(2, MAX_SESSION_TOKENS // (work.turns * work.output_len))
+
+    def once(sessions: int, qps: float | None, users: int | None) -> LoadResult:
+        stream = session_stream(work, sessions, qps=qps, users=users, seed=load.seed)
+        one = simulate(stream.requests, decode_step=rep.decode_step, prefill=rep.prefill,
+                       max_batch=rep.max_num_seqs, kv_capacity_tokens=rep.kv_capacity_tokens,
+                       max_batched_tokens=rep.max_batched_tokens, policy=rep.policy, mixed_step=rep.mixed_step,
+                       seed=load.seed, sessions=Sessions(stream.session_of, serving.cache()), follow=stream.follow)
+        length_s = work.turns * (one.e2e_ms[0] / 1e3) + (work.turns - 1) * work.think_time_s
+        live = users if users is not None else (qps or 0.0) * length_s
+        return replace(one, sessions=sessions, live_sessions=live)
 
     def go(qps: float | None, users: int | None) -> LoadResult:
-        stream = session_stream(work, sessions, qps=qps, users=users, seed=load.seed)
-        return simulate(stream.requests, decode_step=rep.decode_step, prefill=rep.prefill,
-                        max_batch=rep.max_num_seqs, kv_capacity_tokens=rep.kv_capacity_tokens,
-                        max_batched_tokens=rep.max_batched_tokens, policy=rep.policy, mixed_step=rep.mixed_step,
-                        seed=load.seed, sessions=Sessions(stream.session_of, serving.cache()), follow=stream.follow)
+        sessions = max(2, -(-count // work.turns))
+        one = once(sessions, qps, users)
+        for _ in range(3):  # a longer run meets more load, so its sessions last longer: grow it again
+            wanted = min(math.ceil(STEADY_FACTOR * one.live_sessions * 1.25), most)
+            if given or one.steady or one.saturated or wanted <= sessions:
+                break
+            sessions, one = wanted, once(wanted, qps, users)
+        return one
 
     def run(rate: float) -> LoadResult:
         one = go(rate / replicas, None)

@@ -43,12 +43,16 @@ class LoadResult:
     requests_per_s: float = 0.0
     concurrency: int | None = None  # closed loop: the clients in flight
     prefix_cache: CacheStats | None = None  # a session workload's hits, reloads and evictions
+    sessions: int = 0  # a session workload: the sessions simulated, and those live at once (Little's law: their
+    live_sessions: float = 0.0  # rate x a session's mean length, think time included)
 
     @property
     def steady(self) -> bool:
         """Long enough to stand for steady state: at least STEADY_FACTOR x as many requests as are in flight at once
-        (Little's law: a run of few more requests than the batch holds is one burst, filling and draining)."""
-        return self.requests >= STEADY_FACTOR * max(self.mean_batch, 1.0)
+        (Little's law: a run of few more requests than the batch holds is one burst, filling and draining); of a
+        session workload, at least as many sessions as are live at once, in think time too."""
+        return (self.requests >= STEADY_FACTOR * max(self.mean_batch, 1.0)
+                and self.sessions >= STEADY_FACTOR * self.live_sessions)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
