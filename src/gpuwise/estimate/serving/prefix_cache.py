@@ -14,6 +14,7 @@ token) and at most all but the prompt's last token, whose logits give the first 
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,7 +60,8 @@ class PrefixCache:
                  reload_s: Callable[[int], float], recompute_s: Callable[[int, int], float]) -> None:
         self.granularity, self.shared, self.host_capacity = granularity, shared_tokens, host_tokens
         self.reload_s, self.recompute_s = reload_s, recompute_s
-        self.entries: OrderedDict[int, _Entry] = OrderedDict()
+        self.entries: OrderedDict[int, _Entry] = OrderedDict()  # contexts with tokens on the GPU, LRU first
+        self.hosted: OrderedDict[int, _Entry] = OrderedDict()  # contexts only in host memory, oldest first
         self.idle_tokens = 0  # GPU tokens of unreferenced session contexts (evictable)
         self.host_used = 0
         self.shared_cached = False
@@ -68,7 +70,7 @@ class PrefixCache:
     def take(self, session: int, prompt: int) -> tuple[int, float]:
         """A turn of ``session`` with a ``prompt``-token prompt is admitted: (tokens it need not prefill, seconds of
         reloading them from host memory). Its context leaves the idle list: the running request now holds it."""
-        entry = self.entries.pop(session, _Entry())
+        entry = self.entries.pop(session, None) or self.hosted.pop(session, None) or _Entry()
         self.idle_tokens -= entry.gpu_tokens
         self.host_used -= entry.host_tokens
         shared = self.shared if self.shared_cached else 0  # the first turn of all prefills the system prompt
@@ -96,18 +98,26 @@ class PrefixCache:
 
     def fit(self, room: float) -> None:
         """Evict idle contexts, least recently used first and each from its tail, until they take at most ``room``
-        tokens; the evicted tokens move to host memory, in front of what it already held of that context, while
-        it has room (what no longer follows on from the GPU's part is of no use and dropped)."""
-        for entry in self.entries.values():
-            if self.idle_tokens <= room:
-                break
-            out = int(min(entry.gpu_tokens, self.idle_tokens - max(room, 0.0)))
-            if out <= 0:
-                continue
+        tokens; the evicted tokens move to host memory, in front of what it already held of that context, and the
+        host drops its oldest contexts to make room for them."""
+        while self.idle_tokens > room and self.entries:
+            session, entry = next(iter(self.entries.items()))
+            out = int(min(entry.gpu_tokens, math.ceil(self.idle_tokens - max(room, 0.0))))
             entry.gpu_tokens -= out
             self.idle_tokens -= out
             self.stats.evicted_tokens += out
-            others = self.host_used - entry.host_tokens
-            kept = int(min(out + entry.host_tokens, max(self.host_capacity - others, 0.0)))
-            self.host_used = others + kept
-            entry.host_tokens = kept
+            if self.host_capacity > 0:
+                self._host(session, entry, out)
+            if entry.gpu_tokens <= 0:
+                del self.entries[session]
+                if entry.host_tokens > 0:
+                    self.hosted[session] = entry
+
+    def _host(self, session: int, entry: _Entry, tokens: int) -> None:
+        """Keep ``tokens`` evicted from the tail of ``session``'s context in host memory, before its older part."""
+        wanted = min(entry.host_tokens + tokens, int(self.host_capacity))
+        while self.host_used - entry.host_tokens + wanted > self.host_capacity and self.hosted:
+            _, oldest = self.hosted.popitem(last=False)
+            self.host_used -= oldest.host_tokens
+        self.host_used += wanted - entry.host_tokens
+        entry.host_tokens = wanted

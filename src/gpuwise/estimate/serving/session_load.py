@@ -21,7 +21,7 @@ from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture
 
 
-MAX_SESSION_TOKENS = 1_000_000  # output tokens of one session run grown for steady state: a few seconds on one core
+MAX_SESSION_TOKENS = 250_000  # output tokens of one session run grown for steady state: about a second on one core
 
 
 def session_workload(turns: int | None, think_time_s: float | None, system_prompt_len: int,
