@@ -26,6 +26,7 @@ from gpuwise.estimate.serving.prefix_cache import PrefixCache, reusable_tokens
 from gpuwise.estimate.serving.session_load import session_serving
 from gpuwise.estimate.serving.sessions import SessionWorkload, expected_hit_rate, session_stream
 from gpuwise.estimate.serving.simulate import LoadResult, Sessions, simulate
+from gpuwise.estimate.speed.inference import decode_step_s
 from gpuwise.workload.jobs.job import InferJob
 
 runner = CliRunner()
@@ -86,11 +87,11 @@ def test_the_closed_form_hit_rate_by_hand() -> None:
     work = SessionWorkload(turns=3, think_time_s=1.0, system_prompt_len=1000, input_len=100, output_len=50)
     assert work.prefix_share == pytest.approx(3450 / 3750)
     assert expected_hit_rate(work, concurrent_sessions=10, pool_tokens=1e6, granularity=1) == pytest.approx(0.92)
-    # a working set twice the room: half the sessions keep their history, the rest hit the system prompt only:
-    # 1,000 + (1,150 + 1,000) / 2 + (1,300 + 1,000) / 2 = 3,225 of 3,750
+    # a working set twice the room: each session comes back after the nine others were touched, so LRU has
+    # evicted its history; every turn still hits the system prompt: 3 x 1,000 of 3,750
     room = 1000 + 10 * (work.mean_context - 1000) / 2
     assert expected_hit_rate(work, concurrent_sessions=10, pool_tokens=room, granularity=1) == pytest.approx(
-        3225 / 3750)
+        3000 / 3750)
     assert expected_hit_rate(work, concurrent_sessions=10, pool_tokens=1e6, granularity=0) == 0.0
 
 
@@ -137,6 +138,36 @@ def test_offload_reloads_over_the_host_link_only_when_cheaper() -> None:
 def _cli(*args: str) -> tuple[int, str]:
     done = runner.invoke(app, list(args))
     return done.exit_code, done.output
+
+
+def test_serve_sim_sessions_lose_their_prefixes_when_the_pool_is_small() -> None:
+    args = ("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--engine", "vllm", "--input-len", "2000",
+            "--output-len", "200", "--turns", "4", "--think-time-s", "10", "--qps", "1", "--json")
+    full, small = (json.loads(_cli(*args, *extra)[1]) for extra in ((), ("--mem-fraction", "0.3")))
+    # by hand, a pool that holds the ~40 live sessions: turn k's prompt is 2,000 + 2,200 k, of which the last
+    # context's 2,200 k tokens are cached in whole 16-token blocks: 2,192 + 4,400 + 6,592 = 13,184 of 21,200
+    cache = full["at_rate"]["prefix_cache"]
+    assert cache["hit_rate"] == pytest.approx(13184 / 21200, abs=1e-4)
+    assert full["expected_hit_rate"] == pytest.approx(13184 / 21200, abs=1e-4)
+    # 30 % of the card leaves ~58k tokens against ~40 sessions x ~5,000: each context is evicted before its next turn
+    assert small["kv_capacity_tokens"] < 40 * 5000 < full["kv_capacity_tokens"]
+    assert small["at_rate"]["prefix_cache"]["hit_rate"] < 0.1 and small["at_rate"]["prefix_cache"]["evicted_tokens"]
+    assert small["at_rate"]["ttft_ms"]["p99"] > full["at_rate"]["ttft_ms"]["p99"]
+    assert small["expected_hit_rate"] == 0.0
+
+
+def test_decode_reads_the_kv_of_the_whole_context() -> None:
+    """Long sessions are priced by what they read: 64k more tokens of context add batch x 65,536 x 131,072 bytes of
+    KV to every decode step, at no more than the card's peak bandwidth."""
+    catalog = load_catalog(use_user_dir=False)
+    gpu = catalog.gpus["h100-sxm-80gb"]
+    plan = resolve(model("llama-3.1-8b"), InferJob(input_len=1000, output_len=100, engine="vllm"), gpu, None)
+    assert isinstance(plan, InferPlan)
+    for batch in (1, 8):
+        extra_s = (decode_step_s(plan, catalog, batch=batch, context=131072)
+                   - decode_step_s(plan, catalog, batch=batch, context=65536))
+        floor_s = batch * 65536 * 131072 / gpu.memory_bandwidth_bytes_per_s
+        assert floor_s <= extra_s <= 1.5 * floor_s
 
 
 def test_the_recommenders_option_passes_its_own_reproduce_command_with_sessions() -> None:

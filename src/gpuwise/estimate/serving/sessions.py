@@ -114,9 +114,11 @@ def expected_hit_rate(work: SessionWorkload, *, concurrent_sessions: float, pool
                       granularity: int) -> float:
     """The closed form's share of prompt tokens served from the cache. Every turn hits the shared system prompt; a
     later turn hits its session's previous context too, each floored to whole units of the engine's granularity
-    and to all but the prompt's last token, while the pool holds that context: with ``concurrent_sessions`` live
-    sessions (those in think time included) of ``mean_context`` tokens each beyond the system prompt and
-    ``pool_tokens`` of room, LRU keeps the share room / working set of them (all when they fit). 0 without reuse."""
+    and to all but the prompt's last token, while the pool holds that context. With ``concurrent_sessions`` live
+    sessions (those in think time included) of ``mean_context`` tokens each beyond the system prompt, the pool holds
+    them all while that working set fits ``pool_tokens``, and none of them once it does not: a session comes back
+    after every other live session was touched, so LRU has evicted it first (the cliff of LRU under a cyclic
+    reference pattern; serve-sim, which evicts block by block, shows it too). 0 without reuse."""
     if granularity <= 0:
         return 0.0
     g = granularity
@@ -126,7 +128,7 @@ def expected_hit_rate(work: SessionWorkload, *, concurrent_sessions: float, pool
 
     working_set = concurrent_sessions * max(work.mean_context - work.system_prompt_len, 0.0)
     room = max(pool_tokens - work.system_prompt_len, 0.0)
-    held = 1.0 if working_set <= room else room / working_set
+    held = 1.0 if working_set <= room else 0.0
     hits = 0.0
     for k in range(work.turns):
         shared = reusable(work.system_prompt_len, work.prompt_len(k))
