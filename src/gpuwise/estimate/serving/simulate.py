@@ -174,10 +174,11 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
             step = (prefill(tokens) if tokens else 0.0) + decode_step(sim.running, sim.mean_context())
         step += sum(sim.loading.pop(i, 0.0) for i in chunks) if sim.loading else 0.0
         done_now = sim.advance(step, chunks, decoding)
-        for i in done_now:
+        for i in done_now:  # a session's next turn, after the think time and the client's turnaround
             nxt = follow.get(i) if follow is not None else None
             if nxt is not None:
-                sim.arrive(nxt[0], sim.clock + CLIENT_TURNAROUND_S + nxt[1])
+                late = rng.expovariate(1 / policy.turnaround_s) if policy.turnaround_s > 0 else 0.0
+                sim.arrive(nxt[0], sim.clock + CLIENT_TURNAROUND_S + late + nxt[1])
         if concurrency is not None and not follow:  # each client that got its answer sends its next request: it
             for _ in range(min(len(done_now), len(requests) - released)):  # misses the iteration under way
                 late = rng.expovariate(1 / policy.turnaround_s) if policy.turnaround_s > 0 else 0.0
