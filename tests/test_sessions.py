@@ -81,6 +81,16 @@ def test_sessions_whose_kv_exceeds_the_pool_lose_their_prefixes_and_rate() -> No
     assert small_rate < big_rate
 
 
+def test_each_turn_prefills_only_its_new_input_when_the_history_is_cached() -> None:
+    # sessions far apart (one per 10,000 s): no queueing, so a turn's TTFT is its prefill. With the history cached,
+    # every turn prefills its 500 new tokens, 50 ms; without reuse turn k prefills all 500 + 550 k of its prompt
+    work = SessionWorkload(turns=4, think_time_s=2.0, system_prompt_len=0, input_len=500, output_len=50)
+    cached = _run(work, 1e-4, granularity=1, pool_tokens=1e6)
+    fresh = _run(work, 1e-4, granularity=0, pool_tokens=1e6)
+    assert cached.ttft_by_turn_ms == pytest.approx((50.0, 50.0, 50.0, 50.0), abs=0.5)
+    assert fresh.ttft_by_turn_ms == pytest.approx((50.0, 105.0, 160.0, 215.0), abs=0.5)
+
+
 def test_the_closed_form_hit_rate_by_hand() -> None:
     # S 1,000, I 100, O 50, three turns: prompts 1,100, 1,250, 1,400 (3,750); cached 1,000 (the system prompt),
     # 1,150 and 1,300 (the previous contexts): 3,450 / 3,750 = 0.92 when the pool holds every live session

@@ -74,6 +74,7 @@ def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
         "output_tokens_per_s": round(result.throughput_tokens_per_s, 1),
         "requests_per_s": round(result.requests_per_s, 4), "saturated": result.saturated, "steady": result.steady,
         "prefix_cache": _cache_json(result),
+        "ttft_mean_ms_by_turn": [round(v, 3) if math.isfinite(v) else None for v in result.ttft_by_turn_ms] or None,
     }
 
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 
 def reusable_tokens(cached: int, prompt: int, granularity: int) -> int:
     """Prompt tokens a prefix cache serves: the ``cached`` prefix, at most ``prompt - 1`` tokens, floored to whole
-    units of ``granularity``. vLLM (block 16): a 40-token cached prefix of a longer prompt serves 32; SGLang (1): 40."""
-    usable = max(0, min(cached, prompt - 1))
-    return usable // max(granularity, 1) * max(granularity, 1)
+    units of ``granularity``. vLLM (block 16): a 40-token cached prefix of a longer prompt serves 32; SGLang (1): 40.
+    A granularity of 0 is an engine that reuses nothing."""
+    if granularity <= 0:
+        return 0
+    return max(0, min(cached, prompt - 1)) // granularity * granularity
 
 
 @dataclass

@@ -43,6 +43,7 @@ class LoadResult:
     requests_per_s: float = 0.0
     concurrency: int | None = None  # closed loop: the clients in flight
     prefix_cache: CacheStats | None = None  # a session workload's hits, reloads and evictions
+    ttft_by_turn_ms: tuple[float, ...] = ()  # a session workload: the mean TTFT of each turn, first turn first
     sessions: int = 0  # a session workload: the sessions simulated, and those live at once (Little's law: their
     live_sessions: float = 0.0  # rate x a session's mean length, think time included)
 
@@ -186,7 +187,25 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
                 released += 1
     result = _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
                         (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
-    return result if sessions is None else replace(result, prefix_cache=sessions.cache.stats)
+    if sessions is None:
+        return result
+    return replace(result, prefix_cache=sessions.cache.stats,
+                   ttft_by_turn_ms=_by_turn(sessions.session_of, arrival, sim.first_token))
+
+
+def _by_turn(session_of: Sequence[int], arrival: Sequence[float], first: Sequence[float]) -> tuple[float, ...]:
+    """Mean TTFT (ms) of each turn of a session, first turn first, over the sessions after the first 10 %."""
+    turn_of: dict[int, int] = {}
+    sums: list[list[float]] = []
+    skip = max(session_of, default=0) // 10
+    for i, s in enumerate(session_of):
+        k = turn_of[s] = turn_of.get(s, -1) + 1
+        if k == len(sums):
+            sums.append([0.0, 0.0])
+        if s >= skip and math.isfinite(first[i]):
+            sums[k][0] += (first[i] - arrival[i]) * 1e3
+            sums[k][1] += 1
+    return tuple(total / n if n else math.nan for total, n in sums)
 
 
 Times = tuple[list[float], list[float], list[float]]  # first token, finished, admitted: per request, in seconds
