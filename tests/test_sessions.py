@@ -109,6 +109,9 @@ def test_block_granularity_caches_whole_blocks_radix_every_token() -> None:
     vllm, sglang = runtimes.engine("vllm").kv_reuse, runtimes.engine("sglang").kv_reuse
     assert vllm is not None and sglang is not None
     assert runtimes.engine("hf").kv_reuse is None  # transformers' generate keeps nothing between requests
+    trtllm, llamacpp = runtimes.engine("trtllm").kv_reuse, runtimes.engine("llamacpp").kv_reuse
+    assert trtllm is not None and trtllm.value.granularity_tokens == 32  # KvCacheConfig.tokens_per_block = 32
+    assert llamacpp is not None and llamacpp.value.eviction == "slot" and llamacpp.value.offload is None
     for reuse, cached in ((vllm, 32), (sglang, 40)):  # a 40-token shared prefix: two 16-token blocks, or all 40
         cache = PrefixCache(granularity=reuse.value.granularity_tokens, shared_tokens=40, host_tokens=0,
                             reload_s=lambda n: 0.0, recompute_s=lambda n, after: 0.0)
@@ -205,6 +208,8 @@ def test_the_recommenders_option_passes_its_own_reproduce_command_with_sessions(
     (("--think-time-s", "2"), "--turns"),
     (("--turns", "2", "--system-prompt-len", "200000"), "context"),
     (("--turns", "2", "--engine", "hf", "--kv-offload-gib", "8"), "host memory"),
+    (("--turns", "2", "--length-dist", "exponential"), "--turns"),
+    (("--turns", "2", "--prefix-hit", "0.5"), "stateless"),
 ])
 def test_bad_session_input_is_one_line_and_exit_2(args: tuple[str, ...], says: str) -> None:
     code, out = _cli("serve-sim", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", *args)

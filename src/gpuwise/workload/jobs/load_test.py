@@ -67,6 +67,9 @@ class LoadTest(BaseModel):
         if self.turns is None and self.system_prompt_len:
             raise ValueError("--system-prompt-len is shared by sessions: give --turns N too (or --prefix-hit for "
                              "a stateless stream)")
+        if self.turns is not None and self.length_dist != "fixed":
+            raise ValueError("--length-dist exponential draws independent requests; a session's turns have the "
+                             "fixed --input-len and --output-len: leave it out with --turns")
         if self.turns is not None and self.prefix_hit:
             raise ValueError("--prefix-hit is for a stateless stream; with --turns the hits follow from the "
                              "sessions and the engine's cache")
