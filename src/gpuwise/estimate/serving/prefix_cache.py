@@ -9,7 +9,9 @@ link when that takes less time than prefilling them again (the engine profile's 
 
 A hit is the longest cached prefix in whole units of the engine's granularity (vLLM's 16-token block, SGLang's one
 token) and at most all but the prompt's last token, whose logits give the first output token
-(:func:`reusable_tokens`).
+(:func:`reusable_tokens`). llama.cpp's slots (``eviction: slot``) are taken as LRU over the pool: a slot keeps its
+last prompt until another request takes it, the least recently served slot first when there are more sessions than
+slots.
 """
 
 from __future__ import annotations
