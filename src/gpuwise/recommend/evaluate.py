@@ -25,6 +25,7 @@ from gpuwise.estimate.plan import InferPlan, resolve, tp_divides
 from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
 from gpuwise.estimate.serving.disagg import kv_transfer_s
 from gpuwise.estimate.serving.disagg_plan import PlannedSplit, plan_split
+from gpuwise.estimate.serving.session_load import session_job, session_serving, session_workload
 from gpuwise.flags import command_line
 from gpuwise.recommend.batch_serving import BatchPlan, plan_batches
 from gpuwise.recommend.fit import Fit, Rejection, too_big
@@ -71,23 +72,30 @@ def _cached(plan: Callable[[], object], key: tuple[object, ...]) -> object:
 def _replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
              calibration: Calibration | None) -> Served | Rejection:
     """(per-GPU bytes, planned requests/s, P99s at a rate, None) of one decoder replica, or why not."""
-    key = ("decoder", gpu.id, arch.name, job.model_dump_json(), workload.slos, id(calibration))
+    key = ("decoder", gpu.id, arch.name, job.model_dump_json(), workload.slos, id(calibration),
+           workload.turns, workload.think_time_s, workload.system_prompt_len, workload.kv_offload_gib)
     return _cached(lambda: _plan_replica(arch, workload, job, gpu, catalog, calibration), key)  # type: ignore[return-value]
 
 
 def _plan_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
                   calibration: Calibration | None) -> Served | Rejection:
-    plan = resolve(arch, job, gpu, calibration)
+    work = session_workload(workload.turns, workload.think_time_s, workload.system_prompt_len, job)
+    plan = resolve(arch, session_job(arch, job, work) if work is not None else job, gpu, calibration)
     assert isinstance(plan, InferPlan)
     rep = replica(plan, catalog)
-    if not rep.holds_a_sequence:
+    if not rep.holds_a_sequence or (work is not None and rep.kv_capacity_tokens < work.last_context):
         return too_big(rep.memory, job.tp) if not rep.memory.fits else Rejection(
-            "memory", f"no KV-cache room for one {job.input_len}+{job.output_len}-token sequence at TP {job.tp}")
-    planned = capacity(rep, slos=workload.slos)
+            "memory", f"no KV-cache room for one {plan.job.input_len}+{job.output_len}-token sequence at TP {job.tp}"
+            + (f" (a session's last turn holds {work.last_context:,} tokens)" if work is not None else ""))
+    sessions = (session_serving(plan, rep, gpu, catalog, work, kv_offload_gib=workload.kv_offload_gib)
+                if work is not None else None)
+    planned = (capacity(sessions.rep, slos=workload.slos, cached_share=sessions.cached_share)
+               if sessions is not None else capacity(rep, slos=workload.slos))  # per turn
     if planned.rate_qps <= 0 and planned.slos:
         missed, gap = planned.slos.miss(planned.idle_p99_ms, planned.binding)
         return Rejection("slo", f"{missed} even with no other request", gap)
-    return rep.memory.per_gpu_bytes, planned.rate_qps, planned.p99s_ms, None
+    turns, per_turn = (work.turns if work is not None else 1), planned.p99s_ms
+    return rep.memory.per_gpu_bytes, planned.rate_qps / turns, lambda rate: per_turn(rate * turns), None
 
 
 def _batch_replica(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, catalog: Catalog,
@@ -237,7 +245,8 @@ def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: G
     latency = p99s(workload.qps / replicas if workload.qps is not None else rate)[workload.slos.headline]
     return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=binding, p99_slo=workload.slos.headline,
                p99_ms=latency if math.isfinite(latency) else None,
-               output_tokens_per_s=total * template.output_len if arch.decoder_layers else None,
+               output_tokens_per_s=total * template.output_len * (workload.turns or 1) if arch.decoder_layers
+               else None,
                settings=({"batch": batch},) if batch is not None else (),
                commands=(serve_command(workload, _served(template, tp, count), gpu, total),) if arch.decoder_layers
                else (), closed_form=bool(arch.decoder_layers),
@@ -250,8 +259,8 @@ def _disaggregated(arch: Architecture, workload: Workload, job: InferJob, gpu: G
     """With --disagg auto, ``replicas`` replicas of ``job`` split into prefill and decode pools where the engine runs
     them (its profile's ``disaggregates``) and a link carries the KV caches between them (one machine, or machines
     on a network: not separate cloud pods); None otherwise, or when no split is stable within the SLO."""
-    if workload.disagg != "auto" or replicas < 2 or not arch.decoder_layers:
-        return None
+    if workload.disagg != "auto" or replicas < 2 or not arch.decoder_layers or workload.turns is not None:
+        return None  # serve-sim's --disagg simulates independent requests, not sessions
     if not machines.linked:
         return None
     key = ("disagg", gpu.id, arch.name, job.model_dump_json(), workload.slos, replicas, id(calibration))

@@ -47,6 +47,7 @@ MAX_WORKLOADS = 16  # each costs a whole-catalog enumeration
 MAX_SCENARIO_BYTES = 1_000_000
 _REC = frozenset({"recommend"})
 TARGETS, MONEY, SYSTEM, RANKING = "Targets", "Money", "System", "Ranking and output"
+SESSIONS = "Sessions"
 
 
 class _Model(BaseModel):
@@ -115,6 +116,17 @@ class Workload(_Model):
     min_tokens_per_s: Annotated[float | None, Field(gt=0, le=100_000), Flag(_REC, TARGETS)] = Field(
         default=None, description="one user: the decode speed (tokens/s) a single stream must reach on one copy of "
                                   "the model split over the cards (local use; no request rate)")
+    # sessions (issue 40): as serve-sim's flags of the same names (workload/jobs/load_test.py); --qps then counts
+    # sessions per second and --input-len/--output-len are each turn's new input and answer
+    turns: Annotated[int | None, Field(ge=1, le=1000), Flag(_REC, SESSIONS)] = Field(
+        default=None, description="serving: turns per session, each prompt carrying the system prompt and every "
+                                  "earlier turn (--qps is then sessions per second)")
+    think_time_s: Annotated[float | None, Field(ge=0, le=86_400), Flag(_REC, SESSIONS)] = Field(
+        default=None, description="serving, with --turns: seconds between a turn's answer and the next turn")
+    system_prompt_len: Annotated[int, Field(ge=0, le=10_000_000), Flag(_REC, SESSIONS)] = Field(
+        default=0, description="serving, with --turns: tokens of a system prompt every session shares")
+    kv_offload_gib: Annotated[float, Field(ge=0, le=1_000_000), Flag(_REC, SESSIONS)] = Field(
+        default=0.0, description="serving, with --turns: host memory per replica (GiB) keeping evicted prefixes")
 
     _tokens_given: bool = PrivateAttr(default=True)
 
@@ -205,6 +217,15 @@ class Workload(_Model):
         if self.qps is not None and not isinstance(self.options, HpcJob) and self.options.batch != 1:
             raise ValueError("--batch with --qps: under load the batch is what the arrivals make it; cap it with "
                              "--max-num-seqs")
+        return self
+
+    @model_validator(mode="after")
+    def _sessions_are_served(self) -> Workload:
+        given = [f for f in ("think_time_s", "system_prompt_len", "kv_offload_gib") if getattr(self, f)]
+        if self.turns is None and given:
+            raise ValueError(f"--{given[0].replace('_', '-')} describes sessions: give --turns N too")
+        if self.turns is not None and not self.is_service:
+            raise ValueError("--turns describes a served session workload: use --task infer with --qps or --p99-ms")
         return self
 
     @property

@@ -52,7 +52,8 @@ def load_test(workload: Workload, planned_qps: float) -> LoadTest:
     rate) and its SLO, at serve-sim's default seed and request count."""
     rate = workload.qps if workload.qps is not None else planned_qps
     return LoadTest(qps=printed_rate(rate), ttft_p99_ms=workload.ttft_p99_ms, tpot_p99_ms=workload.tpot_p99_ms,
-                    e2e_p99_ms=workload.e2e_p99_ms)
+                    e2e_p99_ms=workload.e2e_p99_ms, turns=workload.turns, think_time_s=workload.think_time_s,
+                    system_prompt_len=workload.system_prompt_len, kv_offload_gib=workload.kv_offload_gib)
 
 
 def serve_command(workload: Workload, job: InferJob, gpu: GPU, planned_qps: float) -> str:
@@ -85,7 +86,8 @@ def simulate(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
         capacity, shown = report.max_qps or 0.0, report.at_rate if workload.qps is not None else report.at_max
     p99 = _p99s_ms(shown)[workload.slos.headline]
     return replace(planned, qps_capacity=capacity, p99_ms=p99 if math.isfinite(p99) else None,
-                   output_tokens_per_s=capacity * job.output_len, closed_form=False, binding_slo=binding)
+                   output_tokens_per_s=capacity * job.output_len * (workload.turns or 1), closed_form=False,
+                   binding_slo=binding)
 
 
 def _p99s_ms(result: LoadResult | None) -> dict[str, float]:

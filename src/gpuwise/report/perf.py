@@ -82,7 +82,20 @@ def _load_json(result: LoadResult | None) -> dict[str, Any] | None:
         "output_tokens_per_s": round(result.throughput_tokens_per_s, 1),
         "requests_per_s": round(result.requests_per_s, 4), "saturated": result.saturated, "steady": result.steady,
         "energy": energy_json(result.energy),
+        "prefix_cache": _cache_json(result),
+        "ttft_mean_ms_by_turn": [round(v, 3) if math.isfinite(v) else None for v in result.ttft_by_turn_ms] or None,
     }
+
+
+def _cache_json(result: LoadResult) -> dict[str, Any] | None:
+    """A session workload's prefix cache: prompt tokens served from the GPU's cache or reloaded from host memory."""
+    stats = result.prefix_cache
+    if stats is None:
+        return None
+    return {"hit_rate": round(stats.hit_rate, 4), "prompt_tokens": stats.prompt_tokens,
+            "prefill_tokens_saved": stats.hit_tokens + stats.reloaded_tokens, "gpu_hit_tokens": stats.hit_tokens,
+            "reloaded_tokens": stats.reloaded_tokens, "reload_s": round(stats.reload_s, 6),
+            "evicted_tokens": stats.evicted_tokens}
 
 
 def serving_json(report: ServingReport) -> dict[str, Any]:
@@ -93,6 +106,8 @@ def serving_json(report: ServingReport) -> dict[str, Any]:
             "closed_form": {"max_qps": round(report.planned_qps, 4), "p99_ms_at_rate": report.planned_p99_ms,
                             "binding_slo": report.planned_binding if isinstance(report, SloReport) else None},
             "replicas": report.replicas, "layout": report.layout or None, "memory": _memory_json(report),
+            "rate_unit": "sessions_per_s" if report.turns else "requests_per_s", "turns": report.turns,
+            "expected_hit_rate": None if report.expected_hit_rate is None else round(report.expected_hit_rate, 4),
             "slos": _slos_json(report)}
 
 
@@ -111,7 +126,7 @@ def _rounded(value: float | None) -> float | None:
     return round(value, 3) if value is not None and math.isfinite(value) else None
 
 
-def _slo_line(report: ServingReport) -> str | None:
+def _slo_line(report: ServingReport, unit: str) -> str | None:
     """'highest rate meeting P99 TTFT <= 2,000 ms and TPOT <= 50 ms: 3.20 QPS (TPOT binds: 49.6 ms)'; where no rate
     meets them, the SLO a trickle of requests already misses."""
     if not isinstance(report, SloReport) or not report.slos or report.layout:
@@ -121,7 +136,7 @@ def _slo_line(report: ServingReport) -> str | None:
     label = SLO_LABELS[binding] if binding else "one of them"
     value = f"{at:,.1f} ms" if at is not None and math.isfinite(at) else "unstable"
     if report.max_qps:
-        return f"highest rate meeting {wanted}: [bold]{report.max_qps:,.2f} QPS[/bold] ({label} binds: {value})"
+        return f"highest rate meeting {wanted}: [bold]{report.max_qps:,.2f} {unit}[/bold] ({label} binds: {value})"
     return (f"highest rate meeting {wanted}: [red]none: even a trickle of requests misses {label}"
             f"{f' ({value})' if binding else ''}[/red]")
 
@@ -150,9 +165,19 @@ def _likely_line(r: LoadResult) -> str:
             f"TTFT, {band_percentiles('serve', 'tpot_ms')} for TPOT)")
 
 
+def _cache_line(r: LoadResult) -> str:
+    stats = r.prefix_cache
+    assert stats is not None
+    load = f"{r.concurrency} users" if r.concurrency else f"{r.qps:,.2f} sessions/s"
+    return (f"prefix cache at {load}: {stats.hit_rate:.1%} of prompt tokens not prefilled "
+            f"({stats.hit_tokens:,} from the GPU, {stats.reloaded_tokens:,} reloaded from host memory); "
+            f"{stats.evicted_tokens:,} tokens evicted")
+
+
 def serving_view(report: ServingReport) -> Group:
     results = [r for r in (report.at_rate, report.at_max, report.at_concurrency) if r is not None]
-    rows = [(f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS",
+    unit = "sessions/s" if report.turns else "QPS"  # --turns: rates count sessions
+    rows = [(f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} {unit}",
              "/".join(f"{v:,.0f}" for v in r.ttft_ms), f"{r.tpot_mean_ms:,.1f}/{r.tpot_ms[2]:,.1f}",
              f"{r.e2e_ms[0]:,.0f}/{r.e2e_ms[2]:,.0f}", f"{r.mean_batch:.1f}", f"{r.throughput_tokens_per_s:,.0f}",
              "saturated" if r.saturated else ("" if r.steady else "too few requests")) for r in results]
@@ -160,18 +185,19 @@ def serving_view(report: ServingReport) -> Group:
                          drop=("note", "mean batch", "tokens/s"))
     over = f" over {report.replicas} replicas" if report.replicas > 1 else ""
     plans = (report.layout if report.layout else
-             f"the recommender's closed form plans {report.planned_qps:,.2f} QPS{over}")
+             f"the recommender's closed form plans {report.planned_qps:,.2f} {unit}{over}")
     memory = (f"{report.per_gpu_bytes / 2**30:,.1f} of {report.capacity_bytes / 2**30:,.0f} GiB per GPU at batch 1; "
               if report.per_gpu_bytes is not None and report.capacity_bytes is not None else "")
     lines: list[Any] = [table, f"{memory}KV cache room: {report.kv_capacity_tokens:,.0f} tokens and a batch limit of "
                                f"{report.max_batch} sequences per replica; {plans}"]
     lines += [_likely_line(r) for r in results if _likely_line(r)]
     lines += [energy_line(r.energy, f"at {_load_name(r)}") for r in results if r.energy is not None]
+    lines += [_cache_line(r) for r in results if r.prefix_cache is not None]
     short = next((r for r in results if not r.steady), None)
     if short is not None:
         lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "
                      f"{short.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
-    slo_line = _slo_line(report)
+    slo_line = _slo_line(report, unit)
     if slo_line is not None:
         lines.append(slo_line)
     return Group(*lines)

@@ -15,6 +15,7 @@ from gpuwise.runtimes.schema import (
     HostOps,
     ImageRuntime,
     Kernels,
+    KvReuse,
     Requirement,
     Sourced,
     TiledDecode,
@@ -63,12 +64,37 @@ MARLIN = ("vllm-project/vllm model_executor/layers/quantization/awq_marlin.py AW
           "to awq_marlin during runtime'), GPTQ with gptq_marlin; utils/marlin_utils.py check_marlin_supported: "
           "compute capability 8.0 and up; Marlin dequantizes in registers inside the GEMM")
 
+VLLM_REUSE = Sourced(KvReuse(16, "lru", offload="--kv-transfer-config OffloadingConnector or LMCacheConnectorV1"),
+                     "vllm-project/vllm@003df296 vllm/v1/core/kv_cache_manager.py KVCacheManager.get_computed_blocks: "
+                     "'the computed blocks must be full'; max_cache_hit_length = request.num_tokens - 1 ('When all "
+                     "tokens hit the cache, we must recompute the last token'); SingleTypeKVCacheManager.free: 'we "
+                     "free the blocks in reverse order so that the tail blocks are evicted first' onto the LRU free "
+                     "queue (block_pool.py FreeKVCacheBlockQueue); block size CacheConfig.DEFAULT_BLOCK_SIZE = 16 "
+                     "(vllm/config/cache.py); host offload through the OffloadingConnector or LMCache KV connectors")
+SGLANG_REUSE = Sourced(KvReuse(1, "lru", offload="--enable-hierarchical-cache (HiCache)"),
+                       "sgl-project/sglang@95769b28 python/sglang/srt/mem_cache/radix_cache.py RadixCache.evict: "
+                       "unlocked leaves (evictable_leaves) popped by the eviction strategy's priority, LRU by "
+                       "default (--radix-eviction-policy lru), token by token; page_size None -> 1 "
+                       "(server_args.py); the prefix matched is of the prompt less its last token "
+                       "(schedule_batch.py Req.adjust_max_prefix_ids); HiCache keeps evicted nodes in host memory")
+TRTLLM_REUSE = Sourced(KvReuse(32, "lru", offload="kv_cache_config.host_cache_size"),
+                       TRTLLM_ARGS + " KvCacheConfig: enable_block_reuse True, tokens_per_block 32 ('The number of "
+                                     "tokens per block'), host_cache_size: secondary (host) memory for offloaded "
+                                     "blocks; reuse is of whole blocks, least recently used first")
+LLAMACPP_REUSE = Sourced(KvReuse(1, "slot"),
+                         "ggml-org/llama.cpp tools/server/server.cpp: cache_prompt true by default; a slot keeps "
+                         "the tokens of its last prompt and reuses their longest common prefix with the next prompt "
+                         "it takes (n_past from common_part), token by token; another request on the slot replaces "
+                         "it")
+
+
 VLLM = EngineProfile(
     id="vllm", name="vLLM",
     prefix_caching=Sourced("vLLM caches prompt prefixes by default since v0.8, and a sweep that sends the same "
                            "prompts at several rates finds them cached",
                            "vllm-project/vllm vllm/engine/arg_utils.py EngineArgs.enable_prefix_caching: on by "
                            "default in the V1 engine (docs/features/automatic_prefix_caching.md)"),
+    kv_reuse=VLLM_REUSE,
     weight_formats=Sourced(ALL_FORMATS, "vllm-project/vllm@05d90956 vllm/model_executor/layers/quantization/"
                                         "__init__.py QuantizationMethods (awq, gptq, fp8, mxfp4, modelopt_fp4, gguf "
                                         "...)"),
@@ -116,6 +142,7 @@ SGLANG = EngineProfile(
     prefix_caching=Sourced("SGLang's radix cache keeps prompt prefixes unless started with --disable-radix-cache",
                            "sgl-project/sglang python/sglang/srt/server_args.py ServerArgs.disable_radix_cache: "
                            "False by default (RadixAttention)"),
+    kv_reuse=SGLANG_REUSE,
     weight_formats=Sourced(ALL_FORMATS, "SGLang docs, quantization: fp8, awq, gptq, mxfp4, modelopt fp4, gguf"),
     formats_instead="",
     kv_formats=Sourced(frozenset({"fp16", "bf16", "fp8"}),
@@ -155,7 +182,7 @@ SGLANG = EngineProfile(
 )
 
 TRTLLM = EngineProfile(
-    id="trtllm", name="TensorRT-LLM",
+    id="trtllm", name="TensorRT-LLM", kv_reuse=TRTLLM_REUSE,
     weight_formats=Sourced(ALL_FORMATS, "TensorRT-LLM docs, quantization: FP8, NVFP4, INT4 AWQ, W4A8, INT8"),
     formats_instead="",
     kv_formats=Sourced(frozenset({"fp16", "bf16", "fp8"}), "TensorRT-LLM docs, KV cache quantization: FP8, INT8"),
@@ -234,7 +261,7 @@ HF = EngineProfile(
 )
 
 LLAMACPP = EngineProfile(
-    id="llamacpp", name="llama.cpp",
+    id="llamacpp", name="llama.cpp", kv_reuse=LLAMACPP_REUSE,
     weight_formats=Sourced(frozenset({"gguf-q4_k_m", "gguf-q8_0", "bf16", "fp16", "fp32", "mxfp4"}),
                            "llama.cpp docs/models.md: 'llama.cpp requires the model to be stored in the GGUF file "
                            "format'"),

@@ -39,6 +39,26 @@ Overhead = Literal["measured_python_engine", "cuda_context"]
 counted alike), or the CUDA context, cuBLAS workspace and NCCL buffers."""
 
 
+KvEviction = Literal["lru", "slot"]
+"""Which cached prefix an engine drops when it needs room:
+    lru   the least recently used unreferenced blocks or tree nodes, a request's tail first (vLLM, SGLang, TensorRT-LLM)
+    slot  a slot keeps the last prompt it served until another request takes the slot (llama.cpp server)"""
+
+
+@dataclass(frozen=True)
+class KvReuse:
+    """How an engine reuses the KV cache of earlier prompts (automatic prefix caching, RadixAttention, block reuse).
+
+    A prompt hits its longest cached prefix, in whole units of ``granularity_tokens`` (a block or a page), and at most
+    all but its last token: that token is prefilled again, since its logits give the first output token. Cached
+    blocks no running request references stay in the pool until ``eviction`` takes them for new work.
+    ``offload`` names the engine's way of keeping evicted prefixes in host memory (None: it has none)."""
+
+    granularity_tokens: int
+    eviction: KvEviction
+    offload: str | None = None
+
+
 AdapterBytes = tuple[float, float, float, float]
 """Bytes a LoRA adapter moves per token beside its base linear, per element of the linear's input and output: forward
 per input element, forward per output element, backward per input element, backward per output element."""
@@ -218,6 +238,7 @@ class EngineProfile:
     image: ImageRuntime | None = None  # an image-pipeline runtime: how it holds the pipeline
     expert_offload: Sourced[str] | None = None  # keeps chosen layers' routed experts in host RAM (its flag)
     prefix_caching: Sourced[str] | None = None  # reuses cached prompt prefixes unless told not to (how, in words)
+    kv_reuse: Sourced[KvReuse] | None = None  # how it reuses them (None: every prompt is prefilled whole)
     validate_runs: str | None = None  # what `gpuwise validate` runs of it for real (None: validate cannot run it)
     # one iteration carries the running sequences' next tokens and the prompt chunks together, all from the token
     # budget; False: an iteration with prompts to prefill runs them alone and the decoding sequences wait

@@ -168,16 +168,18 @@ def time_in_system(rep: Replica, rate: float, *, fixed_s: float = 0.0, stretch: 
     return mean
 
 
-def latency_at(rep: Replica, rate: float) -> Latency | None:
-    """The closed form's latencies at ``rate`` requests/s (module docstring); None where the replica is unstable."""
+def latency_at(rep: Replica, rate: float, *, cached: float = 0.0) -> Latency | None:
+    """The closed form's latencies at ``rate`` requests/s (module docstring); None where the replica is unstable.
+    ``cached``: the share of each prompt the prefix cache serves (serving/sessions.py); only the rest is prefilled."""
     job = rep.job
-    first = rep.prefill(job.input_len)
+    prompt = max(1, round(job.input_len * (1 - cached)))
+    first = rep.prefill(prompt)
     steps = max(job.output_len - 1, 0)
     stall, mean = first, 0.0
     for attempt in range(1 + rep.policy.mixes_prefill):
         if attempt:  # one forward: what the prompt adds to the batch the first pass found
             joined = max(1, round(rate * mean))
-            stall = rep.prefill(job.input_len + joined) - rep.prefill(joined)
+            stall = rep.prefill(prompt + joined) - rep.prefill(joined)
         if rate * stall >= 1:
             return None
         found = time_in_system(rep, rate, fixed_s=first, stretch=1 / (1 - rate * stall))
@@ -216,11 +218,12 @@ class Capacity:
 UNSTABLE = {"ttft": math.inf, "tpot": math.inf, "e2e": math.inf}
 
 
-def capacity(rep: Replica, *, slos: Slos = Slos()) -> Capacity:
+def capacity(rep: Replica, *, slos: Slos = Slos(), cached_share: Callable[[float], float] | None = None) -> Capacity:
     """Highest rate whose P99s meet every SLO in ``slos`` at once, by bisection on a log scale of the conjunction;
-    0 when even an idle replica misses one of them."""
+    0 when even an idle replica misses one of them. ``cached_share(rate)``: the prefix cache's hit rate at that rate
+    (sessions)."""
     def p99s(rate: float) -> dict[str, float]:
-        found = latency_at(rep, rate)
+        found = latency_at(rep, rate, cached=cached_share(rate) if cached_share is not None else 0.0)
         return dict(UNSTABLE) if found is None else found.p99_ms
 
     stable = largest_rate(lambda r: math.isfinite(p99s(r)["e2e"]))

@@ -18,6 +18,7 @@ from gpuwise.estimate.plan import InferPlan, require_tp, resolve
 from gpuwise.estimate.serving import disagg
 from gpuwise.estimate.serving.capacity import Replica, capacity, replica, require_room
 from gpuwise.estimate.serving.disagg import pools
+from gpuwise.estimate.serving.session_load import session_job, session_runs, session_serving, session_workload
 from gpuwise.estimate.serving.simulate import (
     LoadResult,
     ServingReport,
@@ -116,13 +117,17 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         raise ConfigError(f"--requests {load.requests:,} x --output-len {output:,} is more than the "
                           f"{MAX_SIMULATED_TOKENS:,} tokens serve-sim simulates; use at most "
                           f"{MAX_SIMULATED_TOKENS // output:,} requests")
-    plan = resolve(arch, job, gpu, calibration)
+    # --turns: sessions, planned on a turn's mean prompt
+    work = session_workload(load.turns, load.think_time_s, load.system_prompt_len, job)
+    plan = resolve(arch, session_job(arch, job, work) if work is not None else job, gpu, calibration)
     assert isinstance(plan, InferPlan)
     rep = replica(plan, catalog)
     require_room(rep, arch, gpu)
+    sessions = (session_serving(plan, rep, gpu, catalog, work, kv_offload_gib=load.kv_offload_gib)
+                if work is not None else None)
     replicas = job.count // job.replica_gpus  # a load balancer splits Poisson arrivals into Poisson ones per replica
 
-    def closed(clients: int) -> LoadResult:
+    def closed_requests(clients: int) -> LoadResult:
         per_replica = max(1, round(clients / replicas))  # a round-robin balancer gives each replica its share
         stream = closed_loop_requests(closed_loop_count(load, output), job.input_len, output, seed=load.seed,
                                       exponential_lengths=load.length_dist == "exponential")
@@ -133,7 +138,7 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas,
                        requests_per_s=one.requests_per_s * replicas, concurrency=clients)
 
-    def run(rate: float) -> LoadResult:
+    def poisson(rate: float) -> LoadResult:
         stream = poisson_requests(rate / replicas, load.requests, job.input_len, output, seed=load.seed,
                                   exponential_lengths=load.length_dist == "exponential")
         one = simulate(stream, decode_step=rep.decode_step, prefill=rep.prefill, max_batch=rep.max_num_seqs,
@@ -141,10 +146,21 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
                        prefix_hit=load.prefix_hit, policy=rep.policy, mixed_step=rep.mixed_step)
         return replace(one, qps=one.qps * replicas, throughput_tokens_per_s=one.throughput_tokens_per_s * replicas)
 
+    run: Callable[[float], LoadResult] = poisson
+    closed: Callable[[int], LoadResult] = closed_requests
+    turns = 1  # requests per session: the closed form counts requests, --qps sessions
+    if sessions is not None:
+        if load.disagg is not None:
+            raise ConfigError("--disagg simulates independent requests; leave out --turns")
+        count = closed_loop_count(load, output) if load.concurrency is not None else load.requests
+        run, closed = session_runs(sessions, load, count, replicas)
+        turns = sessions.work.turns
     if load.disagg is not None:
         return _disaggregated(plan, rep, catalog, load, replicas)
     slos = load.slos
-    planned = capacity(rep, slos=slos)
+    planned = (capacity(sessions.rep, slos=slos, cached_share=sessions.cached_share) if sessions
+               else capacity(rep, slos=slos))
+    planned = replace(planned, rate_qps=planned.rate_qps / turns)  # per replica; sessions/s with --turns
     best_rate, at_best, binding, at_capacity = None, None, None, {}
     if slos:
         total = planned.rate_qps * replicas
@@ -154,15 +170,17 @@ def serving_report(arch: Architecture, job: InferJob, gpu: GPU, catalog: Catalog
         at_capacity = p99_ms(at_best) if at_best is not None else {}
         binding = slos.binding(at_capacity) if at_best is not None else None
         at_best = at_best if best_rate else None
-    at_rate_p99 = planned.p99_s(load.qps / replicas)
+    at_rate_p99 = planned.p99_s(load.qps / replicas * turns)
     rate_asked = load.concurrency is None or "qps" in load.model_fields_set
     target = slos.targets_ms.get(binding or "", None)
     return SloReport(run(load.qps) if rate_asked else None, target, binding or "e2e", best_rate, at_best,
                      rep.max_num_seqs, rep.kv_capacity_tokens, planned.rate_qps * replicas,
                      at_rate_p99 * 1e3 if math.isfinite(at_rate_p99) else None, replicas,
                      closed(load.concurrency) if load.concurrency is not None else None,
-                     per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes, slos=slos,
-                     binding_slo=binding, planned_binding=planned.binding,
+                     per_gpu_bytes=rep.memory.per_gpu_bytes, capacity_bytes=rep.memory.capacity_bytes,
+                     turns=turns if sessions is not None else None,
+                     expected_hit_rate=sessions.cached_share(planned.rate_qps * turns) if sessions else None,
+                     slos=slos, binding_slo=binding, planned_binding=planned.binding,
                      p99_at_capacity_ms=tuple((k, at_capacity[k]) for k in slos.targets_ms if k in at_capacity))
 
 

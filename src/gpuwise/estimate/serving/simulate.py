@@ -14,23 +14,18 @@ M/M/1 queue, whose mean wait is rho / (mu - lambda) (tested).
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuwise import budget
 from gpuwise.errors import ConfigError
 from gpuwise.estimate.cost.energy import Energy
+from gpuwise.estimate.serving.prefix_cache import CacheStats
+from gpuwise.estimate.serving.scheduler import Policy, Request, Scheduler, Sessions
 
-
-@dataclass(frozen=True)
-class Request:
-    arrival_s: float
-    input_len: int
-    output_len: int
+__all__ = ["LoadResult", "Policy", "Request", "Sessions", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -51,12 +46,18 @@ class LoadResult:
     busy_fraction: float | None = None  # the engine's iterations over the simulated time (energy.py's utilisation)
     prefill_share: float | None = None  # of that busy time, prefilling (a mixed iteration: its prompt tokens' share)
     energy: Energy | None = None  # joules per output token at this load (estimate/cost/energy.py), set by its caller
+    prefix_cache: CacheStats | None = None  # a session workload's hits, reloads and evictions
+    ttft_by_turn_ms: tuple[float, ...] = ()  # a session workload: the mean TTFT of each turn, first turn first
+    sessions: int = 0  # a session workload: the sessions simulated, and those live at once (Little's law: their
+    live_sessions: float = 0.0  # rate x a session's mean length, think time included)
 
     @property
     def steady(self) -> bool:
         """Long enough to stand for steady state: at least STEADY_FACTOR x as many requests as are in flight at once
-        (Little's law: a run of few more requests than the batch holds is one burst, filling and draining)."""
-        return self.requests >= STEADY_FACTOR * max(self.mean_batch, 1.0)
+        (Little's law: a run of few more requests than the batch holds is one burst, filling and draining); of a
+        session workload, at least as many sessions as are live at once, in think time too."""
+        return (self.requests >= STEADY_FACTOR * max(self.mean_batch, 1.0)
+                and self.sessions >= STEADY_FACTOR * self.live_sessions)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -112,22 +113,6 @@ def closed_loop_requests(count: int, input_len: int, output_len: int, *, seed: i
     return out
 
 
-@dataclass(frozen=True)
-class Policy:
-    """How the engine's scheduler forms an iteration (the engine profile's ``mixes_prefill``, ``schedules_ahead``
-    and ``client_turnaround_s``, runtimes/schema.py): whether decodes and prompt chunks share an iteration and its
-    token budget, how many iterations it forms ahead of the GPU, and how long a closed-loop client's next request
-    takes to reach it."""
-
-    mixes_prefill: bool = True
-    ahead: int = 0
-    turnaround_s: float = 0.0  # mean of the exponential time from a closed-loop request's last token to the
-    # client's next request reaching the scheduler (beside CLIENT_TURNAROUND_S): what lets clients drift apart
-    request_overhead_s: float = 0.0  # the engine's server between the client and the scheduler (HTTP, the chat
-    # template and tokenizer, detokenizing and streaming the first token back): a request reaches the scheduler
-    # this long after the client sent it, and every latency the client measures includes it
-
-
 def steady_phases(clients: int, cycle_s: float, *, seed: int) -> list[float]:
     """First-request times of ``clients`` closed-loop clients that have drifted apart: each at an independent,
     uniformly distributed point (seeded) of its cycle of about ``cycle_s``, the earliest at 0 -- the phase of a
@@ -145,7 +130,8 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
              max_batch: int, kv_capacity_tokens: float, concurrency: int | None = None,
              max_batched_tokens: int | None = None, prefix_hit: float = 0.0, policy: Policy = Policy(),
              phases_s: Sequence[float] | None = None, mixed_step: MixedStep | None = None,
-             seed: int = 0) -> LoadResult:
+             seed: int = 0, sessions: Sessions | None = None,
+             follow: Mapping[int, tuple[int, float]] | None = None) -> LoadResult:
     """Run the scheduler over ``requests`` (sorted by arrival); measures TTFT, TPOT, end-to-end latency, queueing.
 
     With ``concurrency`` the arrivals are a closed loop: the first ``concurrency`` requests arrive at ``phases_s``
@@ -161,12 +147,18 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
     iterations ahead of the GPU. ``prefix_hit`` of each prompt is already cached: only the rest is prefilled, at
     least the last token (whose logits give the first output token). An iteration that decodes and prefills costs
     ``mixed_step`` (prompt tokens, batch, mean context) -- one forward over both, see ``Replica.mixed_step`` -- or,
-    without it, the prefill plus the decode step."""
+    without it, the prefill plus the decode step.
+
+    A session workload (``sessions``, serving/sessions.py) takes each prompt's cached tokens from the prefix cache
+    instead, and ``follow`` sends request j once request i finished and ``follow[i] = (j, delay_s)`` passed (the
+    session's next turn after the think time, or a closed-loop user's next session); an iteration that prefills a
+    prompt whose prefix comes back from host memory also waits for that copy."""
     arrival = [r.arrival_s for r in requests]
     if concurrency is not None:
         starts = sorted(phases_s) if phases_s is not None else [0.0] * concurrency
         arrival = [starts[i] if i < concurrency else math.inf for i in range(len(requests))]
-    sim = _Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens, prefix_hit, policy)
+    sim = Scheduler(requests, arrival, max_batch, kv_capacity_tokens, max_batched_tokens, prefix_hit, policy,
+                    sessions)
     released = min(concurrency, len(requests)) if concurrency is not None else len(requests)
     rng = random.Random(seed)
     busy_s = prefill_s = 0.0  # time the engine runs iterations, and the prefill part of it
@@ -189,152 +181,43 @@ def simulate(requests: Sequence[Request], *, decode_step: StepTime, prefill: Pre
             prefilling = step * tokens / (tokens + sim.running)  # constants.MIXED_STEP_PREFILL_SHARE
         else:
             step = (prefilling := prefill(tokens) if tokens else 0.0) + decode_step(sim.running, sim.mean_context())
+        step += sum(sim.loading.pop(i, 0.0) for i in chunks) if sim.loading else 0.0  # host reloads: busy, not prefill
         busy_s, prefill_s = busy_s + step, prefill_s + prefilling
         done_now = sim.advance(step, chunks, decoding)
-        if concurrency is not None:  # each client that got its answer sends its next request: it misses the
-            for _ in range(min(done_now, len(requests) - released)):  # iteration the engine starts meanwhile
+        for i in done_now:  # a session's next turn, after the think time and the client's turnaround
+            nxt = follow.get(i) if follow is not None else None
+            if nxt is not None:
+                late = rng.expovariate(1 / policy.turnaround_s) if policy.turnaround_s > 0 else 0.0
+                sim.arrive(nxt[0], sim.clock + CLIENT_TURNAROUND_S + late + nxt[1])
+        if concurrency is not None and not follow:  # each client that got its answer sends its next request: it
+            for _ in range(min(len(done_now), len(requests) - released)):  # misses the iteration under way
                 late = rng.expovariate(1 / policy.turnaround_s) if policy.turnaround_s > 0 else 0.0
                 sim.arrive(released, sim.clock + CLIENT_TURNAROUND_S + late)
                 released += 1
     result = _summarise(requests, arrival, (sim.first_token, sim.finished, sim.started),
                         (sim.clock, sim.batches, sim.steps, sim.generated), concurrency)
     span = sim.clock - arrival[0] if requests else 0.0
-    return replace(result, busy_fraction=min(busy_s / span, 1.0) if span > 0 else None,
-                   prefill_share=prefill_s / busy_s if busy_s > 0 else None)
+    result = replace(result, busy_fraction=min(busy_s / span, 1.0) if span > 0 else None,
+                     prefill_share=prefill_s / busy_s if busy_s > 0 else None)
+    if sessions is None:
+        return result
+    return replace(result, prefix_cache=sessions.cache.stats,
+                   ttft_by_turn_ms=_by_turn(sessions.session_of, arrival, sim.first_token))
 
 
-class _Scheduler:
-    """The engine's queues and clock: pending (not arrived yet, a heap by time), waiting (arrived, not admitted),
-    prefilling (admitted, prompt not done) and running (decoding) requests. Every running sequence gains one token
-    per decoding iteration, so each one's last decoding iteration is known when it starts decoding: a heap of those
-    makes an iteration cost O(log n), not O(n)."""
-
-    def __init__(self, requests: Sequence[Request], arrival: list[float], max_batch: int, kv_capacity: float,
-                 token_budget: int | None, prefix_hit: float, policy: Policy) -> None:
-        self.requests, self.arrival, self.max_batch, self.kv_capacity = requests, arrival, max_batch, kv_capacity
-        self.token_budget, self.prefix_hit, self.policy = token_budget, prefix_hit, policy
-        self.pending = [(t + policy.request_overhead_s, i) for i, t in enumerate(arrival) if t < math.inf]
-        heapq.heapify(self.pending)
-        self.waiting: deque[int] = deque()
-        self.prefilling: dict[int, int] = {}  # request -> prompt tokens still to prefill (insertion = arrival order)
-        self.ends: list[tuple[int, int]] = []  # heap of (the decoding iteration a request finishes in, request)
-        self.context_sum = 0  # tokens held by the running sequences (prompt + generated)
-        n = len(requests)
-        self.first_token, self.finished, self.started = [math.nan] * n, [math.nan] * n, [math.nan] * n
-        self.clock, self.batches, self.steps, self.generated = 0.0, 0, 0, 0
-        self.decode_steps = 0  # iterations that decoded (all of them, unless prefills run alone)
-        self.starts: deque[float] = deque(maxlen=policy.ahead + 1)  # when the last iterations started
-
-    @property
-    def running(self) -> int:
-        return len(self.ends)
-
-    def busy(self) -> bool:
-        return bool(self.pending or self.waiting or self.prefilling or self.ends)
-
-    def arrive(self, i: int, t: float) -> None:
-        """The client sends request ``i`` at ``t``; the scheduler sees it after the server's overhead."""
-        self.arrival[i] = t
-        heapq.heappush(self.pending, (t + self.policy.request_overhead_s, i))
-
-    def mean_context(self) -> float:
-        return self.context_sum / len(self.ends)
-
-    def schedule(self) -> dict[int, int]:
-        """This iteration's prompt chunks: request -> tokens. It takes the arrivals before the start of the
-        iteration ``policy.ahead`` back (the one it was formed during), or before now when the engine was idle."""
-        idle = not self.waiting and not self.prefilling and not self.ends
-        if idle:
-            self.clock = max(self.clock, self.pending[0][0])
-            self.starts.clear()
-        self.starts.append(self.clock)
-        cutoff = self.starts[0]
-        while self.pending and self.pending[0][0] <= cutoff:
-            self.waiting.append(heapq.heappop(self.pending)[1])
-        self._admit()
-        used = self.running if self.policy.mixes_prefill else 0  # decodes share the budget only when mixed
-        room = math.inf if self.token_budget is None else max(self.token_budget - used, 0)
-        chunks: dict[int, int] = {}
-        for i, left in self.prefilling.items():
-            if room <= 0:
-                break
-            take = int(min(left, room))
-            chunks[i] = take
-            room -= take
-        return chunks
-
-    def _admit(self) -> None:
-        used = self.context_sum + sum(self.requests[i].input_len + self.requests[i].output_len
-                                      for i in self.prefilling)
-        while self.waiting and self.running + len(self.prefilling) < self.max_batch:
-            i = self.waiting[0]
-            need = self.requests[i].input_len + self.requests[i].output_len
-            if used + need > self.kv_capacity and (self.ends or self.prefilling):
-                break
-            self.waiting.popleft()
-            prompt = self.requests[i].input_len
-            self.prefilling[i] = max(1, prompt - math.floor(prompt * self.prefix_hit))  # the cached prefix is reused
-            self.started[i] = self.clock
-            used += need
-
-    def coast(self, decode_step: StepTime) -> bool:
-        """Run at once the decode-only iterations before the next sequence finishes and before the next arrival,
-        when nothing waits (an O(1) jump instead of one loop turn per token). The context grows by one token a
-        step, so the k steps cost k x the step at their middle context (exact where the step is linear in the
-        context, as the step table is between its grid points). An arrival joins the first iteration that starts at
-        or after it, so the jump ends before it: the iterations the loop would have run one by one, none of which
-        admits anything. False when there is nothing to jump over."""
-        k = self.ends[0][0] - self.decode_steps - 1
-        if k < 2 or self.waiting or self.prefilling:
-            return False
-        context = self.mean_context()
-        seconds = k * decode_step(self.running, context + (k - 1) / 2)
-        if self.pending:
-            room = self.pending[0][0] - self.clock
-            while k >= 2 and seconds >= room:  # fewer steps, each no longer than the k steps' middle one
-                k = min(k - 1, math.floor(room / (seconds / k)))
-                seconds = k * decode_step(self.running, context + (k - 1) / 2)
-            if k < 2:
-                return False
-        self.clock += seconds
-        self.starts.append(self.clock - seconds / k)  # the last jumped iteration's start
-        self.steps += k
-        self.decode_steps += k
-        self.batches += self.running * k
-        self.generated += self.running * k
-        self.context_sum += self.running * k
-        return True
-
-    def advance(self, step: float, chunks: dict[int, int], decoded: bool = True) -> int:
-        """Run the iteration (``decoded``: the running sequences gain a token in it); returns how many requests
-        finished."""
-        self.clock += step
-        self.steps += 1
-        if decoded:
-            self.decode_steps += 1
-            self.batches += self.running
-            self.generated += self.running
-            self.context_sum += self.running
-        done = 0
-        while self.ends and self.ends[0][0] <= self.decode_steps:
-            _, i = heapq.heappop(self.ends)
-            self.finished[i] = self.clock
-            self.context_sum -= self.requests[i].input_len + self.requests[i].output_len
-            done += 1
-        for i, take in chunks.items():
-            self.prefilling[i] -= take
-            if self.prefilling[i] > 0:
-                continue
-            del self.prefilling[i]
-            self.first_token[i] = self.clock  # the prompt's last chunk yields the first token
-            self.generated += 1
-            if self.requests[i].output_len <= 1:
-                self.finished[i] = self.clock
-                done += 1
-            else:  # one token now; the rest one per decoding iteration, the last output_len - 1 of them later
-                heapq.heappush(self.ends, (self.decode_steps + self.requests[i].output_len - 1, i))
-                self.context_sum += self.requests[i].input_len + 1
-        return done
+def _by_turn(session_of: Sequence[int], arrival: Sequence[float], first: Sequence[float]) -> tuple[float, ...]:
+    """Mean TTFT (ms) of each turn of a session, first turn first, over the sessions after the first 10 %."""
+    turn_of: dict[int, int] = {}
+    sums: list[list[float]] = []
+    skip = max(session_of, default=0) // 10
+    for i, s in enumerate(session_of):
+        k = turn_of[s] = turn_of.get(s, -1) + 1
+        if k == len(sums):
+            sums.append([0.0, 0.0])
+        if s >= skip and math.isfinite(first[i]):
+            sums[k][0] += (first[i] - arrival[i]) * 1e3
+            sums[k][1] += 1
+    return tuple(total / n if n else math.nan for total, n in sums)
 
 
 Times = tuple[list[float], list[float], list[float]]  # first token, finished, admitted: per request, in seconds
@@ -396,3 +279,5 @@ class ServingReport:
     layout: str = ""  # how the replicas split the work, when not alike (--disagg)
     per_gpu_bytes: float | None = None  # a replica's memory on each of its GPUs at batch 1 (weights, context ...)
     capacity_bytes: float | None = None  # what each GPU gives (the memory model's capacity)
+    turns: int | None = None  # a session workload: its turns per session; rates are sessions per second
+    expected_hit_rate: float | None = None  # the closed form's prefix-cache hit rate at its planned rate
