@@ -15,6 +15,7 @@ from gpuwise.runtimes.schema import (
     HostOps,
     ImageRuntime,
     Kernels,
+    MemoryProfile,
     Requirement,
     Sourced,
     TiledDecode,
@@ -63,6 +64,29 @@ MARLIN = ("vllm-project/vllm model_executor/layers/quantization/awq_marlin.py AW
           "to awq_marlin during runtime'), GPTQ with gptq_marlin; utils/marlin_utils.py check_marlin_supported: "
           "compute capability 8.0 and up; Marlin dequantizes in registers inside the GEMM")
 
+VLLM_MEMORY_PROFILES = (
+    MemoryProfile(since=(0,), profile_tokens="model_len_unless_chunked", graphs_before_pool=False, max_num_seqs=256,
+                  chunked_above_len=32768, chunk_tokens=512,
+                  source="vllm-project/vllm@v0.6.4 vllm/worker/worker.py Worker.determine_num_available_blocks: "
+                         "total x gpu_memory_utilization - peak torch memory of profile_run (weights included) - "
+                         "non-torch memory, then // cache block size; CUDA graphs captured afterwards from the "
+                         "rest; vllm/engine/arg_utils.py: chunked prefill on by default when max_model_len > 32K "
+                         "(CUDA), vllm/config.py SchedulerConfig: max_num_batched_tokens 512 when chunked, else "
+                         "max(max_model_len, 2048), max_num_seqs 256"),
+    MemoryProfile(since=(0, 8), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
+                  chunked_above_len=None, chunk_tokens=None,
+                  source="vllm-project/vllm@v0.8.0 vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: "
+                         "requested = total x gpu_memory_utilization, less weights, the torch peak of profile_run "
+                         "(max_num_batched_tokens) and the non-torch increase; CUDA graphs captured after the KV "
+                         "cache, from the rest (V1 the default engine from 0.8)"),
+    MemoryProfile(since=(0, 21), profile_tokens="budget", graphs_before_pool=True, max_num_seqs=None,
+                  chunked_above_len=None, chunk_tokens=None,
+                  source="vllm-project/vllm#30515 (gpu_worker.py determine_available_memory: "
+                         "cudagraph_memory_estimate = model_runner.profile_cudagraph_memory(), subtracted when "
+                         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); on by default since v0.21.0 ('CUDA graph memory "
+                         "profiling is enabled (default since v0.21.0)', gpu_worker.py, gpustack/runner#251 log)"),
+)
+
 VLLM = EngineProfile(
     id="vllm", name="vLLM",
     prefix_caching=Sourced("vLLM caches prompt prefixes by default since v0.8, and a sweep that sends the same "
@@ -79,6 +103,9 @@ VLLM = EngineProfile(
                                 "gpu_memory_utilization x total, less weights, the profiling peak and non-torch "
                                 "memory"),
     memory_fraction=Sourced(0.90, VLLM_CACHE + ": gpu_memory_utilization default 0.9"),
+    kv_block_tokens=Sourced(16, VLLM_CACHE + ": block_size 16 on CUDA and ROCm; the pool is whole blocks, "
+                                "v1/core/kv_cache_utils.py get_num_blocks: available // page_size // layers"),
+    memory_profiles=VLLM_MEMORY_PROFILES,
     activations=Sourced("profile_run", "vllm-project/vllm@4e179065 vllm/v1/worker/gpu_model_runner.py profile_run: "
                                        "_dummy_run(max_num_batched_tokens), then _dummy_sampler_run over "
                                        "min(tokens, max_num_seqs) rows"),

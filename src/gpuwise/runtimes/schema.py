@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Generic, Literal, TypeVar
 
 from gpuwise.fitted import FittedConstant
@@ -183,6 +184,37 @@ class ImageRuntime:
     tiled_decode: Sourced[TiledDecode] | None = None  # None: a decode that does not fit fails
 
 
+ProfileTokens = Literal["budget", "model_len_unless_chunked"]
+"""The tokens a memory-profiling forward runs:
+    budget                    the scheduler's token budget, max_num_batched_tokens (vLLM V1, chunked prefill always)
+    model_len_unless_chunked  max(max_model_len, 2048) unless chunked prefill turns on for a long context, then its
+                              small chunk (vLLM V0)"""
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    """How a range of an engine's versions sizes its KV pool: from ``since`` until the next record's ``since``."""
+
+    since: tuple[int, ...]  # the first version (0, 8) = 0.8 that does it this way
+    profile_tokens: ProfileTokens
+    graphs_before_pool: bool  # the CUDA graphs' memory is estimated and taken before the pool is sized
+    max_num_seqs: int | None  # the default batch cap these versions take on every card (None: the card rules)
+    chunked_above_len: int | None  # model_len_unless_chunked: chunked prefill on above this max_model_len (CUDA)
+    chunk_tokens: int | None  # ... and then this many tokens per step
+    source: str
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``v0.6.4.post1`` -> (0, 6, 4): the leading numbers of a version string."""
+    numbers = []
+    for part in version.lstrip("vV").split("."):
+        digits = "".join(takewhile(str.isdigit, part[:6]))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
 CLIENT_TURNAROUND = FittedConstant("client_turnaround_s", "s")  # one instance: a dataclass default
 
 
@@ -200,6 +232,8 @@ class EngineProfile:
     card_rules: Sourced[tuple[CardRule, ...]]
     kernels: Kernels
     memory_fraction: Sourced[float] | None = None  # the default share of memory the KV pool is sized from
+    kv_block_tokens: Sourced[int] | None = None  # tokens per KV block; the pool holds whole blocks (None: 1)
+    memory_profiles: tuple[MemoryProfile, ...] = ()  # by version, oldest first; the last one when none is named
     overhead: Overhead = "cuda_context"
     allocator_reserve: bool = True  # False: the engine sizes its pool exactly, no caching-allocator slack
     micro_batch_tokens: Sourced[int] | None = None  # compute_buffer: the micro-batch ggml plans for
@@ -239,6 +273,17 @@ class EngineProfile:
     def server_overhead_s(self) -> float:
         """Seconds a request spends in the engine's server outside the GPU (0 where it runs in-process)."""
         return 0.0 if self.request_overhead_s is None else self.request_overhead_s.value
+
+    def memory_profile(self, version: str | None) -> MemoryProfile | None:
+        """The memory profile of ``version`` (\"0.6.4\", \"v0.11.0\"): the newest record not after it; the newest one
+        when no version is named."""
+        if not self.memory_profiles:
+            return None
+        if version is None:
+            return self.memory_profiles[-1]
+        wanted = version_tuple(version)
+        fitting = [p for p in self.memory_profiles if p.since <= wanted]
+        return fitting[-1] if fitting else self.memory_profiles[0]
 
     @property
     def pooled(self) -> bool:

@@ -280,6 +280,12 @@ class InferJob(_Job):
         Field(default=None, description="the share of memory the engine sizes its KV pool from: vLLM "
                                         "--gpu-memory-utilization (default 0.9), SGLang --mem-fraction-static "
                                         "(0.88), TensorRT-LLM free_gpu_memory_fraction (0.9 of what is free)"))
+    engine_version: Annotated[str | None, Field(max_length=32, pattern=r"^v?[0-9]+(\.[0-9]+){0,3}[0-9A-Za-z.+-]*$"),
+                              Flag(_INFER, INFERENCE)] = Field(
+        default=None, description="the engine's version (vLLM 0.6.4, 0.11.0 ...): its memory profile and KV sizing "
+                                  "as that version does them (default: the newest)")
+    enforce_eager: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
+        default=False, description="vLLM --enforce-eager: no CUDA graphs captured, no graph memory")
     max_num_seqs: Annotated[int | None, Field(ge=1, le=100_000), Flag(frozenset({"serve-sim", "recommend"}),
                                                                         INFERENCE)] = Field(
         default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "

@@ -1,0 +1,166 @@
+"""The KV pool a serving engine makes at start-up, as its own arithmetic sizes it, and what it prints about it.
+
+vLLM (the profile's ``memory_profiles``, by version)::
+
+    pool   = total x gpu_memory_utilization - weights - activation peak - non-torch [- CUDA graphs, from v0.21]
+    blocks = floor(pool / (block_size x KV bytes per token over all layers))     # kv_cache_utils get_num_blocks
+    tokens = blocks x block_size                                                 # "GPU KV cache size: N tokens"
+
+``total`` is what cudaMemGetInfo reports, a little less than the datasheet's memory (the driver's share, and a
+sixteenth more on GDDR cards with ECC on). The activation peak is the profiling forward: the token budget in V1;
+max(max_model_len, 2048) in V0 unless chunked prefill turned on for a context over 32K. Worked example (vLLM 0.6.4,
+RTX 3090, Llama-3.1-8B, max_model_len 20,000): 23.58 x 0.9 - 17.06 (weights 14.99 + activations) - 0.35 = 3.81 GiB;
+a block of 16 tokens x 131,072 B = 2 MiB, so 1,952 blocks, 31,232 tokens.
+
+SGLang (``static_with_weights``): pool = free memory at start x mem_fraction_static - weights
+(model_runner.py profile_max_num_token); max_total_num_tokens = pool / KV bytes per token (page size 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog import GPU
+from gpuwise.estimate import constants as C
+from gpuwise.estimate.memory.engine import forward_peak_bytes
+from gpuwise.estimate.memory.kv_cache import elements_on_gpu, kv_bytes_per_token
+from gpuwise.estimate.plan import InferPlan
+from gpuwise.runtimes import rules
+from gpuwise.runtimes.schema import MemoryProfile
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class EnginePool:
+    """One GPU's memory as the engine accounts it at start-up, in bytes."""
+
+    total_bytes: float  # what CUDA reports as the card's memory
+    activation_bytes: float  # the profiling peak beside the weights
+    non_torch_bytes: float  # CUDA context, NCCL and all-reduce buffers
+    graph_bytes: float  # the CUDA graphs' memory (0 when eager)
+    graphs_in_pool: bool  # the graphs were taken before the pool was sized
+    pool_bytes: float  # the KV pool the engine makes
+    block_tokens: int
+    blocks: int  # whole blocks of the pool
+    note: str
+
+    @property
+    def tokens(self) -> int:
+        return self.blocks * self.block_tokens
+
+
+def cuda_total_bytes(gpu: GPU) -> float:
+    """The memory cudaMemGetInfo (hipMemGetInfo) reports: the datasheet's, less ECC's sixteenth on GDDR cards with
+    ECC, less the driver's share."""
+    memory = gpu.memory_bytes
+    if gpu.ecc and gpu.memory_type.upper().startswith("GDDR"):
+        memory *= 1 - C.GDDR_ECC_SHARE.value
+    reserved = C.CUDA_RESERVED_SHARE_AMD if gpu.vendor == "amd" else C.CUDA_RESERVED_SHARE_NVIDIA
+    return memory * (1 - reserved.value)
+
+
+def _profiled_tokens(plan: InferPlan, profile: MemoryProfile) -> int:
+    """Tokens of the profiling forward."""
+    given = plan.job.max_num_batched_tokens
+    if profile.profile_tokens == "budget" or given:
+        return given or plan.max_batched_tokens or 2048
+    long = profile.chunked_above_len is not None and plan.job.context > profile.chunked_above_len
+    if long and profile.chunk_tokens and plan.gpu.vendor == "nvidia":
+        return profile.chunk_tokens
+    return max(plan.job.context, 2048)
+
+
+def max_num_seqs(plan: InferPlan, profile: MemoryProfile | None) -> int:
+    """The batch cap these versions take: --max-num-seqs, else the version's, else the card rule's."""
+    if plan.job.max_num_seqs:
+        return plan.job.max_num_seqs
+    return profile.max_num_seqs if profile and profile.max_num_seqs else plan.max_num_seqs
+
+
+def activation_bytes(plan: InferPlan, profile: MemoryProfile) -> tuple[float, str]:
+    """The profiling peak: max(the forward of the profiled tokens, the sampler over max_num_seqs rows)."""
+    arch, job, engine = plan.arch, plan.job, plan.engine
+    tokens = _profiled_tokens(plan, profile)
+    forward = forward_peak_bytes(arch, tokens, plan.act_bytes, job.tp)
+    per_logit = engine.sampler_bytes_per_logit.value if engine.sampler_bytes_per_logit else 4.0
+    rows = min(max_num_seqs(plan, profile), tokens)
+    sampler = rows * (arch.vocab / job.tp if arch.lm_head else 0.0) * per_logit
+    return max(forward, sampler), (f"profiling peak max(forward of {tokens:,} tokens {forward / GIB:.2f} GiB, "
+                                   f"sampler over {rows:,} rows {sampler / GIB:.2f} GiB)")
+
+
+def non_torch_bytes(plan: InferPlan) -> float:
+    """Memory outside PyTorch's allocator: the CUDA runtime, and under tensor parallelism over peer-to-peer links
+    NCCL's and the custom all-reduce's buffers (vLLM disables its custom all-reduce without P2P)."""
+    if plan.gpu.vendor == "amd":
+        return C.ROCM_NON_TORCH.value
+    if plan.job.tp > 1 and plan.gpu.p2p:
+        return C.VLLM_NON_TORCH_TP.value
+    return C.VLLM_NON_TORCH.value
+
+
+def graph_bytes(plan: InferPlan, profile: MemoryProfile | None) -> float:
+    """CUDA graph memory: one graph per captured size and piece (decoder layers + 1 pieces, the attention ops
+    splitting them), each holding its kernels' nodes and parameters."""
+    if plan.job.enforce_eager or plan.engine.graphs is None:
+        return 0.0
+    sizes = rules.captured_sizes(plan.engine.graphs, plan.rule, tp=plan.job.tp,
+                                 max_num_seqs=max_num_seqs(plan, profile)) or ()
+    return len(sizes) * (plan.arch.decoder_layers + 1) * C.VLLM_GRAPH_BYTES_PER_PIECE.value
+
+
+def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
+    """The pool the plan's engine makes on one GPU; None for an engine that keeps no pool of its own rules."""
+    fraction, engine = plan.memory_fraction, plan.engine
+    per_token = kv_bytes_per_token(plan)
+    if fraction is None or per_token <= 0:
+        return None
+    block = engine.kv_block_tokens.value if engine.kv_block_tokens else 1
+    total = cuda_total_bytes(plan.gpu)
+    profile = engine.memory_profile(plan.job.engine_version)
+    if engine.kv_pool.value == "static_with_weights":
+        start_free = total - C.CUDA_CONTEXT.value
+        pool = start_free * fraction - weights_bytes
+        note = (f"{engine.name}: KV pool = free memory at start {start_free / GIB:.2f} GiB x {fraction:.2f} - weights "
+                f"{weights_bytes / GIB:.2f} GiB")
+        return _whole_blocks(EnginePool(total, 0.0, 0.0, 0.0, False, pool, block, 0, note), per_token)
+    if profile is None or engine.kv_pool.value != "of_total":
+        return None
+    activations, how = activation_bytes(plan, profile)
+    non_torch = non_torch_bytes(plan)
+    graphs = graph_bytes(plan, profile)
+    taken = graphs if profile.graphs_before_pool else 0.0
+    pool = total * fraction - weights_bytes - activations - non_torch - taken
+    note = (f"{engine.name}: KV pool = {total / GIB:.2f} GiB x {fraction:.2f} - weights {weights_bytes / GIB:.2f} - "
+            f"{how} - non-torch {non_torch / GIB:.2f}" + (f" - CUDA graphs {graphs / GIB:.2f}" if taken else "")
+            + f" GiB ({'V0' if profile.since < (0, 8) else 'V1'} memory profile)")
+    return _whole_blocks(EnginePool(total, activations, non_torch, graphs, bool(taken), pool, block, 0, note),
+                         per_token)
+
+
+def _whole_blocks(pool: EnginePool, per_token: float) -> EnginePool:
+    blocks = int(max(pool.pool_bytes, 0.0) // (pool.block_tokens * per_token))
+    return EnginePool(**{**pool.__dict__, "blocks": blocks})
+
+
+def concurrency_at_len(plan: InferPlan, pool: EnginePool) -> float:
+    """'Maximum concurrency for N tokens per request': whole blocks over the blocks one request of the job's context
+    (max_model_len) needs. V0 divides the tokens by the length; V1 (kv_cache_utils
+    get_max_concurrency_for_kv_cache_config) counts a sliding-window layer's blocks for min(window - 1 + the token
+    budget, length) tokens, plus one."""
+    context, block = plan.job.context, pool.block_tokens
+    profile = plan.engine.memory_profile(plan.job.engine_version)
+    if profile is None or profile.since < (0, 8):
+        return pool.tokens / context if context else 0.0
+    budget = plan.job.max_num_batched_tokens or plan.max_batched_tokens or 2048
+    needed = 0.0  # block-layer units of one request
+    for b in plan.arch.caching_blocks:
+        width = elements_on_gpu(b.attention, plan.job.tp)
+        if width <= 0:
+            continue
+        window = b.attention.window
+        tokens = min(window - 1 + budget, context) if window else context
+        needed += b.count * width * (-(-tokens // block) + (1 if window else 0))
+    per_block = sum(b.count * elements_on_gpu(b.attention, plan.job.tp) for b in plan.arch.caching_blocks)
+    return pool.blocks / -(-needed // per_block) if needed > 0 else 0.0
