@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from gpuwise.catalog import load_catalog
+from gpuwise.estimate import constants as C
 from gpuwise.errors import UnknownModel
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.plan import resolve
@@ -129,6 +130,24 @@ def rows_of(log: dict[str, Any], catalog: Any) -> list[Row]:
     return [Row(log["id"], k, v, measured.get(k)) for k, v in predicted.items() if measured.get(k) is not None]
 
 
+def graph_fit(rows: list[Row]) -> list[str]:
+    """The one fitted constant, bytes per captured graph piece: its value from each log that prints graph memory,
+    and each such log predicted from the others' fit (leave one log out)."""
+    per_piece = C.VLLM_GRAPH_BYTES_PER_PIECE.value
+    fits = {r.log: r.measured * GIB / (r.predicted * GIB / per_piece) for r in rows
+            if r.figure == "cuda_graph_gib" and r.predicted and r.measured}
+    lines = [f"graph bytes per piece: {v / 2**20:.4f} MiB from {k}" for k, v in fits.items()]
+    for log, fit in fits.items():
+        others = [v for k, v in fits.items() if k != log]
+        if others:
+            held = sum(others) / len(others)
+            lines.append(f"leave-one-log-out {log}: {held / fit - 1:+.1%}")
+    if fits:
+        lines.append(f"all-logs fit {sum(fits.values()) / len(fits) / 2**20:.4f} MiB (constants.py: "
+                     f"{per_piece / 2**20:.4f})")
+    return lines
+
+
 def main(argv: list[str]) -> int:
     folder = Path(next((a for a in argv if not a.startswith("--")), LOGS))
     catalog = load_catalog(use_user_dir=False)
@@ -151,6 +170,7 @@ def main(argv: list[str]) -> int:
         errs = [r.error for r in rows if r.figure == figure and r.error is not None]
         ok = sum(abs(e) <= bar for e in errs)
         print(f"{figure}: {ok}/{len(errs)} within {bar:.0%}")
+    print("\n".join(graph_fit(rows)))
     return 0
 
 

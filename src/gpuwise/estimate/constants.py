@@ -122,11 +122,11 @@ GDDR_ECC_SHARE = Constant(
     "GDDR cards with ECC on hold the check bits in-band: a T4's 16 GiB shows as 15,360 MiB in nvidia-smi (ECC on), "
     "15/16; HBM keeps ECC beside the data")
 VLLM_GRAPH_BYTES_PER_PIECE = Constant(
-    0.2435 * MIB, "bytes per captured graph",
-    "gpuwise fit (benchmarks/engine_memory.py): vLLM V1's piecewise CUDA graphs, one per (decoder layer + 1) piece "
-    "per captured size; the mean of 0.72 GiB / (41 x 67) (granite-4.0-micro, L40S, v0.11.0) and 1.22 GiB / (81 x "
-    "67) (Llama-3-70B-AWQ TP2, L40S, v0.16.0), the two public logs that print 'Graph capturing finished ... took'; "
-    "leave-one-log-out error 15-17 %")
+    0.3275 * MIB, "bytes per captured graph",
+    "gpuwise fit (benchmarks/engine_memory.py graph_fit): vLLM's CUDA graphs, one per (decoder layer + 1) piece per "
+    "captured size, the graph memory growing with the kernel nodes they hold; the mean of 0.72 GiB / (41 x 51) "
+    "(granite-4.0-micro, L40S, v0.11.0) and 1.22 GiB / (81 x 51) (Llama-3-70B-AWQ TP2, L40S, v0.16.0), the two "
+    "public logs that print 'Graph capturing finished ... took'; leave-one-log-out error -14 % and +17 %")
 ROCM_NON_TORCH = Constant(
     6.07 * GIB, "bytes",
     "vLLM 0.6.5/0.6.6 ROCm on MI300X, Llama-3.1-70B fp8 TP1: 'non_torch_memory=6.07GiB' (AUGMXNT/llm-tracker.info-"

@@ -109,9 +109,14 @@ VLLM = EngineProfile(
     activations=Sourced("profile_run", "vllm-project/vllm@4e179065 vllm/v1/worker/gpu_model_runner.py profile_run: "
                                        "_dummy_run(max_num_batched_tokens), then _dummy_sampler_run over "
                                        "min(tokens, max_num_seqs) rows"),
-    sampler_bytes_per_logit=Sourced(14.0, "vllm v1/sample/ops/topk_topp_sampler.py random_sample: bf16 logits, "
-                                          "their fp32 copy, the fp32 probabilities and the exponential noise "
-                                          "(2 + 4 + 4 + 4)"),
+    sampler_bytes_per_logit=Sourced(39.0, "vllm-project/vllm v1/worker/gpu_model_runner.py _dummy_sampler_run: "
+                                          "the profile samples with top_p 0.9 and top_k = vocab - 1 (V0 "
+                                          "worker/model_runner.py profile_run: top_p 0.99, top_k vocab - 1), so "
+                                          "v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p sorts: bf16 logits "
+                                          "2, their fp32 copy 4, sorted values 4 and int64 indices 8, softmax of "
+                                          "the sorted 4, its cumsum 4, the mask 1, the scattered logits 4, then "
+                                          "random_sample's probabilities 4 and exponential noise 4; the logits are "
+                                          "gathered whole on each rank"),
     overhead="measured_python_engine", allocator_reserve=False,
     card_rules=Sourced((CardRule(at_least_gib=70, unless_named=("a100",), max_num_seqs=1024,
                                  max_batched_tokens=8192),

@@ -85,17 +85,19 @@ def activation_bytes(plan: InferPlan, profile: MemoryProfile) -> tuple[float, st
     forward = forward_peak_bytes(arch, tokens, plan.act_bytes, job.tp)
     per_logit = engine.sampler_bytes_per_logit.value if engine.sampler_bytes_per_logit else 4.0
     rows = min(max_num_seqs(plan, profile), tokens)
-    sampler = rows * (arch.vocab / job.tp if arch.lm_head else 0.0) * per_logit
+    sampler = rows * (arch.vocab if arch.lm_head else 0.0) * per_logit  # gathered whole on every rank
     return max(forward, sampler), (f"profiling peak max(forward of {tokens:,} tokens {forward / GIB:.2f} GiB, "
                                    f"sampler over {rows:,} rows {sampler / GIB:.2f} GiB)")
 
 
 def non_torch_bytes(plan: InferPlan) -> float:
-    """Memory outside PyTorch's allocator: the CUDA runtime, and under tensor parallelism over peer-to-peer links
-    NCCL's and the custom all-reduce's buffers (vLLM disables its custom all-reduce without P2P)."""
+    """Memory outside PyTorch's allocator: the CUDA runtime; under tensor parallelism over an NVLink switch fabric
+    also NCCL's NVLS and the custom all-reduce's registered buffers (the llm-d measurement at TP 2-4 on H100).
+    Over PCIe (or a two-card bridge) NCCL keeps its small ring buffers and vLLM's custom all-reduce a few MiB."""
     if plan.gpu.vendor == "amd":
         return C.ROCM_NON_TORCH.value
-    if plan.job.tp > 1 and plan.gpu.p2p:
+    link = plan.gpu.scale_up_link or ""
+    if plan.job.tp > 1 and link.startswith("nvlink") and not link.endswith("bridge"):
         return C.VLLM_NON_TORCH_TP.value
     return C.VLLM_NON_TORCH.value
 
