@@ -148,20 +148,29 @@ def graph_fit(rows: list[Row]) -> list[str]:
     return lines
 
 
-def main(argv: list[str]) -> int:
-    folder = Path(next((a for a in argv if not a.startswith("--")), LOGS))
+def all_rows(folder: Path) -> list[Row]:
+    """Predicted beside measured for every log in ``folder`` whose model has a preset."""
     catalog = load_catalog(use_user_dir=False)
     rows: list[Row] = []
     for path in sorted(folder.glob("*.yaml")):
         try:
             rows += rows_of(yaml.safe_load(path.read_text()), catalog)
         except UnknownModel as exc:
-            print(f"{path.stem}: skipped, {exc}")
+            rows.append(Row(path.stem, f"skipped: {exc}", None, None))
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(next((a for a in argv if not a.startswith("--")), LOGS))
+    rows = all_rows(folder)
     if "--json" in argv:
         print(json.dumps([{"log": r.log, "figure": r.figure, "predicted": r.predicted, "measured": r.measured,
                            "error": r.error} for r in rows], indent=1))
         return 0
     for r in rows:
+        if r.measured is None:
+            print(f"{r.log}: {r.figure}")
+            continue
         err = f"{r.error:+7.1%}" if r.error is not None else "      -"
         pred = f"{r.predicted:14,.2f}" if r.predicted is not None else "             -"
         print(f"{r.log[:58]:58} {r.figure:18} {pred} {r.measured:14,.2f} {err}")

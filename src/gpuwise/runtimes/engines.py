@@ -64,27 +64,37 @@ MARLIN = ("vllm-project/vllm model_executor/layers/quantization/awq_marlin.py AW
           "to awq_marlin during runtime'), GPTQ with gptq_marlin; utils/marlin_utils.py check_marlin_supported: "
           "compute capability 8.0 and up; Marlin dequantizes in registers inside the GEMM")
 
+SORTED_SAMPLER = Sourced(39.0, "the profiling sampler runs top_p and top_k = vocab - 1 (vllm-project/vllm#13594, "
+                               "v1/worker/gpu_model_runner.py _dummy_sampler_run; V0 worker/model_runner.py "
+                               "profile_run: top_p 0.99, top_k vocab - 1), so v1/sample/ops/topk_topp_sampler.py "
+                               "apply_top_k_top_p sorts the whole vocabulary: bf16 logits 2, their fp32 copy 4, "
+                               "sorted values 4 and int64 indices 8, softmax of the sorted 4, its cumsum 4, the mask "
+                               "1, the scattered logits 4, then the probabilities 4 and exponential noise 4")
+_V0 = ("vllm-project/vllm@v0.6.4 vllm/worker/worker.py Worker.determine_num_available_blocks: total x "
+       "gpu_memory_utilization - peak torch memory of profile_run (weights included) - non-torch memory, then // "
+       "cache block size; CUDA graphs captured afterwards from the rest; the driver rank alone samples, and the "
+       "engine takes the smallest pool; vllm/engine/arg_utils.py: chunked prefill on by default when max_model_len "
+       "> 32K (CUDA), vllm/config.py SchedulerConfig: max_num_batched_tokens 512 when chunked, else "
+       "max(max_model_len, 2048), max_num_seqs 256")
+_V1 = ("vllm-project/vllm@v0.8.0 vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: requested = total x "
+       "gpu_memory_utilization, less weights, the torch peak of profile_run (max_num_batched_tokens, then the "
+       "sampler on every rank) and the non-torch increase; CUDA graphs captured after the KV cache, from the rest "
+       "(V1 the default engine from 0.8)")
+_TRITON_SAMPLER = ("vllm-project/vllm#33538 (merged 2026-02-02, first in v0.17): Triton top-k/top-p kernels replace "
+                   "the full-vocabulary sort (about 80 MiB of buffers)")
+_GRAPHS = ("vllm-project/vllm#30515 (gpu_worker.py determine_available_memory: cudagraph_memory_estimate = "
+           "model_runner.profile_cudagraph_memory(), subtracted when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); on by "
+           "default since v0.21.0 ('CUDA graph memory profiling is enabled (default since v0.21.0)', gpu_worker.py, "
+           "as gpustack/runner#251 logs it)")
 VLLM_MEMORY_PROFILES = (
     MemoryProfile(since=(0,), profile_tokens="model_len_unless_chunked", graphs_before_pool=False, max_num_seqs=256,
-                  chunked_above_len=32768, chunk_tokens=512,
-                  source="vllm-project/vllm@v0.6.4 vllm/worker/worker.py Worker.determine_num_available_blocks: "
-                         "total x gpu_memory_utilization - peak torch memory of profile_run (weights included) - "
-                         "non-torch memory, then // cache block size; CUDA graphs captured afterwards from the "
-                         "rest; vllm/engine/arg_utils.py: chunked prefill on by default when max_model_len > 32K "
-                         "(CUDA), vllm/config.py SchedulerConfig: max_num_batched_tokens 512 when chunked, else "
-                         "max(max_model_len, 2048), max_num_seqs 256"),
+                  chunked_above_len=32768, chunk_tokens=512, source=_V0, sampler_bytes_per_logit=SORTED_SAMPLER),
     MemoryProfile(since=(0, 8), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None,
-                  source="vllm-project/vllm@v0.8.0 vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: "
-                         "requested = total x gpu_memory_utilization, less weights, the torch peak of profile_run "
-                         "(max_num_batched_tokens) and the non-torch increase; CUDA graphs captured after the KV "
-                         "cache, from the rest (V1 the default engine from 0.8)"),
+                  chunked_above_len=None, chunk_tokens=None, source=_V1, sampler_bytes_per_logit=SORTED_SAMPLER),
+    MemoryProfile(since=(0, 17), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
+                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _TRITON_SAMPLER),
     MemoryProfile(since=(0, 21), profile_tokens="budget", graphs_before_pool=True, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None,
-                  source="vllm-project/vllm#30515 (gpu_worker.py determine_available_memory: "
-                         "cudagraph_memory_estimate = model_runner.profile_cudagraph_memory(), subtracted when "
-                         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); on by default since v0.21.0 ('CUDA graph memory "
-                         "profiling is enabled (default since v0.21.0)', gpu_worker.py, gpustack/runner#251 log)"),
+                  chunked_above_len=None, chunk_tokens=None, source=_GRAPHS),
 )
 
 VLLM = EngineProfile(
@@ -109,14 +119,10 @@ VLLM = EngineProfile(
     activations=Sourced("profile_run", "vllm-project/vllm@4e179065 vllm/v1/worker/gpu_model_runner.py profile_run: "
                                        "_dummy_run(max_num_batched_tokens), then _dummy_sampler_run over "
                                        "min(tokens, max_num_seqs) rows"),
-    sampler_bytes_per_logit=Sourced(39.0, "vllm-project/vllm v1/worker/gpu_model_runner.py _dummy_sampler_run: "
-                                          "the profile samples with top_p 0.9 and top_k = vocab - 1 (V0 "
-                                          "worker/model_runner.py profile_run: top_p 0.99, top_k vocab - 1), so "
-                                          "v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p sorts: bf16 logits "
-                                          "2, their fp32 copy 4, sorted values 4 and int64 indices 8, softmax of "
-                                          "the sorted 4, its cumsum 4, the mask 1, the scattered logits 4, then "
-                                          "random_sample's probabilities 4 and exponential noise 4; the logits are "
-                                          "gathered whole on each rank"),
+    sampler_bytes_per_logit=Sourced(14.0, "vllm v1/sample/ops/topk_topp_sampler.py with the Triton top-k/top-p "
+                                          "kernel (vllm-project/vllm#33538): bf16 logits, their fp32 copy, the "
+                                          "fp32 probabilities and the exponential noise (2 + 4 + 4 + 4), gathered "
+                                          "whole on each rank"),
     overhead="measured_python_engine", allocator_reserve=False,
     card_rules=Sourced((CardRule(at_least_gib=70, unless_named=("a100",), max_num_seqs=1024,
                                  max_batched_tokens=8192),

@@ -202,6 +202,7 @@ class MemoryProfile:
     chunked_above_len: int | None  # model_len_unless_chunked: chunked prefill on above this max_model_len (CUDA)
     chunk_tokens: int | None  # ... and then this many tokens per step
     source: str
+    sampler_bytes_per_logit: Sourced[float] | None = None  # the profiled sampler's bytes (None: the engine's own)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -83,7 +83,8 @@ def activation_bytes(plan: InferPlan, profile: MemoryProfile) -> tuple[float, st
     arch, job, engine = plan.arch, plan.job, plan.engine
     tokens = _profiled_tokens(plan, profile)
     forward = forward_peak_bytes(arch, tokens, plan.act_bytes, job.tp)
-    per_logit = engine.sampler_bytes_per_logit.value if engine.sampler_bytes_per_logit else 4.0
+    chosen = profile.sampler_bytes_per_logit or engine.sampler_bytes_per_logit
+    per_logit = chosen.value if chosen else 4.0
     rows = min(max_num_seqs(plan, profile), tokens)
     sampler = rows * (arch.vocab if arch.lm_head else 0.0) * per_logit  # gathered whole on every rank
     return max(forward, sampler), (f"profiling peak max(forward of {tokens:,} tokens {forward / GIB:.2f} GiB, "
@@ -123,7 +124,7 @@ def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
     profile = engine.memory_profile(plan.job.engine_version)
     if engine.kv_pool.value == "static_with_weights":
         start_free = total - C.CUDA_CONTEXT.value
-        pool = start_free * fraction - weights_bytes
+        pool = static_pool_bytes(free_at_start=start_free, fraction=fraction, weights=weights_bytes)
         note = (f"{engine.name}: KV pool = free memory at start {start_free / GIB:.2f} GiB x {fraction:.2f} - weights "
                 f"{weights_bytes / GIB:.2f} GiB")
         return _whole_blocks(EnginePool(total, 0.0, 0.0, 0.0, False, pool, block, 0, note), per_token)
@@ -133,7 +134,8 @@ def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
     non_torch = non_torch_bytes(plan)
     graphs = graph_bytes(plan, profile)
     taken = graphs if profile.graphs_before_pool else 0.0
-    pool = total * fraction - weights_bytes - activations - non_torch - taken
+    pool = profiled_pool_bytes(total=total, fraction=fraction, weights=weights_bytes, activations=activations,
+                               non_torch=non_torch, graphs=taken)
     note = (f"{engine.name}: KV pool = {total / GIB:.2f} GiB x {fraction:.2f} - weights {weights_bytes / GIB:.2f} - "
             f"{how} - non-torch {non_torch / GIB:.2f}" + (f" - CUDA graphs {graphs / GIB:.2f}" if taken else "")
             + f" GiB ({'V0' if profile.since < (0, 8) else 'V1'} memory profile)")
@@ -141,8 +143,26 @@ def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
                          per_token)
 
 
+def profiled_pool_bytes(*, total: float, fraction: float, weights: float, activations: float, non_torch: float,
+                        graphs: float = 0.0) -> float:
+    """vLLM: what gpu_memory_utilization of the card leaves once the profile's peak (weights and activations),
+    non-torch memory and, from v0.21, the CUDA graphs' estimate are taken."""
+    return total * fraction - weights - activations - non_torch - graphs
+
+
+def static_pool_bytes(*, free_at_start: float, fraction: float, weights: float) -> float:
+    """SGLang (model_executor/model_runner.py profile_max_num_token): the memory free after loading less what
+    (1 - mem_fraction_static) of the memory free at start keeps back, i.e. free at start x fraction - weights."""
+    return free_at_start * fraction - weights
+
+
+def whole_blocks(pool_bytes: float, block_tokens: int, per_token_bytes: float) -> int:
+    """Blocks of ``block_tokens`` tokens the pool holds (kv_cache_utils get_num_blocks floors)."""
+    return int(max(pool_bytes, 0.0) // (block_tokens * per_token_bytes))
+
+
 def _whole_blocks(pool: EnginePool, per_token: float) -> EnginePool:
-    blocks = int(max(pool.pool_bytes, 0.0) // (pool.block_tokens * per_token))
+    blocks = whole_blocks(pool.pool_bytes, pool.block_tokens, per_token)
     return EnginePool(**{**pool.__dict__, "blocks": blocks})
 
 

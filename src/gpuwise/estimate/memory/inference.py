@@ -73,6 +73,8 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     details = {"kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence}
     if pool is not None:
         details.update(_pool_details(plan, pool))
+        if pool.activation_bytes:  # the profiling peak the pool was sized by
+            parts["activations"] = pool.activation_bytes
     if job.cpu_moe:
         details["host_ram_bytes"] = host_expert_bytes(plan)
     if job.weights_bytes is not None:
