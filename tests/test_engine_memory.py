@@ -15,7 +15,7 @@ from gpuwise.catalog import Catalog
 from gpuwise.estimate.memory.engine_pool import cuda_total_bytes, profiled_pool_bytes, static_pool_bytes, whole_blocks
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
-from gpuwise.runtimes.schema import version_tuple
+from gpuwise.runtimes.memory_profiles import version_tuple
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
 from plans import infer_plan

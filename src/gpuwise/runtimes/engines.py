@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.fitted import FittedConstant
+from gpuwise.runtimes.memory_rules import SGLANG_MEMORY_PROFILES, VLLM_MEMORY_PROFILES
 from gpuwise.runtimes.schema import (
     CardRule,
     EngineProfile,
@@ -15,7 +16,6 @@ from gpuwise.runtimes.schema import (
     HostOps,
     ImageRuntime,
     Kernels,
-    MemoryProfile,
     Requirement,
     Sourced,
     TiledDecode,
@@ -63,39 +63,6 @@ MARLIN = ("vllm-project/vllm model_executor/layers/quantization/awq_marlin.py AW
           "override_quantization_method: a checkpoint Marlin runs is served with awq_marlin ('The model is convertible "
           "to awq_marlin during runtime'), GPTQ with gptq_marlin; utils/marlin_utils.py check_marlin_supported: "
           "compute capability 8.0 and up; Marlin dequantizes in registers inside the GEMM")
-
-SORTED_SAMPLER = Sourced(39.0, "the profiling sampler runs top_p and top_k = vocab - 1 (vllm-project/vllm#13594, "
-                               "v1/worker/gpu_model_runner.py _dummy_sampler_run; V0 worker/model_runner.py "
-                               "profile_run: top_p 0.99, top_k vocab - 1), so v1/sample/ops/topk_topp_sampler.py "
-                               "apply_top_k_top_p sorts the whole vocabulary: bf16 logits 2, their fp32 copy 4, "
-                               "sorted values 4 and int64 indices 8, softmax of the sorted 4, its cumsum 4, the mask "
-                               "1, the scattered logits 4, then the probabilities 4 and exponential noise 4")
-_V0 = ("vllm-project/vllm@v0.6.4 vllm/worker/worker.py Worker.determine_num_available_blocks: total x "
-       "gpu_memory_utilization - peak torch memory of profile_run (weights included) - non-torch memory, then // "
-       "cache block size; CUDA graphs captured afterwards from the rest; the driver rank alone samples, and the "
-       "engine takes the smallest pool; vllm/engine/arg_utils.py: chunked prefill on by default when max_model_len "
-       "> 32K (CUDA), vllm/config.py SchedulerConfig: max_num_batched_tokens 512 when chunked, else "
-       "max(max_model_len, 2048), max_num_seqs 256")
-_V1 = ("vllm-project/vllm@v0.8.0 vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: requested = total x "
-       "gpu_memory_utilization, less weights, the torch peak of profile_run (max_num_batched_tokens, then the "
-       "sampler on every rank) and the non-torch increase; CUDA graphs captured after the KV cache, from the rest "
-       "(V1 the default engine from 0.8)")
-_TRITON_SAMPLER = ("vllm-project/vllm#33538 (merged 2026-02-02, first in v0.17): Triton top-k/top-p kernels replace "
-                   "the full-vocabulary sort (about 80 MiB of buffers)")
-_GRAPHS = ("vllm-project/vllm#30515 (gpu_worker.py determine_available_memory: cudagraph_memory_estimate = "
-           "model_runner.profile_cudagraph_memory(), subtracted when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); on by "
-           "default since v0.21.0 ('CUDA graph memory profiling is enabled (default since v0.21.0)', gpu_worker.py, "
-           "as gpustack/runner#251 logs it)")
-VLLM_MEMORY_PROFILES = (
-    MemoryProfile(since=(0,), profile_tokens="model_len_unless_chunked", graphs_before_pool=False, max_num_seqs=256,
-                  chunked_above_len=32768, chunk_tokens=512, source=_V0, sampler_bytes_per_logit=SORTED_SAMPLER),
-    MemoryProfile(since=(0, 8), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None, source=_V1, sampler_bytes_per_logit=SORTED_SAMPLER),
-    MemoryProfile(since=(0, 17), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _TRITON_SAMPLER),
-    MemoryProfile(since=(0, 21), profile_tokens="budget", graphs_before_pool=True, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None, source=_GRAPHS),
-)
 
 VLLM = EngineProfile(
     id="vllm", name="vLLM",
@@ -164,6 +131,7 @@ SGLANG = EngineProfile(
     memory_fraction=Sourced(0.88, "SGLang server_args.py _handle_gpu_memory_settings: 0.88 when the GPU memory is "
                                   "unknown; SGLang derives it per card from chunked_prefill_size and "
                                   "cuda_graph_max_bs (" + SGLANG_MEMORY + "), which gpuwise does not yet follow"),
+    memory_profiles=SGLANG_MEMORY_PROFILES,
     activations=Sourced("token_budget_forward", SGLANG_MEMORY + ": activations sized by chunked_prefill_size"),
     overhead="measured_python_engine", allocator_reserve=False,
     card_rules=Sourced((CardRule(below_gib=20, max_batched_tokens=2048, graph_max_batch=(8, 8)),

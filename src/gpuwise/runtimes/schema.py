@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import takewhile
 from typing import Generic, Literal, TypeVar
 
 from gpuwise.fitted import FittedConstant
+from gpuwise.runtimes.memory_profiles import MemoryProfile, version_tuple
 
 T = TypeVar("T")
 
@@ -182,38 +182,6 @@ class ImageRuntime:
     copies_pinned_overlapped: Sourced[bool]  # streamed weights come from pinned memory on a stream of their own
     fp8_every_linear: Sourced[bool]  # fp8 weights for every linear layer (False: norms and modulation kept 16-bit)
     tiled_decode: Sourced[TiledDecode] | None = None  # None: a decode that does not fit fails
-
-
-ProfileTokens = Literal["budget", "model_len_unless_chunked"]
-"""The tokens a memory-profiling forward runs:
-    budget                    the scheduler's token budget, max_num_batched_tokens (vLLM V1, chunked prefill always)
-    model_len_unless_chunked  max(max_model_len, 2048) unless chunked prefill turns on for a long context, then its
-                              small chunk (vLLM V0)"""
-
-
-@dataclass(frozen=True)
-class MemoryProfile:
-    """How a range of an engine's versions sizes its KV pool: from ``since`` until the next record's ``since``."""
-
-    since: tuple[int, ...]  # the first version (0, 8) = 0.8 that does it this way
-    profile_tokens: ProfileTokens
-    graphs_before_pool: bool  # the CUDA graphs' memory is estimated and taken before the pool is sized
-    max_num_seqs: int | None  # the default batch cap these versions take on every card (None: the card rules)
-    chunked_above_len: int | None  # model_len_unless_chunked: chunked prefill on above this max_model_len (CUDA)
-    chunk_tokens: int | None  # ... and then this many tokens per step
-    source: str
-    sampler_bytes_per_logit: Sourced[float] | None = None  # the profiled sampler's bytes (None: the engine's own)
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``v0.6.4.post1`` -> (0, 6, 4): the leading numbers of a version string."""
-    numbers = []
-    for part in version.lstrip("vV").split("."):
-        digits = "".join(takewhile(str.isdigit, part[:6]))
-        if not digits:
-            break
-        numbers.append(int(digits))
-    return tuple(numbers)
 
 
 CLIENT_TURNAROUND = FittedConstant("client_turnaround_s", "s")  # one instance: a dataclass default

@@ -26,7 +26,7 @@ from gpuwise.estimate.memory.engine import forward_peak_bytes
 from gpuwise.estimate.memory.kv_cache import elements_on_gpu, kv_bytes_per_token
 from gpuwise.estimate.plan import InferPlan
 from gpuwise.runtimes import rules
-from gpuwise.runtimes.schema import MemoryProfile
+from gpuwise.runtimes.memory_profiles import MemoryProfile
 
 GIB = 2**30
 
@@ -113,15 +113,37 @@ def graph_bytes(plan: InferPlan, profile: MemoryProfile | None) -> float:
     return len(sizes) * (plan.arch.decoder_layers + 1) * C.VLLM_GRAPH_BYTES_PER_PIECE.value
 
 
+def pool_fraction(plan: InferPlan, profile: MemoryProfile | None) -> float | None:
+    """The share the pool is sized from: --mem-fraction, else the version's default for this card and TP, else
+    the engine's."""
+    if plan.job.memory_fraction is not None or profile is None:
+        return plan.memory_fraction
+    tp = plan.job.tp
+    for least_tp, fraction in profile.fraction_by_tp:
+        if tp >= least_tp:
+            return fraction
+    rule = profile.fraction_reserve
+    if rule is None:
+        return plan.memory_fraction
+    card_mib = plan.gpu.memory_bytes / 2**20
+    graph_seqs = plan.rule.graph_max_batch[1 if tp >= 4 else 0] if plan.rule.graph_max_batch else 0
+    reserve = (rule.base_mib + max(plan.max_batched_tokens or 0, 2048) * rule.per_token_mib + tp * rule.per_rank_mib
+               + graph_seqs * rule.per_graph_seq_mib)
+    if card_mib > rule.floor_above_gib * 1024:
+        reserve = max(reserve, rule.floor_mib)
+    return round((card_mib - reserve) / card_mib, 3)
+
+
 def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
     """The pool the plan's engine makes on one GPU; None for an engine that keeps no pool of its own rules."""
-    fraction, engine = plan.memory_fraction, plan.engine
+    engine = plan.engine
+    profile = engine.memory_profile(plan.job.engine_version)
+    fraction = pool_fraction(plan, profile)
     per_token = kv_bytes_per_token(plan)
     if fraction is None or per_token <= 0:
         return None
     block = engine.kv_block_tokens.value if engine.kv_block_tokens else 1
     total = cuda_total_bytes(plan.gpu)
-    profile = engine.memory_profile(plan.job.engine_version)
     if engine.kv_pool.value == "static_with_weights":
         start_free = total - C.CUDA_CONTEXT.value
         pool = static_pool_bytes(free_at_start=start_free, fraction=fraction, weights=weights_bytes)
