@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from gpuwise.catalog import load_catalog
-from gpuwise.estimate import constants as C
 from gpuwise.errors import UnknownModel
+from gpuwise.estimate import constants as C
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.plan import resolve
 from gpuwise.workload.jobs.job import InferJob
@@ -99,8 +99,9 @@ def job_of(log: dict[str, Any]) -> InferJob:
     """The InferJob `gpuwise estimate MODEL --task infer --engine E --gpu X --tp N --context L ...` builds."""
     dtype = "fp16" if str(log.get("dtype") or "").startswith("float16") else "bf16"
     fraction = log.get("gpu_memory_utilization") if log["engine"] == "vllm" else log.get("mem_fraction_static")
+    tp = log.get("tensor_parallel_size") or 1
     fields: dict[str, Any] = {
-        "engine": log["engine"], "tp": log.get("tensor_parallel_size") or 1, "count": log.get("tensor_parallel_size") or 1, "quant": _quant(log) or dtype,
+        "engine": log["engine"], "tp": tp, "count": tp, "quant": _quant(log) or dtype,
         "kv_dtype": _kv_dtype(log, dtype), "input_len": log.get("max_model_len") or 4096, "output_len": 0,
         "memory_fraction": fraction, "max_num_seqs": log.get("max_num_seqs"),
         "max_num_batched_tokens": log.get("max_num_batched_tokens"),

@@ -12,7 +12,13 @@ import pytest
 
 from gpuwise import runtimes
 from gpuwise.catalog import Catalog
-from gpuwise.estimate.memory.engine_pool import cuda_total_bytes, profiled_pool_bytes, static_pool_bytes, whole_blocks
+from gpuwise.estimate.memory.engine_pool import (
+    cuda_total_bytes,
+    pool_fraction,
+    profiled_pool_bytes,
+    static_pool_bytes,
+    whole_blocks,
+)
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
 from gpuwise.runtimes.memory_profiles import version_tuple
@@ -183,3 +189,22 @@ def test_predictions_against_the_public_engine_logs() -> None:
     assert within("kv_cache_gib", 0.05) >= 6
     assert within("weights_gib", 0.10) >= 10
     assert within("max_total_num_tokens", 0.05) >= 1
+
+
+def test_vllm_before_mla_caches_every_heads_k_and_v() -> None:
+    """vLLM 0.6.6 ran DeepSeek-V3 decompressed: each of 128 / 8 = 16 heads per rank caches K of 128 + 64 = 192 dims
+    and V padded to 192, so 61 layers x 2 x 16 x 192 x 2 B = 749,568 B per token at TP 8; from 0.7.1 the latent."""
+    arch = resolve_model("deepseek-v3")
+    job = dict(kv_dtype="bf16", tp=8, count=8, quant="fp8-block", engine="vllm")
+    assert kv_bytes_per_token(infer_plan(arch, InferJob(**job, engine_version="0.6.6"))) == 61 * 2 * 16 * 192 * 2
+    assert kv_bytes_per_token(infer_plan(arch, InferJob(**job, engine_version="0.7.1"))) == 61 * 576 * 2
+
+
+def test_sglang_default_fraction_by_version() -> None:
+    """SGLang 0.3: 0.88 at TP 1, 0.87 at TP 2. From 0.5.3 on an H100 (81,920 MiB) at TP 1: reserve 512 + 8,192 x 1.5
+    + 1 x 128 + 256 x 2 = 13,440 MiB, so round((81,920 - 13,440) / 81,920, 3) = 0.836."""
+    arch = resolve_model("llama-3.1-8b")
+    sglang = runtimes.engine("sglang")
+    for version, tp, fraction in (("0.3.0", 1, 0.88), ("0.3.0", 2, 0.87), ("0.5.3", 1, 0.836)):
+        plan = infer_plan(arch, InferJob(engine="sglang", engine_version=version, tp=tp, count=tp))
+        assert pool_fraction(plan, sglang.memory_profile(version)) == fraction

@@ -45,6 +45,7 @@ class MemoryProfile:
     sampler_bytes_per_logit: Sourced[float] | None = None  # the profiled sampler's bytes (None: the engine's own)
     fraction_by_tp: tuple[tuple[int, float], ...] = ()  # default pool fraction from this TP up (largest first)
     fraction_reserve: FractionReserve | None = None  # default pool fraction from a reserve by card and TP
+    caches_latent: bool = True  # MLA layers cache their latent (False: each head's K and V, V padded to K's dims)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

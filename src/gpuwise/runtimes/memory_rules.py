@@ -30,9 +30,17 @@ _GRAPHS = ("vllm-project/vllm#30515 (gpu_worker.py determine_available_memory: c
            "model_runner.profile_cudagraph_memory(), subtracted when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); on by "
            "default since v0.21.0 ('CUDA graph memory profiling is enabled (default since v0.21.0)', gpu_worker.py, "
            "as gpustack/runner#251 logs it)")
+_NO_MLA = ("; before v0.7.1 vLLM ran DeepSeek-V2/V3 attention decompressed and cached each head's K and V "
+           "(vllm/model_executor/models/deepseek_v2.py DeepseekV2Attention at v0.6.6: v padded to qk_head_dim "
+           "for the attention kernel); the latent cache arrived with the MLA backend of v0.7.1 (January 2025; V1 "
+           "followed in vllm-project/vllm#13789)")
 VLLM_MEMORY_PROFILES = (
     MemoryProfile(since=(0,), profile_tokens="model_len_unless_chunked", graphs_before_pool=False, max_num_seqs=256,
-                  chunked_above_len=32768, chunk_tokens=512, source=_V0, sampler_bytes_per_logit=SORTED_SAMPLER),
+                  chunked_above_len=32768, chunk_tokens=512, source=_V0 + _NO_MLA,
+                  sampler_bytes_per_logit=SORTED_SAMPLER, caches_latent=False),
+    MemoryProfile(since=(0, 7, 1), profile_tokens="model_len_unless_chunked", graphs_before_pool=False,
+                  max_num_seqs=256, chunked_above_len=32768, chunk_tokens=512, source=_V0,
+                  sampler_bytes_per_logit=SORTED_SAMPLER),
     MemoryProfile(since=(0, 8), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
                   chunked_above_len=None, chunk_tokens=None, source=_V1, sampler_bytes_per_logit=SORTED_SAMPLER),
     MemoryProfile(since=(0, 17), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,

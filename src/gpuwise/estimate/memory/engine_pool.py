@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.memory.engine import forward_peak_bytes
-from gpuwise.estimate.memory.kv_cache import elements_on_gpu, kv_bytes_per_token
+from gpuwise.estimate.memory.kv_cache import caches_latent, elements_on_gpu, kv_bytes_per_token
 from gpuwise.estimate.plan import InferPlan
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.memory_profiles import MemoryProfile
@@ -198,13 +198,14 @@ def concurrency_at_len(plan: InferPlan, pool: EnginePool) -> float:
     if profile is None or profile.since < (0, 8):
         return pool.tokens / context if context else 0.0
     budget = plan.job.max_num_batched_tokens or plan.max_batched_tokens or 2048
-    needed = 0.0  # block-layer units of one request
+    needed, latent = 0.0, caches_latent(plan)  # block-layer units of one request
     for b in plan.arch.caching_blocks:
-        width = elements_on_gpu(b.attention, plan.job.tp)
+        width = elements_on_gpu(b.attention, plan.job.tp, latent=latent)
         if width <= 0:
             continue
         window = b.attention.window
         tokens = min(window - 1 + budget, context) if window else context
         needed += b.count * width * (-(-tokens // block) + (1 if window else 0))
-    per_block = sum(b.count * elements_on_gpu(b.attention, plan.job.tp) for b in plan.arch.caching_blocks)
+    per_block = sum(b.count * elements_on_gpu(b.attention, plan.job.tp, latent=latent)
+                    for b in plan.arch.caching_blocks)
     return pool.blocks / -(-needed // per_block) if needed > 0 else 0.0
