@@ -84,11 +84,10 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         memory["kv_cache_mb_per_token"] = round(mem.details["kv_bytes_per_token"] / 1e6, 6)
     if mem.kv_budget_bytes is not None:
         memory["kv_budget_gb"] = _gb(max(mem.kv_budget_bytes, 0.0))
-    if "kv_tokens_per_gpu" in mem.details:
-        memory["kv_tokens_per_gpu"] = int(mem.details["kv_tokens_per_gpu"])
+    if "kv_tokens_per_gpu" in mem.details:  # the engine's count where it sizes a pool of blocks
+        memory["kv_tokens_per_gpu"] = memory["kv_cache_tokens"] = int(mem.details["kv_tokens_per_gpu"])
     if "kv_pool_bytes" in mem.details:  # the pool as the engine prints it at start-up
-        memory.update(kv_cache_tokens=int(mem.details["kv_tokens_per_gpu"]),
-                      kv_pool_gib=_gib(mem.details["kv_pool_bytes"]), kv_blocks=int(mem.details["kv_blocks"]),
+        memory.update(kv_pool_gib=_gib(mem.details["kv_pool_bytes"]), kv_blocks=int(mem.details["kv_blocks"]),
                       kv_block_tokens=int(mem.details["kv_block_tokens"]),
                       cuda_graph_gib=_gib(mem.details["cuda_graph_bytes"]),
                       max_concurrency_at_len=round(mem.details["max_concurrency_at_len"], 2))
