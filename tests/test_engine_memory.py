@@ -21,6 +21,7 @@ from gpuwise.estimate.memory.engine_pool import (
 )
 from gpuwise.estimate.memory.inference import inference_memory
 from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
+from gpuwise.estimate.memory.kv_layout import kv_layout
 from gpuwise.runtimes.memory_profiles import version_tuple
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.model.resolve import resolve_model
@@ -208,3 +209,25 @@ def test_sglang_default_fraction_by_version() -> None:
     for version, tp, fraction in (("0.3.0", 1, 0.88), ("0.3.0", 2, 0.87), ("0.5.3", 1, 0.836)):
         plan = infer_plan(arch, InferJob(engine="sglang", engine_version=version, tp=tp, count=tp))
         assert pool_fraction(plan, sglang.memory_profile(version)) == fraction
+
+
+def test_vllm_hybrid_allocator_groups_sliding_and_linear_layers() -> None:
+    """vLLM >= 0.10 (kv_cache_utils): gpt-oss-20b's 12 sliding + 12 full layers make 2 groups of 12 with pages of
+    16 x 2 x 8 x 64 x 2 B = 32,768 B; Gemma-3-27B's 52 sliding + 10 full layers make 6 + 1 groups of 10, so a
+    10 GiB pool is 10 GiB // (131,072 x 10) = 8,192 blocks and prints 8,192 // 7 x 16 = 18,720 tokens, and one
+    8,192-token request takes 6 x (cdiv(1,023 + 2,048, 16) + 1) + 512 = 1,670 blocks. Qwen3-Next's linear layers
+    hold 32 x 128 x 128 + (2 x 16 x 128 + 32 x 128) x 4 = 557,056 bf16 elements per sequence, so its attention
+    block grows to 16 x cdiv(1,114,112, 16 x 2,048) = 544 tokens (vLLM logs 'Setting attention block size to 544
+    tokens'), 3 + 1 groups of 12."""
+    job = dict(engine="vllm", engine_version="0.19.0", kv_dtype="bf16", input_len=8192, output_len=0)
+    oss = kv_layout(infer_plan(resolve_model("gpt-oss-20b"), InferJob(**job)), 16, grouped=True)
+    assert (oss.block_tokens, oss.page_bytes, oss.group_size, oss.groups) == (16, 32_768, 12, 2)
+    gemma = kv_layout(infer_plan(resolve_model("gemma-3-27b"), InferJob(**job)), 16, grouped=True)
+    assert (gemma.page_bytes, gemma.group_size, gemma.groups) == (131_072, 10, 7)
+    blocks = gemma.blocks(10 * GIB)
+    assert (blocks, gemma.tokens(blocks)) == (8192, 18_720)
+    assert gemma.blocks_per_request(8192, 2048) == 1670
+    nxt = kv_layout(infer_plan(resolve_model("qwen3-next-80b-a3b"), InferJob(**job, quant="bf16")), 16, grouped=True)
+    assert (nxt.block_tokens, nxt.page_bytes, nxt.group_size, nxt.groups) == (544, 1_114_112, 12, 4)
+    flat = kv_layout(infer_plan(resolve_model("gemma-3-27b"), InferJob(**job)), 16, grouped=False)
+    assert flat.tokens(flat.blocks(10 * GIB)) == 10 * GIB // (16 * 62 * 8192) * 16  # V0: every layer every token

@@ -46,6 +46,7 @@ class MemoryProfile:
     fraction_by_tp: tuple[tuple[int, float], ...] = ()  # default pool fraction from this TP up (largest first)
     fraction_reserve: FractionReserve | None = None  # default pool fraction from a reserve by card and TP
     caches_latent: bool = True  # MLA layers cache their latent (False: each head's K and V, V padded to K's dims)
+    groups_layers: bool = False  # the hybrid allocator: layers in groups by type, one block id per group
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

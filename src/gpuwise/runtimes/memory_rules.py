@@ -34,6 +34,9 @@ _NO_MLA = ("; before v0.7.1 vLLM ran DeepSeek-V2/V3 attention decompressed and c
            "(vllm/model_executor/models/deepseek_v2.py DeepseekV2Attention at v0.6.6: v padded to qk_head_dim "
            "for the attention kernel); the latent cache arrived with the MLA backend of v0.7.1 (January 2025; V1 "
            "followed in vllm-project/vllm#13789)")
+_HYBRID = ("the hybrid KV cache allocator (v0.10): layers grouped by type, the printed tokens num_blocks // "
+           "len(kv_cache_groups) x block size (v1/core/kv_cache_utils.py _report_kv_cache_config; the linear-state "
+           "groups' share stays in the count while vllm-project/vllm#40384 is open)")
 VLLM_MEMORY_PROFILES = (
     MemoryProfile(since=(0,), profile_tokens="model_len_unless_chunked", graphs_before_pool=False, max_num_seqs=256,
                   chunked_above_len=32768, chunk_tokens=512, source=_V0 + _NO_MLA,
@@ -43,10 +46,14 @@ VLLM_MEMORY_PROFILES = (
                   sampler_bytes_per_logit=SORTED_SAMPLER),
     MemoryProfile(since=(0, 8), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
                   chunked_above_len=None, chunk_tokens=None, source=_V1, sampler_bytes_per_logit=SORTED_SAMPLER),
+    MemoryProfile(since=(0, 10), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
+                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _HYBRID,
+                  sampler_bytes_per_logit=SORTED_SAMPLER, groups_layers=True),
     MemoryProfile(since=(0, 17), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _TRITON_SAMPLER),
+                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _TRITON_SAMPLER,
+                  groups_layers=True),
     MemoryProfile(since=(0, 21), profile_tokens="budget", graphs_before_pool=True, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None, source=_GRAPHS),
+                  chunked_above_len=None, chunk_tokens=None, source=_GRAPHS, groups_layers=True),
 )
 
 SGLANG_MEMORY_PROFILES = (

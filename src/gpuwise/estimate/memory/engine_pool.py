@@ -18,12 +18,13 @@ SGLang (``static_with_weights``): pool = free memory at start x mem_fraction_sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.catalog import GPU
 from gpuwise.estimate import constants as C
 from gpuwise.estimate.memory.engine import forward_peak_bytes
-from gpuwise.estimate.memory.kv_cache import caches_latent, elements_on_gpu, kv_bytes_per_token
+from gpuwise.estimate.memory.kv_cache import kv_bytes_per_token
+from gpuwise.estimate.memory.kv_layout import KvLayout, kv_layout
 from gpuwise.estimate.plan import InferPlan
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.memory_profiles import MemoryProfile
@@ -44,10 +45,8 @@ class EnginePool:
     block_tokens: int
     blocks: int  # whole blocks of the pool
     note: str
-
-    @property
-    def tokens(self) -> int:
-        return self.blocks * self.block_tokens
+    tokens: int = 0  # the token count the engine prints: blocks // layer groups x block size
+    blocks_per_request: int = 0  # blocks one request of the job's context takes (0: tokens / context)
 
 
 def cuda_total_bytes(gpu: GPU) -> float:
@@ -143,13 +142,14 @@ def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
     if fraction is None or per_token <= 0:
         return None
     block = engine.kv_block_tokens.value if engine.kv_block_tokens else 1
+    layout = kv_layout(plan, block, grouped=bool(profile and profile.groups_layers))
     total = cuda_total_bytes(plan.gpu)
     if engine.kv_pool.value == "static_with_weights":
         start_free = total - C.CUDA_CONTEXT.value
         pool = static_pool_bytes(free_at_start=start_free, fraction=fraction, weights=weights_bytes)
         note = (f"{engine.name}: KV pool = free memory at start {start_free / GIB:.2f} GiB x {fraction:.2f} - weights "
                 f"{weights_bytes / GIB:.2f} GiB")
-        return _whole_blocks(EnginePool(total, 0.0, 0.0, 0.0, False, pool, block, 0, note), per_token)
+        return _laid_out(plan, EnginePool(total, 0.0, 0.0, 0.0, False, pool, block, 0, note), layout, None)
     if profile is None or engine.kv_pool.value != "of_total":
         return None
     activations, how = activation_bytes(plan, profile)
@@ -161,8 +161,8 @@ def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
     note = (f"{engine.name}: KV pool = {total / GIB:.2f} GiB x {fraction:.2f} - weights {weights_bytes / GIB:.2f} - "
             f"{how} - non-torch {non_torch / GIB:.2f}" + (f" - CUDA graphs {graphs / GIB:.2f}" if taken else "")
             + f" GiB ({'V0' if profile.since < (0, 8) else 'V1'} memory profile)")
-    return _whole_blocks(EnginePool(total, activations, non_torch, graphs, bool(taken), pool, block, 0, note),
-                         per_token)
+    return _laid_out(plan, EnginePool(total, activations, non_torch, graphs, bool(taken), pool, block, 0, note),
+                     layout, profile)
 
 
 def profiled_pool_bytes(*, total: float, fraction: float, weights: float, activations: float, non_torch: float,
@@ -183,29 +183,21 @@ def whole_blocks(pool_bytes: float, block_tokens: int, per_token_bytes: float) -
     return int(max(pool_bytes, 0.0) // (block_tokens * per_token_bytes))
 
 
-def _whole_blocks(pool: EnginePool, per_token: float) -> EnginePool:
-    blocks = whole_blocks(pool.pool_bytes, pool.block_tokens, per_token)
-    return EnginePool(**{**pool.__dict__, "blocks": blocks})
+def _laid_out(plan: InferPlan, pool: EnginePool, layout: KvLayout, profile: MemoryProfile | None) -> EnginePool:
+    """The pool in whole blocks, the tokens the engine prints, and (V1) the blocks a full-length request takes."""
+    blocks = layout.blocks(pool.pool_bytes)
+    per_request = 0
+    if profile is not None and profile.since >= (0, 8):
+        budget = plan.job.max_num_batched_tokens or plan.max_batched_tokens or 2048
+        per_request = layout.blocks_per_request(plan.job.context, budget)
+    return replace(pool, block_tokens=layout.block_tokens, blocks=blocks, tokens=layout.tokens(blocks),
+                   blocks_per_request=per_request)
 
 
 def concurrency_at_len(plan: InferPlan, pool: EnginePool) -> float:
-    """'Maximum concurrency for N tokens per request': whole blocks over the blocks one request of the job's context
-    (max_model_len) needs. V0 divides the tokens by the length; V1 (kv_cache_utils
-    get_max_concurrency_for_kv_cache_config) counts a sliding-window layer's blocks for min(window - 1 + the token
-    budget, length) tokens, plus one."""
-    context, block = plan.job.context, pool.block_tokens
-    profile = plan.engine.memory_profile(plan.job.engine_version)
-    if profile is None or profile.since < (0, 8):
-        return pool.tokens / context if context else 0.0
-    budget = plan.job.max_num_batched_tokens or plan.max_batched_tokens or 2048
-    needed, latent = 0.0, caches_latent(plan)  # block-layer units of one request
-    for b in plan.arch.caching_blocks:
-        width = elements_on_gpu(b.attention, plan.job.tp, latent=latent)
-        if width <= 0:
-            continue
-        window = b.attention.window
-        tokens = min(window - 1 + budget, context) if window else context
-        needed += b.count * width * (-(-tokens // block) + (1 if window else 0))
-    per_block = sum(b.count * elements_on_gpu(b.attention, plan.job.tp, latent=latent)
-                    for b in plan.arch.caching_blocks)
-    return pool.blocks / -(-needed // per_block) if needed > 0 else 0.0
+    """'Maximum concurrency for N tokens per request': V1 divides the whole blocks by those one request of the
+    job's context (max_model_len) takes in every layer group (kv_layout.py); V0 the tokens by the length."""
+    if pool.blocks_per_request:
+        return pool.blocks / pool.blocks_per_request
+    context = plan.job.context
+    return pool.tokens / context if context else 0.0
