@@ -17,7 +17,7 @@ Without the hybrid allocator (V0, SGLang) every attention layer holds every toke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpuwise.estimate.memory.kv_cache import caches_latent, elements_on_gpu
@@ -63,17 +63,18 @@ class KvLayout:
 
 def layer_types(plan: InferPlan) -> tuple[LayerType, ...]:
     """The caching layers by type, with their bytes per token (attention) or per sequence (linear) on one GPU."""
-    tp, latent, found = plan.job.tp, caches_latent(plan), {}
+    tp, latent = plan.job.tp, caches_latent(plan)
+    found: dict[LayerType, int] = {}
     for block in plan.arch.caching_blocks:
         a = block.attention
         if a.kind == "linear":
             recurrent, conv = a.state_elements
-            key = ("linear", None, 0.0, (recurrent + conv) * plan.act_bytes / tp)
+            kind = LayerType("linear", None, 0, 0.0, (recurrent + conv) * plan.act_bytes / tp)
         else:
-            key = ("sliding" if a.window else "full", a.window,
-                   elements_on_gpu(a, tp, latent=latent) * plan.kv_bytes, 0.0)
-        found[key] = found.get(key, 0) + block.count
-    return tuple(LayerType(kind, window, n, token, state) for (kind, window, token, state), n in found.items())
+            kind = LayerType("sliding" if a.window else "full", a.window, 0,
+                             elements_on_gpu(a, tp, latent=latent) * plan.kv_bytes, 0.0)
+        found[kind] = found.get(kind, 0) + block.count
+    return tuple(replace(kind, layers=n) for kind, n in found.items())
 
 
 def kv_layout(plan: InferPlan, block_tokens: int, *, grouped: bool) -> KvLayout:
