@@ -6,8 +6,11 @@ weights GiB per GPU, KV cache GiB, KV tokens, CUDA graph GiB, maximum concurrenc
 
     python benchmarks/engine_memory.py [LOG_DIR] [--json]
 
-The mechanisms carry no constant fitted to these logs, so there is no leave-one-log-out to run: every figure is
-a prediction from the engines' source arithmetic and the sourced constants in estimate/constants.py.
+Every figure is a prediction from the engines' source arithmetic (estimate/memory/engine_pool.py, kv_layout.py) and
+the sourced constants of estimate/constants.py. Two constants were set from these logs, and are marked so there:
+the CUDA graph bytes per captured piece (fitted on the two logs that print graph memory; ``graph_fit`` prints each
+log's own value and the leave-one-log-out error) and ROCm's non-torch memory (read from the one MI300X log that
+prints it at TP 1, so that log's KV figures are in-sample).
 """
 
 from __future__ import annotations

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import takewhile
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from gpuwise.runtimes.schema import Sourced
+from typing import Literal
 
 ProfileTokens = Literal["budget", "model_len_unless_chunked"]
 """The tokens a memory-profiling forward runs:
@@ -42,7 +39,7 @@ class MemoryProfile:
     chunked_above_len: int | None  # model_len_unless_chunked: chunked prefill on above this max_model_len (CUDA)
     chunk_tokens: int | None  # ... and then this many tokens per step
     source: str
-    sampler_bytes_per_logit: Sourced[float] | None = None  # the profiled sampler's bytes (None: the engine's own)
+    sampler_bytes_per_logit: float | None = None  # the profiled sampler's bytes per logit (None: the engine's own)
     fraction_by_tp: tuple[tuple[int, float], ...] = ()  # default pool fraction from this TP up (largest first)
     fraction_reserve: FractionReserve | None = None  # default pool fraction from a reserve by card and TP
     caches_latent: bool = True  # MLA layers cache their latent (False: each head's K and V, V padded to K's dims)

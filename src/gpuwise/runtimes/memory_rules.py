@@ -4,16 +4,17 @@ says what each field means)."""
 from __future__ import annotations
 
 from gpuwise.runtimes.memory_profiles import FractionReserve, MemoryProfile
-from gpuwise.runtimes.schema import Sourced
 
 SGLANG_MEMORY = "sgl-project/sglang@a82da8da python/sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings"
 
-SORTED_SAMPLER = Sourced(39.0, "the profiling sampler runs top_p and top_k = vocab - 1 (vllm-project/vllm#13594, "
+SORTED_SAMPLER_BYTES = 39.0  # per logit, as _SORTED_SAMPLER counts them
+_SORTED_SAMPLER = ("the profiling sampler runs top_p and top_k = vocab - 1 (vllm-project/vllm#13594, "
                                "v1/worker/gpu_model_runner.py _dummy_sampler_run; V0 worker/model_runner.py "
                                "profile_run: top_p 0.99, top_k vocab - 1), so v1/sample/ops/topk_topp_sampler.py "
                                "apply_top_k_top_p sorts the whole vocabulary: bf16 logits 2, their fp32 copy 4, "
                                "sorted values 4 and int64 indices 8, softmax of the sorted 4, its cumsum 4, the mask "
-                               "1, the scattered logits 4, then the probabilities 4 and exponential noise 4")
+                               "1, the scattered logits 4, then the probabilities 4 and exponential noise 4 = 39 B "
+                               "per logit")
 _V0 = ("vllm-project/vllm@v0.6.4 vllm/worker/worker.py Worker.determine_num_available_blocks: total x "
        "gpu_memory_utilization - peak torch memory of profile_run (weights included) - non-torch memory, then // "
        "cache block size; CUDA graphs captured afterwards from the rest; the driver rank alone samples, and the "
@@ -39,16 +40,17 @@ _HYBRID = ("the hybrid KV cache allocator (v0.10): layers grouped by type, the p
            "groups' share stays in the count while vllm-project/vllm#40384 is open)")
 VLLM_MEMORY_PROFILES = (
     MemoryProfile(since=(0,), profile_tokens="model_len_unless_chunked", graphs_before_pool=False, max_num_seqs=256,
-                  chunked_above_len=32768, chunk_tokens=512, source=_V0 + _NO_MLA,
-                  sampler_bytes_per_logit=SORTED_SAMPLER, caches_latent=False),
+                  chunked_above_len=32768, chunk_tokens=512, source=_V0 + _NO_MLA + "; " + _SORTED_SAMPLER,
+                  sampler_bytes_per_logit=SORTED_SAMPLER_BYTES, caches_latent=False),
     MemoryProfile(since=(0, 7, 1), profile_tokens="model_len_unless_chunked", graphs_before_pool=False,
-                  max_num_seqs=256, chunked_above_len=32768, chunk_tokens=512, source=_V0,
-                  sampler_bytes_per_logit=SORTED_SAMPLER),
+                  max_num_seqs=256, chunked_above_len=32768, chunk_tokens=512, source=_V0 + "; " + _SORTED_SAMPLER,
+                  sampler_bytes_per_logit=SORTED_SAMPLER_BYTES),
     MemoryProfile(since=(0, 8), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None, source=_V1, sampler_bytes_per_logit=SORTED_SAMPLER),
+                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _SORTED_SAMPLER,
+                  sampler_bytes_per_logit=SORTED_SAMPLER_BYTES),
     MemoryProfile(since=(0, 10), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
-                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _HYBRID,
-                  sampler_bytes_per_logit=SORTED_SAMPLER, groups_layers=True),
+                  chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _HYBRID + "; " + _SORTED_SAMPLER,
+                  sampler_bytes_per_logit=SORTED_SAMPLER_BYTES, groups_layers=True),
     MemoryProfile(since=(0, 17), profile_tokens="budget", graphs_before_pool=False, max_num_seqs=None,
                   chunked_above_len=None, chunk_tokens=None, source=_V1 + "; " + _TRITON_SAMPLER,
                   groups_layers=True),

@@ -82,8 +82,8 @@ def activation_bytes(plan: InferPlan, profile: MemoryProfile) -> tuple[float, st
     arch, job, engine = plan.arch, plan.job, plan.engine
     tokens = _profiled_tokens(plan, profile)
     forward = forward_peak_bytes(arch, tokens, plan.act_bytes, job.tp)
-    chosen = profile.sampler_bytes_per_logit or engine.sampler_bytes_per_logit
-    per_logit = chosen.value if chosen else 4.0
+    own = engine.sampler_bytes_per_logit.value if engine.sampler_bytes_per_logit else 4.0
+    per_logit = profile.sampler_bytes_per_logit or own
     rows = min(max_num_seqs(plan, profile), tokens)
     sampler = rows * (arch.vocab if arch.lm_head else 0.0) * per_logit  # gathered whole on every rank
     return max(forward, sampler), (f"profiling peak max(forward of {tokens:,} tokens {forward / GIB:.2f} GiB, "
