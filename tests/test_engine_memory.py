@@ -216,9 +216,10 @@ def test_vllm_hybrid_allocator_groups_sliding_and_linear_layers() -> None:
     16 x 2 x 8 x 64 x 2 B = 32,768 B; Gemma-3-27B's 52 sliding + 10 full layers make 6 + 1 groups of 10, so a
     10 GiB pool is 10 GiB // (131,072 x 10) = 8,192 blocks and prints 8,192 // 7 x 16 = 18,720 tokens, and one
     8,192-token request takes 6 x (cdiv(1,023 + 2,048, 16) + 1) + 512 = 1,670 blocks. Qwen3-Next's linear layers
-    hold 32 x 128 x 128 + (2 x 16 x 128 + 32 x 128) x 4 = 557,056 bf16 elements per sequence, so its attention
-    block grows to 16 x cdiv(1,114,112, 16 x 2,048) = 544 tokens (vLLM logs 'Setting attention block size to 544
-    tokens'), 3 + 1 groups of 12."""
+    hold 32 x 128 x 128 + (2 x 16 x 128 + 32 x 128) x (4 - 1) = 548,864 bf16 elements per sequence, so its
+    attention block grows to 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens (vLLM's config.py
+    HybridAttentionMambaModelConfig logs 'Setting attention block size to N tokens'), pages of 544 x 2,048 B, 3 + 1
+    groups of 12."""
     job = dict(engine="vllm", engine_version="0.19.0", kv_dtype="bf16", input_len=8192, output_len=0)
     oss = kv_layout(infer_plan(resolve_model("gpt-oss-20b"), InferJob(**job)), 16, grouped=True)
     assert (oss.block_tokens, oss.page_bytes, oss.group_size, oss.groups) == (16, 32_768, 12, 2)

@@ -67,14 +67,25 @@ def layer_types(plan: InferPlan) -> tuple[LayerType, ...]:
     found: dict[LayerType, int] = {}
     for block in plan.arch.caching_blocks:
         a = block.attention
-        if a.kind == "linear":
+        if a.kind == "linear":  # vLLM keeps kernel - 1 conv columns, the state in mamba_ssm_dtype when set
             recurrent, conv = a.state_elements
-            kind = LayerType("linear", None, 0, 0.0, (recurrent + conv) * plan.act_bytes / tp)
+            conv_kept = conv * (a.conv_kernel - 1) / a.conv_kernel if a.conv_kernel else 0.0
+            state = (recurrent * _ssm_bytes(plan) + conv_kept * plan.act_bytes) / tp
+            kind = LayerType("linear", None, 0, 0.0, state)
         else:
             kind = LayerType("sliding" if a.window else "full", a.window, 0,
                              elements_on_gpu(a, tp, latent=latent) * plan.kv_bytes, 0.0)
         found[kind] = found.get(kind, 0) + block.count
     return tuple(replace(kind, layers=n) for kind, n in found.items())
+
+
+def _ssm_bytes(plan: InferPlan) -> int:
+    """Bytes of a recurrent-state element: float32 where the config says mamba_ssm_dtype float32 (Qwen3.5), else the
+    model's dtype (vLLM's mamba_ssm_cache_dtype 'auto')."""
+    config = plan.arch.config
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    dtype = config.get("mamba_ssm_dtype") or (text or {}).get("mamba_ssm_dtype")
+    return 4 if dtype == "float32" else plan.act_bytes
 
 
 def kv_layout(plan: InferPlan, block_tokens: int, *, grouped: bool) -> KvLayout:
