@@ -58,12 +58,15 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     engine = engine_activations(plan, workspace_bytes(plan))
     parts["activations"] = engine.bytes
     parts["framework_overhead"] = engine_overhead_bytes(plan)
+    pool = engine_pool(plan, parts["weights"]) if arch.decoder_layers else None
+    if pool is not None and pool.activation_bytes:  # vLLM: its profile's peak, non-torch memory and CUDA graphs
+        parts["activations"] = pool.activation_bytes
+        parts["framework_overhead"] = pool.non_torch_bytes + pool.graph_bytes
     if plan.engine.allocator_reserve:  # an engine that sizes its pool exactly keeps no allocator slack
         parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
             C.ALLOCATOR_RESERVE.value)
     needed = sum(parts.values())
     reserved = engine_reserved_bytes(plan, parts["weights"], needed)
-    pool = engine_pool(plan, parts["weights"]) if arch.decoder_layers else None
     kv_budget = pool.pool_bytes if pool is not None else kv_budget_bytes(
         plan, parts["weights"], parts["activations"], needed - parts["kv_cache"] - parts["weights"] - parts[
             "activations"])
@@ -73,8 +76,6 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     details = {"kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence}
     if pool is not None:
         details.update(_pool_details(plan, pool))
-        if pool.activation_bytes:  # the profiling peak the pool was sized by
-            parts["activations"] = pool.activation_bytes
     if job.cpu_moe:
         details["host_ram_bytes"] = host_expert_bytes(plan)
     if job.weights_bytes is not None:
