@@ -136,11 +136,13 @@ def test_serving_engine_reserve_and_concurrency(shipped: Catalog) -> None:
     memory = result.memory
     assert memory.engine_reserved_bytes == pytest.approx(0.9 * gpu.memory_bytes)  # gpu_memory_utilization
     per_seq = 131_072 * 2560
-    # vLLM's pool: 0.9 x memory - weights - the profiling run's peak - non-torch memory (its CUDA graphs are captured
-    # after the pool is sized, from the other 10 %)
-    parts = memory.breakdown_bytes
-    non_kv = parts["weights"] + parts["activations"] + parts["framework_overhead"] - 1.04 * 2**30
-    assert memory.max_concurrency == int((0.9 * gpu.memory_bytes - non_kv) // per_seq)
+    # vLLM's pool (the newest version): 0.9 x the memory CUDA shows (the datasheet's less the driver's 1.3 %) -
+    # weights - the profiling run's peak - non-torch memory - the CUDA graphs' estimate (taken first since v0.21)
+    parts, details = memory.breakdown_bytes, memory.details
+    shown = gpu.memory_bytes * (1 - 0.013)
+    non_kv = parts["weights"] + parts["activations"] + 0.27 * 2**30 + details["cuda_graph_bytes"]
+    assert details["kv_pool_bytes"] == pytest.approx(0.9 * shown - non_kv)
+    assert memory.max_concurrency == int(details["kv_pool_bytes"] // per_seq)
 
 
 # ---- properties -------------------------------------------------------------------------------------

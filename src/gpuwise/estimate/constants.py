@@ -108,6 +108,30 @@ LLMD_REPORT = ("llm-d-incubation/llm-d-planner docs/accuracy/vllm-v0.19.0-accura
 VLLM_NON_TORCH = Constant(0.27 * GIB, "bytes", LLMD_REPORT + ": non-torch memory (CUDA runtime) 0.27 GiB at TP 1")
 VLLM_NON_TORCH_TP = Constant(2.1 * GIB, "bytes", LLMD_REPORT + ": non-torch memory 2.08-2.17 GiB per GPU at TP 2-4 "
                                               "(NCCL and custom all-reduce buffers)")
+CUDA_RESERVED_SHARE_NVIDIA = Constant(
+    0.013, "fraction of memory_gb",
+    "share of an NVIDIA card's memory the driver keeps from CUDA (cudaMemGetInfo's total, which PyTorch and vLLM "
+    "report as total memory): RTX 4090 '23.68 GiB total capacity' of 24 (zai-org/CogVideo#36, 1.3 %), A100 40GB "
+    "'total capacity of 39.50 GiB' of 40 (TianheWu/CoSeR#10, 1.25 %)")
+CUDA_RESERVED_SHARE_AMD = Constant(
+    0.0001, "fraction of memory_gb",
+    "MI300X: rocminfo's GLOBAL pool 201,310,208 KB = 191.98 GiB of 192 (ROCm/legacy-rocm-build#4414); HIP's total "
+    "is the whole pool")
+GDDR_ECC_SHARE = Constant(
+    1 / 16, "fraction of memory_gb",
+    "GDDR cards with ECC on hold the check bits in-band: a T4's 16 GiB shows as 15,360 MiB in nvidia-smi (ECC on), "
+    "15/16; HBM keeps ECC beside the data")
+VLLM_GRAPH_BYTES_PER_PIECE = Constant(
+    0.3275 * MIB, "bytes per captured graph",
+    "gpuwise fit (benchmarks/engine_memory.py graph_fit): vLLM's CUDA graphs, one per (decoder layer + 1) piece per "
+    "captured size, the graph memory growing with the kernel nodes they hold; the mean of 0.72 GiB / (41 x 51) "
+    "(granite-4.0-micro, L40S, v0.11.0) and 1.22 GiB / (81 x 51) (Llama-3-70B-AWQ TP2, L40S, v0.16.0), the two "
+    "public logs that print 'Graph capturing finished ... took'; leave-one-log-out error -14 % and +17 %")
+ROCM_NON_TORCH = Constant(
+    6.07 * GIB, "bytes",
+    "vLLM 0.6.5/0.6.6 ROCm on MI300X, Llama-3.1-70B fp8 TP1: 'non_torch_memory=6.07GiB' (AUGMXNT/llm-tracker.info-"
+    "vault@b56234c4 '_TOORG/vLLM MI300X vs H100.md'); ROCm's runtime and hipBLASLt workspaces; the one public log "
+    "that prints it at TP 1 (gpuwise fit, in-sample there)")
 VLLM_CUDA_GRAPHS = Constant(1.04 * GIB, "bytes", LLMD_REPORT + ": CUDA graph pools 0.51-1.85 GiB, mean 1.04 GiB, "
                                               "captured after the KV cache is sized")
 

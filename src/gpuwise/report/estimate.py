@@ -84,8 +84,13 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         memory["kv_cache_mb_per_token"] = round(mem.details["kv_bytes_per_token"] / 1e6, 6)
     if mem.kv_budget_bytes is not None:
         memory["kv_budget_gb"] = _gb(max(mem.kv_budget_bytes, 0.0))
-    if "kv_tokens_per_gpu" in mem.details:
-        memory["kv_tokens_per_gpu"] = int(mem.details["kv_tokens_per_gpu"])
+    if "kv_tokens_per_gpu" in mem.details:  # the engine's count where it sizes a pool of blocks
+        memory["kv_tokens_per_gpu"] = memory["kv_cache_tokens"] = int(mem.details["kv_tokens_per_gpu"])
+    if "kv_pool_bytes" in mem.details:  # the pool as the engine prints it at start-up
+        memory.update(kv_pool_gib=_gib(mem.details["kv_pool_bytes"]), kv_blocks=int(mem.details["kv_blocks"]),
+                      kv_block_tokens=int(mem.details["kv_block_tokens"]),
+                      cuda_graph_gib=_gib(mem.details["cuda_graph_bytes"]),
+                      max_concurrency_at_len=round(mem.details["max_concurrency_at_len"], 2))
     if "gradients_bytes" in mem.details:
         memory["gradients_total_gb"] = _gb(mem.details["gradients_bytes"])
     if mem.details.get("managed_bytes"):
@@ -186,8 +191,8 @@ def estimate_view(est: Estimate) -> Group:
     """The estimate as the terminal shows it: the defaults it rests on, memory, verdict, speed, cost, notes."""
     from gpuwise.report.perf import perf_lines
 
-    parts = (defaults_line(est), breakdown_table(est), verdict(est), perf_lines(est), cost_line(est), _energy(est),
-             notes(est))
+    parts = (defaults_line(est), breakdown_table(est), verdict(est), kv_pool_line(est), perf_lines(est),
+             cost_line(est), _energy(est), notes(est))
     return Group(*(p for p in parts if p))
 
 
@@ -259,6 +264,23 @@ def verdict(est: Estimate) -> str:
                 f"{mem.engine_reserved_bytes / GIB:,.1f} GiB"
     if mem.max_concurrency is not None:
         line += f"; room for {mem.max_concurrency} sequences of this length"
+    return line
+
+
+def kv_pool_line(est: Estimate) -> str | None:
+    """The KV pool as the engine prints it at start-up: GiB, tokens, whole blocks, and the requests of this length
+    it holds at once."""
+    details = est.memory.details
+    if "kv_pool_bytes" not in details:
+        return None
+    context = int(getattr(est.job, "context", 0))
+    line = (f"KV cache: {details['kv_pool_bytes'] / GIB:,.2f} GiB = {int(details['kv_tokens_per_gpu']):,} tokens "
+            f"({int(details['kv_blocks']):,} blocks of {int(details['kv_block_tokens'])})")
+    if context:
+        line += (f"; maximum concurrency for {context:,} tokens per request: "
+                 f"{details['max_concurrency_at_len']:.2f}x")
+    if details.get("cuda_graph_bytes"):
+        line += f"; CUDA graphs {details['cuda_graph_bytes'] / GIB:.2f} GiB"
     return line
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.fitted import FittedConstant
+from gpuwise.runtimes.memory_rules import SGLANG_MEMORY_PROFILES, VLLM_MEMORY_PROFILES
 from gpuwise.runtimes.schema import (
     CardRule,
     EngineProfile,
@@ -105,12 +106,16 @@ VLLM = EngineProfile(
                                 "gpu_memory_utilization x total, less weights, the profiling peak and non-torch "
                                 "memory"),
     memory_fraction=Sourced(0.90, VLLM_CACHE + ": gpu_memory_utilization default 0.9"),
+    kv_block_tokens=Sourced(16, VLLM_CACHE + ": block_size 16 on CUDA and ROCm; the pool is whole blocks, "
+                                "v1/core/kv_cache_utils.py get_num_blocks: available // page_size // layers"),
+    memory_profiles=VLLM_MEMORY_PROFILES,
     activations=Sourced("profile_run", "vllm-project/vllm@4e179065 vllm/v1/worker/gpu_model_runner.py profile_run: "
                                        "_dummy_run(max_num_batched_tokens), then _dummy_sampler_run over "
                                        "min(tokens, max_num_seqs) rows"),
-    sampler_bytes_per_logit=Sourced(14.0, "vllm v1/sample/ops/topk_topp_sampler.py random_sample: bf16 logits, "
-                                          "their fp32 copy, the fp32 probabilities and the exponential noise "
-                                          "(2 + 4 + 4 + 4)"),
+    sampler_bytes_per_logit=Sourced(14.0, "vllm v1/sample/ops/topk_topp_sampler.py with the Triton top-k/top-p "
+                                          "kernel (vllm-project/vllm#33538): bf16 logits, their fp32 copy, the "
+                                          "fp32 probabilities and the exponential noise (2 + 4 + 4 + 4), gathered "
+                                          "whole on each rank"),
     overhead="measured_python_engine", allocator_reserve=False,
     card_rules=Sourced((CardRule(at_least_gib=70, unless_named=("a100",), max_num_seqs=1024,
                                  max_batched_tokens=8192),
@@ -153,6 +158,7 @@ SGLANG = EngineProfile(
     memory_fraction=Sourced(0.88, "SGLang server_args.py _handle_gpu_memory_settings: 0.88 when the GPU memory is "
                                   "unknown; SGLang derives it per card from chunked_prefill_size and "
                                   "cuda_graph_max_bs (" + SGLANG_MEMORY + "), which gpuwise does not yet follow"),
+    memory_profiles=SGLANG_MEMORY_PROFILES,
     activations=Sourced("token_budget_forward", SGLANG_MEMORY + ": activations sized by chunked_prefill_size"),
     overhead="measured_python_engine", allocator_reserve=False,
     card_rules=Sourced((CardRule(below_gib=20, max_batched_tokens=2048, graph_max_batch=(8, 8)),

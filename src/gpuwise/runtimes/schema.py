@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 from gpuwise.fitted import FittedConstant
+from gpuwise.runtimes.memory_profiles import MemoryProfile, version_tuple
 
 T = TypeVar("T")
 
@@ -220,6 +221,8 @@ class EngineProfile:
     card_rules: Sourced[tuple[CardRule, ...]]
     kernels: Kernels
     memory_fraction: Sourced[float] | None = None  # the default share of memory the KV pool is sized from
+    kv_block_tokens: Sourced[int] | None = None  # tokens per KV block; the pool holds whole blocks (None: 1)
+    memory_profiles: tuple[MemoryProfile, ...] = ()  # by version, oldest first; the last one when none is named
     overhead: Overhead = "cuda_context"
     allocator_reserve: bool = True  # False: the engine sizes its pool exactly, no caching-allocator slack
     micro_batch_tokens: Sourced[int] | None = None  # compute_buffer: the micro-batch ggml plans for
@@ -260,6 +263,17 @@ class EngineProfile:
     def server_overhead_s(self) -> float:
         """Seconds a request spends in the engine's server outside the GPU (0 where it runs in-process)."""
         return 0.0 if self.request_overhead_s is None else self.request_overhead_s.value
+
+    def memory_profile(self, version: str | None) -> MemoryProfile | None:
+        """The memory profile of ``version`` (\"0.6.4\", \"v0.11.0\"): the newest record not after it; the newest one
+        when no version is named."""
+        if not self.memory_profiles:
+            return None
+        if version is None:
+            return self.memory_profiles[-1]
+        wanted = version_tuple(version)
+        fitting = [p for p in self.memory_profiles if p.since <= wanted]
+        return fitting[-1] if fitting else self.memory_profiles[0]
 
     @property
     def pooled(self) -> bool:

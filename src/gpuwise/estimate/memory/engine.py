@@ -35,10 +35,13 @@ class EngineActivations:
 
 
 def forward_peak_bytes(arch: Architecture, tokens: int, act_bytes: int, tp: int) -> float:
-    """The live tensors of a no-grad forward pass over ``tokens`` tokens at its widest op: the residual and hidden
-    states, then the MLP's gate/up output and its activation (fused MoE: per routed token, vLLM's shared
-    intermediate cache of max(2i, h) plus i), or attention's q, k, v and output."""
-    stream = 2 * tokens * arch.hidden * act_bytes
+    """The live tensors of a no-grad forward pass over ``tokens`` tokens at its widest op: three hidden-sized
+    tensors -- the residual, the normed input the decoder layer still holds, and the down (or output) projection's
+    result being written while its input lives (vllm-project/vllm model_executor/models/llama.py LlamaMLP.forward:
+    ``gate_up`` stays bound until the down projection returns) -- beside the MLP's gate/up output and its
+    activation (fused MoE: per routed token, vLLM's shared intermediate cache of max(2i, h) plus i), or attention's
+    q, k, v and output."""
+    stream = 3 * tokens * arch.hidden * act_bytes
     qkv = (2 * arch.heads + 2 * arch.kv_heads) * arch.head_dim / tp
     attention = tokens * qkv * act_bytes
     if arch.experts:

@@ -18,6 +18,7 @@ from gpuwise.estimate.memory.engine import (
     engine_reserved_bytes,
     kv_budget_bytes,
 )
+from gpuwise.estimate.memory.engine_pool import EnginePool, concurrency_at_len, engine_pool
 from gpuwise.estimate.memory.kv_cache import describe_cache, kv_bytes_per_token, sequence_cache_bytes
 from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.speed.expert_offload import host_expert_bytes, offload_note
@@ -57,30 +58,46 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
     engine = engine_activations(plan, workspace_bytes(plan))
     parts["activations"] = engine.bytes
     parts["framework_overhead"] = engine_overhead_bytes(plan)
+    pool = engine_pool(plan, parts["weights"]) if arch.decoder_layers else None
+    if pool is not None and pool.activation_bytes:  # vLLM: its profile's peak, non-torch memory and CUDA graphs
+        parts["activations"] = pool.activation_bytes
+        parts["framework_overhead"] = pool.non_torch_bytes + pool.graph_bytes
     if plan.engine.allocator_reserve:  # an engine that sizes its pool exactly keeps no allocator slack
         parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
             C.ALLOCATOR_RESERVE.value)
     needed = sum(parts.values())
     reserved = engine_reserved_bytes(plan, parts["weights"], needed)
-    kv_budget = kv_budget_bytes(plan, parts["weights"], parts["activations"], needed - parts[
-        "kv_cache"] - parts["weights"] - parts["activations"])
+    kv_budget = pool.pool_bytes if pool is not None else kv_budget_bytes(
+        plan, parts["weights"], parts["activations"], needed - parts["kv_cache"] - parts["weights"] - parts[
+            "activations"])
     max_concurrency = int(kv_budget // per_sequence) if per_sequence > 0 and kv_budget > 0 else 0
     per_token = kv_bytes_per_token(plan)
     max_context = int(kv_budget // (per_token * job.batch)) if per_token > 0 and kv_budget > 0 else 0
     details = {"kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence}
+    if pool is not None:
+        details.update(_pool_details(plan, pool))
     if job.cpu_moe:
         details["host_ram_bytes"] = host_expert_bytes(plan)
     if job.weights_bytes is not None:
         details["weights_bytes"] = job.weights_bytes
-    if arch.decoder_layers and per_token > 0:
+    if arch.decoder_layers and per_token > 0 and pool is None:
         details["kv_tokens_per_gpu"] = max(kv_budget, 0.0) / per_token
     return MemoryEstimate(
         breakdown_bytes=parts, capacity_bytes=capacity_bytes, cuda_context_bytes=C.CUDA_CONTEXT.value,
         engine_reserved_bytes=reserved, kv_budget_bytes=kv_budget if arch.decoder_layers else None,
         max_concurrency=max_concurrency if arch.decoder_layers else None,
         max_context=max_context if arch.decoder_layers else None,
-        assumptions=(*_assumptions(plan), engine.note), warnings=_warnings(arch, job), details=details,
+        assumptions=(*_assumptions(plan), engine.note, *((pool.note,) if pool else ())), warnings=_warnings(arch, job),
+        details=details,
     )
+
+
+def _pool_details(plan: InferPlan, pool: EnginePool) -> dict[str, float]:
+    """The pool as the engine prints it: bytes, whole blocks, tokens, graph memory, and how many requests of
+    max_model_len (the job's context) it holds."""
+    return {"kv_pool_bytes": max(pool.pool_bytes, 0.0), "kv_tokens_per_gpu": float(pool.tokens),
+            "kv_blocks": float(pool.blocks), "kv_block_tokens": float(pool.block_tokens),
+            "cuda_graph_bytes": pool.graph_bytes, "max_concurrency_at_len": concurrency_at_len(plan, pool)}
 
 
 def _assumptions(plan: InferPlan) -> tuple[str, ...]:

@@ -17,9 +17,12 @@ from gpuwise.workload.model.blocks import Attention
 RECURRENT_STATE_BYTES = 4  # fp32: the delta-rule state is accumulated in float32 (torch_chunk_gated_delta_rule)
 
 
-def elements_on_gpu(attention: Attention, tp: int) -> float:
-    """Cache elements one token adds to one layer on one GPU of a ``tp``-way group."""
+def elements_on_gpu(attention: Attention, tp: int, *, latent: bool = True) -> float:
+    """Cache elements one token adds to one layer on one GPU of a ``tp``-way group (``latent=False``: an engine
+    that runs MLA decompressed caches K and V per head, V padded to K's dims)."""
     if attention.kind == "mla":
+        if not latent:
+            return 2 * max(attention.kv_heads / tp, 1.0) * attention.head_dim
         return float(attention.cache_elements_per_token)
     if attention.kind == "linear":
         return 0.0
@@ -29,8 +32,15 @@ def elements_on_gpu(attention: Attention, tp: int) -> float:
 def kv_bytes_per_token(plan: InferPlan) -> float:
     """Cache bytes one token adds on one GPU, every caching layer holding it (a window not yet full), in the
     plan's KV format."""
-    tp = plan.job.tp
-    return sum(b.count * elements_on_gpu(b.attention, tp) for b in plan.arch.caching_blocks) * plan.kv_bytes
+    tp, latent = plan.job.tp, caches_latent(plan)
+    return sum(b.count * elements_on_gpu(b.attention, tp, latent=latent) for b in plan.arch.caching_blocks) * (
+        plan.kv_bytes)
+
+
+def caches_latent(plan: InferPlan) -> bool:
+    """Whether the plan's engine, at its version, caches MLA's latent (vLLM from 0.7.1, SGLang, the rest)."""
+    profile = plan.engine.memory_profile(plan.job.engine_version)
+    return profile is None or profile.caches_latent
 
 
 def state_bytes_per_sequence(plan: InferPlan) -> float:
@@ -44,8 +54,8 @@ def state_bytes_per_sequence(plan: InferPlan) -> float:
 
 def sequence_cache_bytes(plan: InferPlan, context: float) -> float:
     """Everything one sequence of ``context`` tokens keeps on one GPU: windows hold at most their window."""
-    tp = plan.job.tp
-    cache = sum(b.count * elements_on_gpu(b.attention, tp) * min(context, b.attention.window or context)
+    tp, latent = plan.job.tp, caches_latent(plan)
+    cache = sum(b.count * elements_on_gpu(b.attention, tp, latent=latent) * min(context, b.attention.window or context)
                 for b in plan.arch.caching_blocks)
     return cache * plan.kv_bytes + state_bytes_per_sequence(plan)
 

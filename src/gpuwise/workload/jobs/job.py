@@ -7,6 +7,7 @@ are far above any real job and keep every computation finite.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
@@ -280,6 +281,11 @@ class InferJob(_Job):
         Field(default=None, description="the share of memory the engine sizes its KV pool from: vLLM "
                                         "--gpu-memory-utilization (default 0.9), SGLang --mem-fraction-static "
                                         "(0.88), TensorRT-LLM free_gpu_memory_fraction (0.9 of what is free)"))
+    engine_version: Annotated[str | None, Field(max_length=40), Flag(_INFER, INFERENCE)] = Field(
+        default=None, description="the engine's version (vLLM 0.6.4, 0.11.0 ...): its memory profile and KV sizing "
+                                  "as that version does them (default: the newest)")
+    enforce_eager: Annotated[bool, Flag(_INFER, INFERENCE)] = Field(
+        default=False, description="vLLM --enforce-eager: no CUDA graphs captured, no graph memory")
     max_num_seqs: Annotated[int | None, Field(ge=1, le=100_000), Flag(frozenset({"serve-sim", "recommend"}),
                                                                         INFERENCE)] = Field(
         default=None, description="under load: the most sequences a replica batches (vLLM --max-num-seqs; "
@@ -309,6 +315,14 @@ class InferJob(_Job):
         if exact and job.weights_bytes is None and checkpoint is not None and job.quant == checkpoint.quant:
             job = job.model_copy(update={"weights_bytes": exact})
         return job
+
+    @field_validator("engine_version")
+    @classmethod
+    def _a_version(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"v?[0-9]+(\.[0-9]+){0,3}([.+-]?[0-9A-Za-z.+-]*)?", value):
+            raise ValueError(f"{value!r} is not a version: give the engine's version as it prints it, e.g. 0.6.4, "
+                             "v0.11.0 or 0.6.4.dev9+g5d264f4a")
+        return value
 
     @field_validator("engine", mode="before")
     @classmethod
