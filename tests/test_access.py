@@ -205,7 +205,7 @@ def test_check_arguments_checks_a_recommend_requests_models() -> None:
 
 
 CALLER_FIELDS = {"gpu", "gpus", "task", "job", "doctor_report", "descending", "vendor", "segment", "min_memory_gb",
-                 "features", "sort"}
+                 "features", "sort", "usage"}  # usage: electricity price and PUE (numbers, no path)
 
 
 @pytest.mark.parametrize("name", ["estimate", "fit", "serve_sim", "tco", "recommend", "hpc_estimate", "image_estimate",

@@ -164,8 +164,9 @@ def test_a_file_of_another_shape_through_the_cli(tmp_path: Path) -> None:
 
 @needs_logs
 def test_an_unknown_model_asks_for_model(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["calibrate", "--from", str(LOGS / "vllm-0.11.0-l40s-granite-4.0-micro-fp8-131k.yaml"),
-                                 "--json"])
+    # the log names a local folder (~/.cache/huggingface/qwen3.6-35b-a3b-nvfp4), no preset and no hub id
+    log = LOGS / "vllm-0.24.0-rtx5090-qwen3.6-35b-a3b-nvfp4-131k-fp8kv.yaml"
+    result = runner.invoke(app, ["calibrate", "--from", str(log), "--json"])
     assert result.exit_code == 2 and "--model" in json.loads(result.output.splitlines()[0])["error"]
 
 
@@ -224,3 +225,18 @@ def test_a_local_path_falls_back_to_the_records_model_and_a_reupload_to_its_pres
     done = json.loads(result.output)
     assert done["settings"]["model"]["from"].startswith("YAML record (model), read as meta-llama/meta-llama-3-70b")
     assert done["settings"]["format"]["value"] == "awq-int4" and done["settings"]["tp"]["value"] == 2
+
+
+@needs_logs
+def test_a_hub_id_without_a_preset_is_fetched_and_offline_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """A log naming a hub repo gpuwise has no preset for reads its config.json as `estimate` would; offline
+    (HF_HUB_OFFLINE), the one-line error says so and still asks for --model."""
+    text = (LOGS / "vllm-0.11.0-l40s-granite-4.0-micro-fp8-131k.yaml").read_text("utf-8")
+    raw = tmp_path / "engine.log"
+    raw.write_text(yaml.safe_load(text)["excerpt"].replace("ibm-granite/granite-4.0-micro", "acme-lab/nonesuch-7b"),
+                   "utf-8")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = runner.invoke(app, ["calibrate", "--from", str(raw), "--gpu", "l40s", "--json"])
+    error = json.loads(result.output.splitlines()[0])["error"]
+    assert result.exit_code == 2 and "acme-lab/nonesuch-7b" in error and "offline" in error and "--model" in error

@@ -75,6 +75,9 @@ class LogComparison:
                 "notes": list(self.notes), "assumptions": list(self.assumptions)}
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")  # owner/name, as the hub spells repos
+
+
 def _known(name: str) -> str | None:
     """The name gpuwise resolves offline for ``name``: itself, or the hub id or folder name a local path ends in
     (``/models/Qwen3-235B-A22B-FP8``), when it is a preset or a preset's hub id, a format suffix allowed (-FP8, -AWQ);
@@ -110,6 +113,13 @@ def _model(log: EngineLog, given: str | None) -> tuple[Architecture, Knob]:
             origin = knob.origin if found == knob.value else f"{knob.origin}, read as {found}"
             return model(found), Knob(knob.value, origin)
     shown = f"the log's model {str(tried[0].value)[:120]!r}" if tried else "the log names no model"
+    hub = next((str(k.value) for k in tried if HUB_ID.fullmatch(str(k.value))), None)
+    if hub is not None:  # a hub id gpuwise has no preset for: its config.json, as `estimate` would fetch it
+        try:
+            return model(hub), Knob(hub, "the log, config.json from the Hugging Face hub")
+        except ConfigError as exc:
+            raise ConfigError(f"{shown}: {str(exc).rstrip('.')}; or give --model NAME (a preset such as "
+                              "llama-3.1-8b, `gpuwise models`, or a config.json)") from exc
     raise ConfigError(f"{shown} is not a model gpuwise knows offline: give --model NAME (a preset such as "
                       "llama-3.1-8b, `gpuwise models`, or a config.json)")
 
@@ -256,7 +266,7 @@ def file_shape(path: Path | str) -> str:
     from gpuwise.workload.engine_log_config import MAX_LOG_BYTES, looks_like_engine_log
 
     text = read_text(Path(path), what="calibrate --from file", max_bytes=MAX_LOG_BYTES)
-    if re.match(r"\s*(\{|\[\s*(\{|\]|$))", text):  # a JSON object, or an array of them (SGLang's '[12:00 TP0]' is not)
+    if re.match(r"\s*(\{|\[\s*(\{|\[|\]|$))", text):  # a JSON object or array of them (SGLang's '[12:00 TP0]' is not)
         return "json"
     if looks_like_engine_log(text):
         return "engine-log"

@@ -16,20 +16,20 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import replace
 
-from gpuwise import runtimes
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.calibration import Calibration
 from gpuwise.estimate.compat import unmet
 from gpuwise.estimate.plan import InferPlan, resolve, tp_divides
-from gpuwise.estimate.serving.capacity import batch_capacity, capacity, replica
+from gpuwise.estimate.serving.capacity import capacity, replica
 from gpuwise.estimate.serving.disagg import kv_transfer_s
 from gpuwise.estimate.serving.disagg_plan import PlannedSplit, plan_split
 from gpuwise.estimate.serving.session_load import session_job, session_serving, session_workload
-from gpuwise.flags import command_line
 from gpuwise.recommend.batch_serving import BatchPlan, plan_batches
 from gpuwise.recommend.fit import Fit, Rejection, too_big
 from gpuwise.recommend.hpc import evaluate_hpc
+from gpuwise.recommend.image_fit import images as _images
+from gpuwise.recommend.image_fit import whole_answer_s as _slo_s
 from gpuwise.recommend.machines import Machines, default_machines
 from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
@@ -38,17 +38,8 @@ from gpuwise.recommend.train_layout import train as train_fit
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.hpc.apps import HpcApp
 from gpuwise.workload.jobs.hpc import HpcJob
-from gpuwise.workload.jobs.image import ImageJob
 from gpuwise.workload.jobs.job import InferJob
-from gpuwise.workload.jobs.parse import job_flag_fields
 from gpuwise.workload.model.architecture import Architecture
-
-
-def _slo_s(workload: Workload) -> float | None:
-    """The bound on a model that answers at once (an image, a batch of embeddings): its tighter of TTFT and e2e."""
-    whole = workload.slos.whole_answer_ms
-    return whole / 1e3 if whole is not None else None
-
 
 P99s = Callable[[float], dict[str, float]]  # a replica's P99s by SLO name (ms) at a rate
 Served = tuple[float, float, P99s, int | None]  # bytes per GPU, planned rate, P99s at a rate, batch
@@ -295,54 +286,6 @@ def _split_fit(workload: Workload, job: InferJob, per_gpu: float, tp: int, split
                p99_slo=workload.slos.headline,
                p99_ms=latency if math.isfinite(latency) else None,
                output_tokens_per_s=total * job.output_len, settings=({"disagg": pools},), notes=(note,))
-
-
-def _lighter_settings(job: ImageJob) -> list[str]:
-    """The offload modes the job's runtime has and the job did not use, and one smaller weight format it runs."""
-    image = job.runtime.image
-    modes = [m for m in ("model-cpu", "auto", "sequential") if image and m in image.offload_modes.value]
-    lighter = [q for q in ("nf4", "gguf-q4_k_m") if q != job.quant and runtimes.engine_runs(job.engine, q)]
-    return [f"--offload {m}" for m in modes if m != job.offload_mode] + [f"--quant {q}" for q in lighter[:1]]
-
-
-def _images(pipeline: Pipeline, workload: Workload, gpu: GPU, catalog: Catalog, count: int) -> Fit | Rejection:
-    """A diffusers pipeline runs on one GPU; ``count`` GPUs are that many independent pipelines sharing the load."""
-    from gpuwise.estimate.image.pipeline import image_estimate
-
-    job = workload.job
-    assert isinstance(job, ImageJob)
-    result = image_estimate(pipeline, job, gpu, catalog)
-    if not result.memory.fits:
-        too_large = too_big(result.memory)
-        untried = _lighter_settings(job)
-        hint = f"; {' or '.join(untried)} needs less" if untried else ""
-        return Rejection("memory", too_large.reason + hint, too_large.gap)
-    assert result.seconds_per_call is not None
-    if workload.tpot_p99_ms is not None:
-        return Rejection("slo", "--tpot-p99-ms bounds generated tokens; an image pipeline answers at once: use "
-                                "--e2e-p99-ms")
-    slo_s = _slo_s(workload)
-    rate, p99 = batch_capacity(seconds_per_batch=result.seconds_per_call, batch=job.batch, slo_s=slo_s)
-    if rate <= 0 and slo_s is not None:
-        idle = p99(0.0)
-        return Rejection("slo", f"{idle:,.1f} s per call of {job.batch} image(s) > SLO {slo_s:,.1f} s",
-                         idle / slo_s)
-    total = rate * count
-    if workload.qps is not None and total < workload.qps:
-        return Rejection("slo", f"{count} GPU(s) make {total:,.3f} images/s < {workload.qps:,.3f} needed",
-                         workload.qps / max(total, 1e-9))
-    latency = p99(workload.qps / count if workload.qps is not None else rate)
-    shared = {name: flag for name, (_info, flag) in job_flag_fields("estimate").items()}
-    command = command_line(job, command="estimate", head=(workload.model, "--gpu", gpu.id), borrowed=shared)
-    notes = result.warnings
-    if result.working_set_bytes is not None and result.working_set_bytes < result.memory.per_gpu_bytes:
-        notes += (f"{job.runtime.name} keeps every component loaded when they fit "
-                  f"({result.memory.per_gpu_bytes / 2**30:,.1f} GiB here); it needs "
-                  f"{result.working_set_bytes / 2**30:,.1f} GiB, one component at a time, and unloads the others "
-                  "when memory is short",)
-    return Fit(per_gpu_bytes=result.working_set_bytes or result.memory.per_gpu_bytes, qps_capacity=total,
-               p99_ms=latency * 1e3 if math.isfinite(latency) else None, seconds_per_image=result.seconds_per_image,
-               notes=notes, commands=(command,))
 
 
 def _hpc_speed(fits: list[Fit]) -> float | None:
