@@ -240,3 +240,42 @@ def test_a_hub_id_without_a_preset_is_fetched_and_offline_says_so(tmp_path: Path
     result = runner.invoke(app, ["calibrate", "--from", str(raw), "--gpu", "l40s", "--json"])
     error = json.loads(result.output.splitlines()[0])["error"]
     assert result.exit_code == 2 and "acme-lab/nonesuch-7b" in error and "offline" in error and "--model" in error
+
+
+def test_a_version_the_log_does_not_print_comes_from_the_record_or_its_date() -> None:
+    """PyPI's upload dates: vLLM 0.9.2 on 2025-07-08 and 0.10.0 on 2025-07-25, so a log of 2025-07-22 ran 0.9.2 at
+    the newest; a record's own reading ('about 0.9.2/0.10.0') names its first version."""
+    from gpuwise.workload.engine_log_config import parse_engine_log, release_on
+
+    assert release_on("vllm", "2025-07-22") == "0.9.2" and release_on("vllm", "2025-07-25") == "0.10.0"
+    assert release_on("sglang", "2025-10-10") == "0.5.3" and release_on("vllm", "2023-01-01") is None
+    excerpt = "INFO 07-22 10:00:00 [kv_cache_utils.py:716] GPU KV cache size: 178,880 tokens"
+    dated = parse_engine_log(yaml.safe_dump({"engine": "vllm", "date": "2025-07-22", "excerpt": excerpt}))
+    assert dated.version is not None and dated.version.value == "0.9.2" and "PyPI" in dated.version.origin
+    named = parse_engine_log(yaml.safe_dump({"engine": "vllm", "date": "2025-07-22", "excerpt": excerpt,
+                                             "engine_version": "not printed (so about 0.10.0/0.10.1)"}))
+    assert named.version is not None and named.version.value == "0.10.0"
+
+
+@needs_logs
+def test_the_engines_counts_through_calibrate_within_the_issues_bands() -> None:
+    """Every public log through the reader and the prediction `calibrate --from` makes: KV tokens within 5 % of the
+    engine's count on at least 9 of the 12 logs that print it and gpuwise answers offline, weights within 10 % on all of them
+    (the floor this release reached; benchmarks/engine_logs.py prints each)."""
+    from gpuwise.api.engine_logs import compare_log
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.workload.engine_log_config import read_engine_log
+
+    tokens, weights = [], []
+    for path in sorted(LOGS.glob("*.yaml")):
+        try:
+            done = compare_log(read_engine_log(path))
+        except GpuwiseError:
+            continue
+        rows = {r.key: r for r in done.rows}
+        for key, into in (("kv_cache_tokens", tokens), ("weights_gib", weights)):
+            row = rows.get(key)
+            if row is not None and row.log and row.predicted is not None:
+                into.append(abs(row.predicted / row.log - 1))
+    assert len(tokens) >= 12 and sum(e <= 0.05 for e in tokens) >= 9, sorted(tokens)
+    assert weights and all(e <= 0.10 for e in weights), sorted(weights)

@@ -232,3 +232,25 @@ def test_vllm_hybrid_allocator_groups_sliding_and_linear_layers() -> None:
     assert (nxt.block_tokens, nxt.page_bytes, nxt.group_size, nxt.groups) == (544, 1_114_112, 12, 4)
     flat = kv_layout(infer_plan(resolve_model("gemma-3-27b"), InferJob(**job)), 16, grouped=False)
     assert flat.tokens(flat.blocks(10 * GIB)) == 10 * GIB // (16 * 62 * 8192) * 16  # V0: every layer every token
+
+
+def test_vllm_pads_mxfp4_experts_for_marlin_below_hopper() -> None:
+    """vLLM runs MXFP4 MoE through Marlin below compute capability 9.0, which pads each expert's intermediate width
+    to a multiple of 128 and its hidden width to 256: gpt-oss-20b's 2880 x 2880 experts become 2944 x 3072, so its
+    expert bytes grow by (2944 / 2880) x (3072 / 2880) = 1.0904 on an A100 and not at all on an H100 (Triton)."""
+    from gpuwise.api import model
+    from gpuwise.catalog.catalog import load_catalog
+    from gpuwise.estimate.plan import InferPlan, resolve
+    from gpuwise.workload.jobs.job import InferJob
+
+    arch, catalog = model("gpt-oss-20b"), load_catalog()
+    job = InferJob(engine="vllm", batch=1, input_len=1024, output_len=0)
+    ampere = resolve(arch, job, catalog.gpu("a100-sxm-80gb"))
+    hopper = resolve(arch, job, catalog.gpu("h100-sxm-80gb"))
+    assert isinstance(ampere, InferPlan) and isinstance(hopper, InferPlan)
+    assert arch.intermediate == 2880 and arch.hidden == 2880
+    factor = (2944 / 2880) * (3072 / 2880)
+    assert hopper.stored.expert_padding == 1.0
+    assert ampere.stored.expert_bytes == pytest.approx(hopper.stored.expert_bytes * factor, rel=1e-9)
+    assert ampere.stored.bytes - hopper.stored.bytes == pytest.approx(hopper.stored.expert_bytes * (factor - 1),
+                                                                      rel=1e-9)

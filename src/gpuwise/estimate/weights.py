@@ -11,6 +11,7 @@ the matmuls run at the 16-bit rate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from gpuwise.catalog import GPU
@@ -32,11 +33,12 @@ class Weights:
     total: int
     expert_params: int = 0  # routed-expert weights (what expert parallelism spreads over its GPUs)
     scale: float = 1.0  # the checkpoint header's bytes over the format's figure (as_header_says); 1 without one
+    expert_padding: float = 1.0  # the engine's MoE kernel pads each expert matrix on load (padded_experts)
 
     @property
     def bytes(self) -> float:
         formula = self.quantized * self.bits / 8 + (self.total - self.quantized) * unquantized_bytes(self.quant)
-        return formula * self.scale
+        return (formula + self.expert_params * self.bits / 8 * (self.expert_padding - 1)) * self.scale
 
     @property
     def expert_bytes(self) -> float:
@@ -49,7 +51,7 @@ class Weights:
 
     @property
     def expert_bytes_per_weight(self) -> float:
-        return self.bits / 8 * self.scale
+        return self.bits / 8 * self.scale * self.expert_padding
 
 
 def _expert_params(arch: Architecture) -> int:
@@ -85,3 +87,17 @@ def matmul_dtype(quant: str, gpu: GPU) -> Dtype:
     if native is not None and gpu.peak_flops(native) and (quant != "nvfp4" or gpu.vendor == "nvidia"):
         return native
     return "fp16"
+
+
+def padded_experts(stored: Weights, arch: Architecture, tp: int, rule: tuple[str, float, int, int] | None,
+                   capability: str | None) -> Weights:
+    """``stored`` with the expert matrices as the engine's MoE kernel holds them: ``rule`` (format, below compute
+    capability, intermediate multiple, hidden multiple) pads each expert's intermediate width per TP rank and its
+    hidden width to whole tiles (runtimes/engines.py, vLLM's MXFP4 Marlin); unchanged off that format or card."""
+    if rule is None or not stored.expert_params or capability is None or stored.quant != rule[0]:
+        return stored
+    if float(capability) >= rule[1] or not arch.intermediate or not arch.hidden:
+        return stored
+    part = arch.intermediate / max(tp, 1)
+    factor = (math.ceil(part / rule[2]) * rule[2] / part) * (math.ceil(arch.hidden / rule[3]) * rule[3] / arch.hidden)
+    return replace(stored, expert_padding=factor)

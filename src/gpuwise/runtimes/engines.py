@@ -89,6 +89,12 @@ LLAMACPP_REUSE = Sourced(KvReuse(1, "slot"),
                          "it")
 
 
+MXFP4_MARLIN = ("vllm-project/vllm model_executor/layers/quantization/mxfp4.py (2025-26, as indexed) "
+                "get_mxfp4_backend: Triton on SM90-SM100, Marlin the universal fallback below (Ampere, Ada); "
+                "Mxfp4MoEMethod.create_weights "
+                "then pads 'n % 256 == 0 and k % 128 == 0': intermediate_size_per_partition to a multiple of 128, "
+                "hidden_size to 256 (gpt-oss's 2880 -> 2944 and 3072, +9 % on its experts)")
+
 VLLM = EngineProfile(
     id="vllm", name="vLLM",
     prefix_caching=Sourced("vLLM caches prompt prefixes by default since v0.8, and a sweep that sends the same "
@@ -133,7 +139,8 @@ VLLM = EngineProfile(
                     moe=Sourced("fused_moe Triton grouped GEMM", "vllm model_executor/layers/fused_moe"),
                     moe_call_s=FUSED_MOE_CALL,
                     norm=Sourced("fused RMSNorm (custom op)", "vllm model_executor/layers/layernorm.py"),
-                    int4_fused_from=Sourced(8.0, MARLIN)),
+                    int4_fused_from=Sourced(8.0, MARLIN),
+                    expert_padding=Sourced(("mxfp4", 9.0, 128, 256), MXFP4_MARLIN)),
     needs=Requirement("vllm", "vLLM does not run on {stack} for {gpu}; choose another --engine"),
     mixes_prefill=Sourced(True, VLLM_SCHEDULE),
     schedules_ahead=Sourced(1, VLLM_ASYNC),

@@ -117,6 +117,9 @@ class Kernels:
     # the NVIDIA compute capability from which AWQ/GPTQ matmuls dequantize inside the GEMM (Marlin); below it, on
     # other vendors, and where None, a batched GEMM unpacks the 4-bit weights to 16-bit first (AutoAWQ's path)
     int4_fused_from: Sourced[float] | None = None
+    # (format, below compute capability, intermediate multiple, hidden multiple): the MoE kernel the engine picks for
+    # that format on those cards pads each expert matrix to whole tiles when it loads them (vLLM's MXFP4 Marlin)
+    expert_padding: Sourced[tuple[str, float, int, int]] | None = None
 
 
 @dataclass(frozen=True)

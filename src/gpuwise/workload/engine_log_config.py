@@ -11,6 +11,7 @@ of it decides).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ _PRINTED = {"context": (r"Using max model len (\d+)", r"Maximum concurrency for 
 _ENGINE_CONFIG = re.compile(r"LLM engine \(v([^)\s]+)\) with config:")
 _VERSION = (re.compile(r"LLM engine \(v([^)\s]+)\)"), re.compile(r"vLLM API server version (\S+)"),
             re.compile(r"[█▄▀] +version (\d[\w.+-]*)"), re.compile(r"sglang(?: version|==)\s*v?(\d[\w.+-]*)"))
+_RECORD_VERSION = re.compile(r"(?<![\w.])v?(0\.\d+(?:\.\d+){0,2}(?:\.?dev\d+)?(?:\+[\w.]+)?)")  # vLLM, SGLang: 0.x
 _ARGS = ("non-default args:", "Namespace(", "ServerArgs(")
 _COMMANDS = re.compile(r"vllm serve|sglang\.launch_server|sglang\.bench|launch_server|python3? -m ")
 
@@ -164,14 +166,36 @@ def _record_knob(knob: str, record: Mapping[str, Any]) -> Knob | None:
     return None
 
 
-def _version(lines: list[str], record: Mapping[str, Any]) -> Knob | None:
+def _version(lines: list[str], record: Mapping[str, Any], engine: str) -> Knob | None:
+    """The engine's version: printed in the log; else the first version the record's ``engine_version`` names (its
+    author's reading: "not printed (... so about 0.9.2/0.10.0)"); else the newest release on the record's date."""
     for regex in _VERSION:
         found = next((m for ln in lines if (m := regex.search(ln))), None)
         if found:
             return Knob(found.group(1), LOG)
-    value = str(record.get("engine_version") or "").split()
-    return Knob(printable(value[0][:MAX_TEXT].rstrip(",;"), one_line=True), RECORD) if value and value[0] != "not" \
-        else None
+    named = _RECORD_VERSION.search(str(record.get("engine_version") or "")[:MAX_TEXT])
+    if named:
+        return Knob(named.group(1), f"{RECORD} (engine_version)")
+    day = str(record.get("date") or "")[:10]
+    release = release_on(engine, day) if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) else None
+    return Knob(release, f"the newest {engine} release on {day} (PyPI's release dates)") if release else None
+
+
+def release_on(engine: str, day: str) -> str | None:
+    """The newest release of ``engine`` (vllm, sglang) first uploaded to PyPI on or before ``day`` (YYYY-MM-DD),
+    from workload/data/engine_releases.yaml; None before the table's first or for another engine."""
+    released = [v for v, d in _releases().get(engine, ()) if d <= day]
+    return released[-1] if released else None
+
+
+@functools.cache
+def _releases() -> dict[str, tuple[tuple[str, str], ...]]:
+    from importlib import resources
+
+    data = parse_yaml((resources.files("gpuwise.workload") / "data" / "engine_releases.yaml").read_text("utf-8"),
+                      origin="engine_releases.yaml")
+    return {name: tuple(sorted(((str(v), str(d)) for v, d in rows), key=lambda r: r[1]))
+            for name, rows in data["releases"].items()}
 
 
 def _record(text: str, origin: str) -> tuple[str, Mapping[str, Any]]:
@@ -216,7 +240,7 @@ def parse_engine_log(text: str, *, source: str = "log") -> EngineLog:
     gpu = record.get("gpu")
     gpu_id = gpu.get("catalog_id") if isinstance(gpu, Mapping) else gpu if isinstance(gpu, str) else None
     failed = bool(re.search(r"EngineCore failed to start|ValueError: |CUDA out of memory", log_text))
-    return EngineLog(engine, source, figures, knobs, _version(lines, record),
+    return EngineLog(engine, source, figures, knobs, _version(lines, record, engine),
                      gpu_id=str(gpu_id)[:100] if isinstance(gpu_id, str) else None,
                      record_id=printable(str(record["id"])[:MAX_TEXT], one_line=True) if record.get("id") else None,
                      startup_failed=failed, record_model=_record_knob("model", record))

@@ -28,7 +28,7 @@ from gpuwise.estimate.dtypes import (
 )
 from gpuwise.estimate.roofline import Machine, machine
 from gpuwise.estimate.sharding import Sharding, resolve_sharding
-from gpuwise.estimate.weights import Weights, as_header_says, matmul_dtype, weights
+from gpuwise.estimate.weights import Weights, as_header_says, matmul_dtype, padded_experts, weights
 from gpuwise.runtimes import rules
 from gpuwise.runtimes.schema import CardRule, EngineProfile, FrameworkProfile, Sourced
 from gpuwise.workload.jobs.job import InferJob, Job, TrainJob
@@ -341,6 +341,9 @@ def _infer_plan(arch: Architecture, job: InferJob, gpu: GPU) -> InferPlan:
         fraction = job.memory_fraction
     choices = _infer_choices(arch, job, engine, rule, given)
     stored = as_header_says(weights(arch, job.weights), job.weights_bytes)
+    padding = engine.kernels.expert_padding
+    stored = padded_experts(stored, arch, job.tp, padding.value if padding else None,
+                            gpu.compute_capability if gpu.vendor == "nvidia" else None)
     return InferPlan(arch, job, gpu, engine, rule, seqs, fraction, stored, choices)
 
 
