@@ -159,7 +159,7 @@ def _likely_line(r: LoadResult) -> str:
     ttft, tpot = band("serve", "ttft_ms", r.ttft_mean_ms), band("serve", "tpot_ms", r.tpot_mean_ms)
     if ttft is None or tpot is None or not (math.isfinite(r.ttft_mean_ms) and math.isfinite(r.tpot_mean_ms)):
         return ""
-    load = f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS"
+    load = _load_name(r)
     return (f"likely at {load}: mean TTFT {ttft[0]:,.0f}-{ttft[1]:,.0f} ms, mean TPOT {tpot[0]:,.1f}-{tpot[1]:,.1f} ms "
             f"(measured / predicted on serving runs the fit never saw, {band_percentiles('serve', 'ttft_ms')} for "
             f"TTFT, {band_percentiles('serve', 'tpot_ms')} for TPOT)")
@@ -238,7 +238,8 @@ def perf_lines(est: Estimate) -> str:
 
 
 def _load_name(r: LoadResult) -> str:
-    return f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} QPS"
+    """'16 clients', '2.00 QPS', or with --turns '1.00 sessions/s' (the rate counts sessions)."""
+    return f"{r.concurrency} clients" if r.concurrency else f"{r.qps:,.2f} {'sessions/s' if r.sessions else 'QPS'}"
 
 
 def energy_json(e: Energy | None) -> dict[str, Any] | None:
