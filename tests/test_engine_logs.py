@@ -260,8 +260,8 @@ def test_a_version_the_log_does_not_print_comes_from_the_record_or_its_date() ->
 @needs_logs
 def test_the_engines_counts_through_calibrate_within_the_issues_bands() -> None:
     """Every public log through the reader and the prediction `calibrate --from` makes: KV tokens within 5 % of the
-    engine's count on at least 9 of the 12 logs that print it and gpuwise answers offline, weights within 10 % on all of them
-    (the floor this release reached; benchmarks/engine_logs.py prints each)."""
+    engine's count on at least 9 of the 12 logs that print it and gpuwise answers offline, weights within 10 % on all
+    of them (the floor this release reached; benchmarks/engine_logs.py prints each)."""
     from gpuwise.api.engine_logs import compare_log
     from gpuwise.errors import GpuwiseError
     from gpuwise.workload.engine_log_config import read_engine_log

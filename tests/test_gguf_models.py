@@ -24,6 +24,7 @@ from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
 from gpuwise.workload.model.gguf_source import choose_file
 from gpuwise.workload.model.resolve import resolve_model
+from ranges import send_range
 
 np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
@@ -242,13 +243,7 @@ class _Hub(BaseHTTPRequestHandler):
             return
         owner, repo, _, commit, name = self.path.lstrip("/").split("/", 4)
         data = self.repos[f"{owner}/{repo}"][name].read_bytes() if commit == "a" * 40 else b""
-        first, last = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
-        part = data[first:last + 1]
-        self.send_response(206)
-        self.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{len(data)}")
-        self.send_header("Content-Length", str(len(part)))
-        self.end_headers()
-        self.wfile.write(part)
+        send_range(self, data)
 
     def log_message(self, *args: object) -> None:
         """Quiet."""

@@ -18,6 +18,7 @@ from gpuwise import api
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
 from gpuwise.workload.weights_file import read_weights
+from ranges import send_range
 
 np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
@@ -56,13 +57,7 @@ class _Ranges(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         data = (self.root / self.path.lstrip("/")).read_bytes()
-        first, last = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
-        part = data[first:last + 1]
-        self.send_response(206)
-        self.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{len(data)}")
-        self.send_header("Content-Length", str(len(part)))
-        self.end_headers()
-        self.wfile.write(part)
+        send_range(self, data)
 
     def log_message(self, *args: object) -> None:
         """Quiet."""
