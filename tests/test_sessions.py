@@ -36,14 +36,14 @@ DECODE_STEP_S = 5e-3
 
 
 def _run(work: SessionWorkload, rate: float, *, granularity: int, pool_tokens: float, sessions: int = 100,
-         host_tokens: float = 0.0) -> LoadResult:
+         host_tokens: float = 0.0, pair_s: float = 0.0, planned_keys: float = 0.0) -> LoadResult:
     """``sessions`` Poisson sessions at ``rate``/s through the simulator on the hand-workable step model."""
     stream = session_stream(work, sessions, qps=rate, seed=1)
     cache = PrefixCache(granularity=granularity, shared_tokens=work.system_prompt_len if granularity else 0,
                         host_tokens=host_tokens, reload_s=lambda n: math.inf, recompute_s=lambda n, after: 0.0)
     return simulate(stream.requests, decode_step=lambda batch, context: DECODE_STEP_S,
                     prefill=lambda tokens: tokens * PREFILL_S_PER_TOKEN, max_batch=256, kv_capacity_tokens=pool_tokens,
-                    sessions=Sessions(stream.session_of, cache), follow=stream.follow)
+                    sessions=Sessions(stream.session_of, cache, pair_s, planned_keys), follow=stream.follow)
 
 
 def test_a_shared_prefix_that_halves_prefill_raises_the_rate_within_a_ttft_slo() -> None:
@@ -90,6 +90,19 @@ def test_each_turn_prefills_only_its_new_input_when_the_history_is_cached() -> N
     fresh = _run(work, 1e-4, granularity=0, pool_tokens=1e6)
     assert cached.ttft_by_turn_ms == pytest.approx((50.0, 50.0, 50.0, 50.0), abs=0.5)
     assert fresh.ttft_by_turn_ms == pytest.approx((50.0, 105.0, 160.0, 215.0), abs=0.5)
+
+
+def test_a_late_turn_pays_for_the_keys_its_queries_read() -> None:
+    # the replica's prefill charges each query half a planned prompt of keys (here 300); a turn's 500 new tokens
+    # really attend to its cached history and half themselves. At 1 us per (query, key) pair, turn k (history
+    # 550 k tokens) costs 500 x (550 k + 250 - 300) us = 275 k - 25 ms more than the 50 ms prefill: 25 ms, then
+    # 300, 575 and 850 ms
+    work = SessionWorkload(turns=4, think_time_s=2.0, system_prompt_len=0, input_len=500, output_len=50)
+    assert Sessions((), PrefixCache(granularity=1, shared_tokens=0, host_tokens=0.0, reload_s=lambda n: math.inf,
+                                    recompute_s=lambda n, after: 0.0), 1e-6, 300.0).attention_s(2150, 1650) == (
+        pytest.approx(500 * (1650 + 250 - 300) * 1e-6))
+    late = _run(work, 1e-4, granularity=1, pool_tokens=1e6, pair_s=1e-6, planned_keys=300.0)
+    assert late.ttft_by_turn_ms == pytest.approx((25.0, 300.0, 575.0, 850.0), abs=0.5)
 
 
 def test_the_closed_form_hit_rate_by_hand() -> None:

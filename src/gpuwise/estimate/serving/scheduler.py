@@ -44,6 +44,15 @@ class Sessions:
 
     session_of: Sequence[int]
     cache: PrefixCache
+    attention_pair_s: float = 0.0  # prefill attention per (query, key) pair: what a turn's keys cost beyond the
+    planned_keys: float = 0.0  # keys the replica's prefill charges each query (half the planned mean prompt)
+
+    def attention_s(self, prompt: int, cached: int) -> float:
+        """What the prefill of a turn's ``prompt - cached`` new tokens costs beyond the replica's prefill: its queries
+        attend to the cached prefix and half the new tokens (causal), not to ``planned_keys``; less for an early
+        turn, more for a late one of a long session."""
+        new = max(prompt - cached, 1)
+        return new * (cached + new / 2 - self.planned_keys) * self.attention_pair_s
 
 
 class Scheduler:
@@ -58,7 +67,8 @@ class Scheduler:
         self.requests, self.arrival, self.max_batch, self.kv_capacity = requests, arrival, max_batch, kv_capacity
         self.token_budget, self.prefix_hit, self.policy, self.sessions = token_budget, prefix_hit, policy, sessions
         self.shared = sessions.cache.shared if sessions is not None else 0  # held once in the pool, not per request
-        self.loading: dict[int, float] = {}  # request -> seconds of reloading its prefix from host memory
+        self.loading: dict[int, float] = {}  # request -> seconds of reloading its prefix from host memory and of
+        # its queries' attention beyond the replica's prefill (Sessions.attention_s), charged with its first chunk
         self.pending = [(t + policy.request_overhead_s, i) for i, t in enumerate(arrival) if t < math.inf]
         heapq.heapify(self.pending)
         self.waiting: deque[int] = deque()
@@ -131,8 +141,9 @@ class Scheduler:
         if self.sessions is None:
             return math.floor(prompt * self.prefix_hit)
         cached, load_s = self.sessions.cache.take(self.sessions.session_of[i], prompt)
-        if load_s:
-            self.loading[i] = load_s
+        extra_s = load_s + self.sessions.attention_s(prompt, cached)
+        if extra_s:
+            self.loading[i] = extra_s
         return cached
 
     def coast(self, decode_step: StepTime) -> bool:

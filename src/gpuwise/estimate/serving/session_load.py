@@ -16,6 +16,7 @@ from gpuwise.estimate.serving.capacity import Replica
 from gpuwise.estimate.serving.prefix_cache import PrefixCache
 from gpuwise.estimate.serving.sessions import SessionWorkload, check_context, expected_hit_rate, session_stream
 from gpuwise.estimate.serving.simulate import STEADY_FACTOR, LoadResult, Sessions, simulate
+from gpuwise.estimate.speed.inference import prefill_attention_pair_s
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture
@@ -47,6 +48,7 @@ class SessionServing:
     host_tokens: float  # tokens of KV the host tier keeps per GPU
     link_bytes_per_s: float
     kv_bytes_per_token: float  # on each GPU of the replica
+    attention_pair_s: float = 0.0  # prefill attention per (query, key) pair (speed/inference.py)
 
     def cache(self) -> PrefixCache:
         return PrefixCache(granularity=self.granularity, shared_tokens=self.work.system_prompt_len if self.granularity
@@ -95,8 +97,9 @@ def session_serving(plan: InferPlan, rep: Replica, gpu: GPU, catalog: Catalog, w
         shared = work.system_prompt_len
         own = max(rep.job.input_len + rep.job.output_len - shared, 1)
         rep = replace(rep, kv_sequences=max(1, int((rep.kv_capacity_tokens - shared) // own)))
+    one = plan.with_job(batch=1, count=plan.job.replica_gpus, nodes=1)
     return SessionServing(work, rep, granularity, host_tokens, link.achieved_bytes_per_s if link is not None else 0.0,
-                          per_token)
+                          per_token, prefill_attention_pair_s(one, catalog))
 
 
 def session_runs(serving: SessionServing, load: LoadTest, count: int,
@@ -113,7 +116,9 @@ def session_runs(serving: SessionServing, load: LoadTest, count: int,
         one = simulate(stream.requests, decode_step=rep.decode_step, prefill=rep.prefill,
                        max_batch=rep.max_num_seqs, kv_capacity_tokens=rep.kv_capacity_tokens,
                        max_batched_tokens=rep.max_batched_tokens, policy=rep.policy, mixed_step=rep.mixed_step,
-                       seed=load.seed, sessions=Sessions(stream.session_of, serving.cache()), follow=stream.follow)
+                       seed=load.seed, follow=stream.follow,
+                       sessions=Sessions(stream.session_of, serving.cache(), serving.attention_pair_s,
+                                         planned_keys=rep.job.input_len / 2))
         length_s = work.turns * (one.e2e_ms[0] / 1e3) + (work.turns - 1) * work.think_time_s
         live = users if users is not None else (qps or 0.0) * length_s
         return replace(one, sessions=sessions, live_sessions=live)

@@ -196,6 +196,17 @@ def prefill_s(plan: InferPlan, catalog: Catalog, *, tokens: int) -> float:
     return seconds
 
 
+def prefill_attention_pair_s(plan: InferPlan, catalog: Catalog) -> float:
+    """Seconds one more key adds to each query of a prefill, per (query, key) pair: a chunk of the planned prompt's
+    tokens (at most 2,048) attending to twice the planned keys less attending to them, over the added pairs. Zero
+    where the chunk is bound by reading the weights, not by its attention (the roofline's max hides the keys)."""
+    job = plan.job.model_copy(update={"batch": 1})
+    query, keys = min(max(job.input_len, 1), 2048), max(job.input_len / 2, 1.0)
+    near = _prefill_phase(plan, catalog, plan.machine, job, query=query, context=keys).seconds
+    far = _prefill_phase(plan, catalog, plan.machine, job, query=query, context=2 * keys).seconds
+    return max(far - near, 0.0) / (query * keys)
+
+
 def _prefill_phase(plan: InferPlan, catalog: Catalog, m: Machine, job: InferJob, *, query: int,
                    context: float) -> PhaseTime:
     """A prefill of ``job.batch`` prompts of ``query`` tokens. An engine that runs prompts in micro-batches of a fixed
