@@ -228,3 +228,20 @@ def test_recommended_option_is_charged_at_the_rate_asked(shipped: Catalog) -> No
     assert e is not None and e.busy_fraction == pytest.approx(1 - math.exp(-2))
     assert e.joules_per_output_token == pytest.approx(3.03414, rel=1e-5)
     assert e.electricity_share == pytest.approx(e.electricity_usd_per_mtok / 1.08507, rel=1e-5)
+
+
+@pytest.mark.parametrize("flags", [("--qps", "2", "--tpot-p99-ms", "50"),
+                                   ("--qps", "1", "--turns", "3", "--think-time-s", "5", "--ttft-p99-ms", "1000")])
+def test_an_options_energy_is_what_its_own_serve_sim_command_reports(flags: tuple[str, ...]) -> None:
+    """The recommender's #1 option was simulated at the request's rate: its joules per output token, busy share and
+    tokens per second are those its printed serve-sim command reports (sessions count turns x output tokens)."""
+    done = runner.invoke(app, ["recommend", "llama-3.1-8b", "--task", "infer", *flags, "--json"])
+    assert done.exit_code == 0, done.output
+    option = json.loads(done.output)["options"][0]
+    command = option["fit"]["commands"][0] if "fit" in option else option["commands"][0]
+    assert command.startswith("gpuwise serve-sim ")
+    again = runner.invoke(app, [*command.split()[1:], "--json"])
+    assert again.exit_code == 0, again.output
+    simulated = json.loads(again.output)["at_rate"]["energy"]
+    for key in ("joules_per_output_token", "busy_fraction", "output_tokens_per_s", "gpu_w"):
+        assert option["energy"][key] == pytest.approx(simulated[key], rel=1e-6), key

@@ -142,14 +142,16 @@ def _gpu(log: EngineLog, given: str | None, catalog: Catalog) -> Knob:
 
 def _format(log: EngineLog, arch: Architecture) -> tuple[str | None, Knob | None]:
     quant, dtype = log.knobs.get("quantization"), log.knobs.get("dtype")
+    if arch.checkpoint is not None:  # a quantized checkpoint loads as it ships (its scope and scales): the engine's
+        return None, None  # 'quantization=compressed-tensors' or 'fp8' names that format, it does not requantize
     if quant is not None:
         words = re.findall(r"[\w-]+", str(quant.value).lower())
         named = [_QUANT[w] for w in words if _QUANT.get(w)]  # a record's "compressed-tensors int4 weight-only"
         mapped = named[0] if named else _QUANT.get(words[0] if words else "", "unknown")
         if mapped != "unknown":
             return mapped, quant
-    if arch.checkpoint is not None or dtype is None:
-        return None, None  # the checkpoint's own format
+    if dtype is None:
+        return None, None
     return _DTYPE.get(str(dtype.value).lower()), dtype
 
 
@@ -194,6 +196,8 @@ def job_options(log: EngineLog, arch: Architecture, tp: int | None) -> Options:
     if quant:
         options["quant"] = quant
         knobs["format"] = Knob(quant, origin.origin if origin else DEFAULT)
+    elif arch.checkpoint is not None:
+        knobs["format"] = Knob(arch.checkpoint.quant, f"the checkpoint's own ({arch.checkpoint.source})")
     kv = log.knobs.get("kv_cache_dtype")
     if kv is not None and _KV.get(str(kv.value).lower()):
         options["kv_dtype"] = _KV[str(kv.value).lower()]

@@ -233,9 +233,10 @@ def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: G
     if workload.qps is not None and total < workload.qps:
         return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS {workload.slos.within(binding)} < "
                                 f"{workload.qps:,.1f} QPS needed", workload.qps / max(total, 1e-9))
-    latency = p99s(workload.qps / replicas if workload.qps is not None else rate)[workload.slos.headline]
+    shown = p99s(workload.qps / replicas if workload.qps is not None else rate)
+    latency, e2e = shown[workload.slos.headline], shown["e2e"]
     return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=binding, p99_slo=workload.slos.headline,
-               p99_ms=latency if math.isfinite(latency) else None,
+               p99_ms=latency if math.isfinite(latency) else None, e2e_p99_ms=e2e if math.isfinite(e2e) else None,
                output_tokens_per_s=total * template.output_len * (workload.turns or 1) if arch.decoder_layers
                else None,
                settings=({"batch": batch},) if batch is not None else (),
@@ -332,6 +333,9 @@ def evaluate(archs: dict[str, Architecture | Pipeline | HpcApp], workloads: tupl
         job_hours_high=high if train else None,
         tokens_per_s=next((f.tokens_per_s for f in train + fits if f.tokens_per_s is not None), None),
         qps_capacity=serve[0].qps_capacity if serve else None, p99_ms=serve[0].p99_ms if serve else None,
+        e2e_p99_ms=serve[0].e2e_p99_ms if serve else None, busy_fraction=serve[0].busy_fraction if serve else None,
+        prefill_share=serve[0].prefill_share if serve else None,
+        simulated_tokens_per_s=serve[0].simulated_tokens_per_s if serve else None,
         tp=serve[0].tp if serve else max((f.tp for f in fits), default=1),
         seconds_per_image=serve[0].seconds_per_image if serve else None,
         output_tokens_per_s=sum(f.output_tokens_per_s for f in fits if f.output_tokens_per_s) or None,

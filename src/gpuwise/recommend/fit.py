@@ -41,6 +41,10 @@ class Fit:
     closed_form: bool = False  # serving figures from the closed form, not yet simulated as the command simulates
     binding_slo: str | None = None  # serving within several P99 SLOs: the one with the least headroom at capacity
     p99_slo: str = "e2e"  # which P99 p99_ms is: the request's headline SLO (Slos.headline), alike on every option
+    e2e_p99_ms: float | None = None  # serving: a request's P99 time in the system at the rate shown (energy's load)
+    busy_fraction: float | None = None  # serving, simulated: each replica's busy share at that rate, and of it the
+    prefill_share: float | None = None  # prefilling share and its output tokens per second, as its serve-sim
+    simulated_tokens_per_s: float | None = None  # command reports them
 
     @property
     def per_gpu_gb(self) -> float:

@@ -84,10 +84,14 @@ def simulate(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
         capacity, shown = report.planned_qps, report.at_rate
     else:
         capacity, shown = report.max_qps or 0.0, report.at_rate if workload.qps is not None else report.at_max
-    p99 = _p99s_ms(shown)[workload.slos.headline]
+    p99s = _p99s_ms(shown)
+    p99, e2e = p99s[workload.slos.headline], p99s["e2e"]
     return replace(planned, qps_capacity=capacity, p99_ms=p99 if math.isfinite(p99) else None,
                    output_tokens_per_s=capacity * job.output_len * (workload.turns or 1), closed_form=False,
-                   binding_slo=binding)
+                   binding_slo=binding, e2e_p99_ms=e2e if math.isfinite(e2e) else None,
+                   busy_fraction=shown.busy_fraction if shown is not None else None,
+                   prefill_share=shown.prefill_share if shown is not None else None,
+                   simulated_tokens_per_s=shown.throughput_tokens_per_s if shown is not None else None)
 
 
 def _p99s_ms(result: LoadResult | None) -> dict[str, float]:

@@ -93,17 +93,17 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("vllm", "non-default args", r"non-default args: \{"),
     _p("vllm", "API server", r"vLLM API server version |[█▄▀] +version \d"),
     _p("sglang", "load begin", rf"Load weight begin\. avail mem={NUMBER} ?GB", ("avail_mem_before_load_gb", 1)),
-    _p("sglang", "load end", rf"Load weight end\. .*?avail mem={NUMBER} ?GB", ("avail_mem_after_load_gb", 1)),
-    _p("sglang", "load usage", rf"Load weight end\. .*?mem usage={NUMBER} ?GB", ("weights_gib", 1)),
+    _p("sglang", "load end", rf"Load weight end\. .{{0,400}}?avail mem={NUMBER} ?GB", ("avail_mem_after_load_gb", 1)),
+    _p("sglang", "load usage", rf"Load weight end\. .{{0,400}}?mem usage={NUMBER} ?GB", ("weights_gib", 1)),
     _p("sglang", "KV allocated", rf"KV Cache is allocated\. #tokens: {NUMBER}, K size: {NUMBER} ?GB, V size: "
        rf"{NUMBER} ?GB", ("kv_cache_tokens", 1), ("k_size_gib", 2), ("v_size_gib", 3)),
     _p("sglang", "KV allocated (MLA)", rf"KV Cache is allocated\. #tokens: {NUMBER}, KV size: {NUMBER} ?GB",
        ("kv_cache_tokens", 1), ("kv_cache_gib", 2)),
     _p("sglang", "pool end", rf"Memory pool end\. avail mem={NUMBER} ?GB", ("avail_mem_after_pool_gb", 1)),
     _p("sglang", "token budget", rf"max_total_num_tokens={NUMBER}", ("max_total_num_tokens", 1)),
-    _p("sglang", "graph capture", rf"Capture (?:[\w ]+ )?(?i:cuda graph) end\..*?mem usage={NUMBER} ?GB",
+    _p("sglang", "graph capture", rf"Capture (?:[\w ]{{1,40}} )?(?i:cuda graph) end\..{{0,400}}?mem usage={NUMBER} ?GB",
        ("cuda_graph_gib", 1)),
-    _p("sglang", "graph capture (no memory)", r"Capture (?:[\w ]+ )?(?i:cuda graph) end\."),
+    _p("sglang", "graph capture (no memory)", r"Capture (?:[\w ]{1,40} )?(?i:cuda graph) end\."),
     _p("sglang", "server args", r"server_args=ServerArgs\("),
 )
 

@@ -15,13 +15,13 @@ from gpuwise.estimate.plan import InferPlan
 from gpuwise.estimate.serving.capacity import Replica
 from gpuwise.estimate.serving.prefix_cache import PrefixCache
 from gpuwise.estimate.serving.sessions import SessionWorkload, check_context, expected_hit_rate, session_stream
-from gpuwise.estimate.serving.simulate import STEADY_FACTOR, LoadResult, Sessions, simulate
+from gpuwise.estimate.serving.simulate import SESSION_STEADY_FACTOR, LoadResult, Sessions, simulate
 from gpuwise.estimate.speed.inference import prefill_attention_pair_s
 from gpuwise.workload.jobs.job import InferJob
 from gpuwise.workload.jobs.load_test import LoadTest
 from gpuwise.workload.model.architecture import Architecture
 
-MAX_SESSION_TOKENS = 250_000  # output tokens of one session run grown for steady state: about a second on one core
+MAX_SESSION_TOKENS = 500_000  # output tokens of one session run grown for steady state: about two seconds on one core
 
 
 def session_workload(turns: int | None, think_time_s: float | None, system_prompt_len: int,
@@ -105,8 +105,8 @@ def session_serving(plan: InferPlan, rep: Replica, gpu: GPU, catalog: Catalog, w
 def session_runs(serving: SessionServing, load: LoadTest, count: int,
                  replicas: int) -> tuple[Callable[[float], LoadResult], Callable[[int], LoadResult]]:
     """(run at a rate of sessions per second, run with closed-loop users), over ``replicas`` replicas. Unless
-    --requests was given, a run too short for steady state (fewer than STEADY_FACTOR x the sessions live at once)
-    runs again with enough sessions, within MAX_SESSION_TOKENS."""
+    --requests was given, a run too short for steady state (fewer than SESSION_STEADY_FACTOR x the sessions live at
+    once) runs again with enough sessions, within MAX_SESSION_TOKENS."""
     rep, work = serving.rep, serving.work
     given = "requests" in load.model_fields_set
     most = max(2, MAX_SESSION_TOKENS // (work.turns * work.output_len))
@@ -127,7 +127,7 @@ def session_runs(serving: SessionServing, load: LoadTest, count: int,
         sessions = max(2, -(-count // work.turns))
         one = once(sessions, qps, users)
         for _ in range(3):  # a longer run meets more load, so its sessions last longer: grow it again
-            wanted = min(math.ceil(STEADY_FACTOR * one.live_sessions * 1.25), most)
+            wanted = min(math.ceil(SESSION_STEADY_FACTOR * one.live_sessions * 1.25), most)
             if given or one.steady or one.saturated or wanted <= sessions:
                 break
             sessions, one = wanted, once(wanted, qps, users)

@@ -55,9 +55,10 @@ class LoadResult:
     def steady(self) -> bool:
         """Long enough to stand for steady state: at least STEADY_FACTOR x as many requests as are in flight at once
         (Little's law: a run of few more requests than the batch holds is one burst, filling and draining); of a
-        session workload, at least as many sessions as are live at once, in think time too."""
+        session workload, at least SESSION_STEADY_FACTOR x as many sessions as are live at once, in think time too
+        (the working set is full once the first session's lifetime has passed: from then on, half the run)."""
         return (self.requests >= STEADY_FACTOR * max(self.mean_batch, 1.0)
-                and self.sessions >= STEADY_FACTOR * self.live_sessions)
+                and self.sessions >= SESSION_STEADY_FACTOR * self.live_sessions)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -92,6 +93,7 @@ def poisson_requests(qps: float, count: int, input_len: int, output_len: int, *,
 
 
 STEADY_FACTOR = 4.0
+SESSION_STEADY_FACTOR = 2.0
 # A closed-loop client's next request reaches the scheduler after its answer was streamed back and the new request
 # sent, parsed and tokenized; the engine starts its next iteration as soon as the last one ends, without waiting.
 # So the next request misses the iteration under way and joins the one after. Any delay shorter than an iteration
