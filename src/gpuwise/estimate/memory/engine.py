@@ -107,9 +107,11 @@ def kv_budget_bytes(plan: InferPlan, weights: float, activations: float, overhea
     return capacity * fraction - weights - activations - (overheads - graphs)  # graphs come after, from the rest
 
 
-def engine_reserved_bytes(plan: InferPlan, weights: float, needed: float) -> float | None:
-    """What a pooling engine holds on the card: its share of memory (of what the weights leave, for of_free)."""
-    fraction, capacity = plan.memory_fraction, plan.gpu.usable_memory_bytes
+def engine_reserved_bytes(plan: InferPlan, weights: float, needed: float, fraction: float | None = None
+                          ) -> float | None:
+    """What a pooling engine holds on the card: its share of memory (of what the weights leave, for of_free);
+    ``fraction`` the share its pool was sized from where the engine's version derives one for the card."""
+    fraction, capacity = fraction or plan.memory_fraction, plan.gpu.usable_memory_bytes
     if fraction is None:
         return None
     pool = plan.engine.kv_pool.value

@@ -46,6 +46,7 @@ class EnginePool:
     blocks: int  # whole blocks of the pool
     note: str
     tokens: int = 0  # the token count the engine prints: blocks // layer groups x block size
+    fraction: float | None = None  # the share of memory the pool was sized from (--mem-fraction or the default)
     blocks_per_request: int = 0  # blocks one request of the job's context takes (0: tokens / context)
 
 
@@ -149,7 +150,8 @@ def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
         pool = static_pool_bytes(free_at_start=start_free, fraction=fraction, weights=weights_bytes)
         note = (f"{engine.name}: KV pool = free memory at start {start_free / GIB:.2f} GiB x {fraction:.2f} - weights "
                 f"{weights_bytes / GIB:.2f} GiB")
-        return _laid_out(plan, EnginePool(total, 0.0, 0.0, 0.0, False, pool, block, 0, note), layout, None)
+        return _laid_out(plan, EnginePool(total, 0.0, 0.0, 0.0, False, pool, block, 0, note, fraction=fraction),
+                        layout, None)
     if profile is None or engine.kv_pool.value != "of_total":
         return None
     activations, how = activation_bytes(plan, profile)
@@ -161,8 +163,8 @@ def engine_pool(plan: InferPlan, weights_bytes: float) -> EnginePool | None:
     note = (f"{engine.name}: KV pool = {total / GIB:.2f} GiB x {fraction:.2f} - weights {weights_bytes / GIB:.2f} - "
             f"{how} - non-torch {non_torch / GIB:.2f}" + (f" - CUDA graphs {graphs / GIB:.2f}" if taken else "")
             + f" GiB ({'V0' if profile.since < (0, 8) else 'V1'} memory profile)")
-    return _laid_out(plan, EnginePool(total, activations, non_torch, graphs, bool(taken), pool, block, 0, note),
-                     layout, profile)
+    return _laid_out(plan, EnginePool(total, activations, non_torch, graphs, bool(taken), pool, block, 0, note,
+                                      fraction=fraction), layout, profile)
 
 
 def profiled_pool_bytes(*, total: float, fraction: float, weights: float, activations: float, non_torch: float,

@@ -66,7 +66,7 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
         parts["allocator_reserve"] = (parts["weights"] + parts["kv_cache"] + parts["activations"]) * (
             C.ALLOCATOR_RESERVE.value)
     needed = sum(parts.values())
-    reserved = engine_reserved_bytes(plan, parts["weights"], needed)
+    reserved = engine_reserved_bytes(plan, parts["weights"], needed, pool.fraction if pool is not None else None)
     kv_budget = pool.pool_bytes if pool is not None else kv_budget_bytes(
         plan, parts["weights"], parts["activations"], needed - parts["kv_cache"] - parts["weights"] - parts[
             "activations"])

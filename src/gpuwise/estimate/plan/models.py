@@ -354,7 +354,11 @@ def _infer_choices(arch: Architecture, job: InferJob, engine: EngineProfile, rul
         origin = (f"the checkpoint's format: {arch.checkpoint.source}" if arch.checkpoint is not None and
                   arch.checkpoint.quant == job.weights else "a 16-bit checkpoint, as shipped")
         found.append(Choice("weights", job.weights, origin))
-    if engine.memory_fraction is not None and job.memory_fraction is None:
+    profile = engine.memory_profile(job.engine_version)
+    if profile is not None and (profile.fraction_by_tp or profile.fraction_reserve) and job.memory_fraction is None:
+        found.append(Choice("KV pool", "the share of memory this version derives for the card and TP (the pool "
+                                       "line gives it)", f"{engine.name} default: {profile.source}"))
+    elif engine.memory_fraction is not None and job.memory_fraction is None:
         pool = engine.kv_pool.value
         unit = "of what the loaded engine leaves free" if pool == "of_free" else "of total memory"
         found.append(Choice("KV pool", f"{engine.memory_fraction.value:.0%} {unit}",
