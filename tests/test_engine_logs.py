@@ -279,3 +279,25 @@ def test_the_engines_counts_through_calibrate_within_the_issues_bands() -> None:
                 into.append(abs(row.predicted / row.log - 1))
     assert len(tokens) >= 12 and sum(e <= 0.05 for e in tokens) >= 9, sorted(tokens)
     assert weights and all(e <= 0.10 for e in weights), sorted(weights)
+
+
+def test_early_v1_blocks_a_negative_graph_figure_and_a_gguf_checkpoint() -> None:
+    """Lines from public starts outside the shared set (benchmarks/data/engine-logs-extra): vLLM 0.7's V1 engine
+    prints its GPU blocks alone (1,381 x 16 = 22,096 tokens); on unified memory the graph capture's free-memory
+    delta can be negative, and it is read as printed; a GGUF checkpoint's type comes from the record or the file."""
+    early = parse_engine_log("INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 1381\n")
+    assert early.figures["gpu_blocks"] == 1381 and "cpu_blocks" not in early.figures
+    assert early.figures["kv_cache_tokens"] == 1381 * 16
+    v0 = parse_engine_log("INFO 12-16 16:25:51 gpu_executor.py:76] # GPU blocks: 1,952, # CPU blocks: 2,048\n")
+    assert (v0.figures["gpu_blocks"], v0.figures["cpu_blocks"]) == (1952, 2048)
+    spark = parse_engine_log("(EngineCore_DP0 pid=164) INFO 01-23 15:50:29 [gpu_model_runner.py:3480] Graph "
+                             "capturing finished in 18 secs, took -0.03 GiB\nGPU KV cache size: 840,160 tokens\n")
+    assert spark.figures["cuda_graph_gib"] == -0.03
+    from gpuwise.api import model
+    from gpuwise.api.engine_logs import job_options
+
+    record = yaml.safe_dump({"engine": "vllm", "quantization": "gguf Q4_K_M",
+                             "model": "/app/model/gguf/Llama-3.3-70B-Instruct-Q8_0.gguf",
+                             "excerpt": "INFO 12-16 16:25:51 gpu_executor.py:76] # GPU blocks: 516, # CPU blocks: 819"})
+    options, knobs, _ = job_options(parse_engine_log(record), model("llama-3.3-70b"), None)
+    assert options["quant"] == "gguf-q4_k_m" and knobs["format"].value == "gguf-q4_k_m"  # the record's word first

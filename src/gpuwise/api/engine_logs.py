@@ -19,6 +19,7 @@ from typing import Any
 from gpuwise.api.catalog import CatalogFiles, load_catalog
 from gpuwise.catalog import Catalog
 from gpuwise.errors import ConfigError, GpuwiseError
+from gpuwise.estimate.dtypes import BITS
 from gpuwise.text import printable
 from gpuwise.workload.engine_log_config import LOG, RECORD, EngineLog, Knob, parse_engine_log, read_engine_log
 from gpuwise.workload.engine_logs import FIGURE_NAMES, rules_of
@@ -146,6 +147,10 @@ def _format(log: EngineLog, arch: Architecture) -> tuple[str | None, Knob | None
         return None, None  # 'quantization=compressed-tensors' or 'fp8' names that format, it does not requantize
     if quant is not None:
         words = re.findall(r"[\w-]+", str(quant.value).lower())
+        if "gguf" in words:  # "gguf Q4_K_M", or the type in the file's name (...-Q4_K_M.gguf)
+            model = log.knobs.get("model")
+            named_in = words + re.findall(r"[a-z0-9_]+", str(model.value if model else "").lower())
+            return next((f"gguf-{w}" for w in named_in if f"gguf-{w}" in BITS), "gguf-q4_k_m"), quant
         named = [_QUANT[w] for w in words if _QUANT.get(w)]  # a record's "compressed-tensors int4 weight-only"
         mapped = named[0] if named else _QUANT.get(words[0] if words else "", "unknown")
         if mapped != "unknown":

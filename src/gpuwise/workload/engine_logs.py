@@ -77,10 +77,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("vllm", "KV tokens", rf"GPU KV cache size: {NUMBER} tokens", ("kv_cache_tokens", 1)),
     _p("vllm", "max concurrency", rf"Maximum concurrency for {NUMBER} tokens per request: {NUMBER}x",
        ("max_concurrency_at_len", 1), ("max_concurrency", 2)),
-    _p("vllm", "graph capture", rf"Graph capturing finished in {NUMBER} secs?, took {NUMBER} ?GiB",
-       ("cuda_graph_gib", 2)),
-    _p("vllm", "blocks (V0)", rf"(?:GPU|gpu|cuda|CUDA|rocm|ROCm) blocks: {NUMBER}, # CPU blocks: {NUMBER}",
-       ("gpu_blocks", 1), ("cpu_blocks", 2)),
+    _p("vllm", "graph capture", rf"Graph capturing finished in {NUMBER} secs?, took (-?\d[\d,]*(?:\.\d+)?) ?GiB",
+       ("cuda_graph_gib", 2)),  # negative on unified memory: the free-memory delta the host's allocations moved
+    _p("vllm", "blocks (V0)", r"(?:GPU|gpu|cuda|CUDA|rocm|ROCm) blocks: (\d+(?:,\d{3})*)"
+       r"(?:, # CPU blocks: (\d+(?:,\d{3})*))?",
+       ("gpu_blocks", 1), ("cpu_blocks", 2)),  # early V1 (kv_cache_utils.py) prints the GPU blocks alone
     _p("vllm", "blocks (V0, Ray)", rf"can allocate {NUMBER} GPU blocks, {NUMBER} CPU blocks", ("gpu_blocks", 1),
        ("cpu_blocks", 2)),
     _p("vllm", "KV too small", rf"max seq len \({NUMBER}\) is larger than the maximum number of tokens that can be "
@@ -211,7 +212,8 @@ def read_lines(text: str) -> Reading:
             matched = True
             reading.engines[pattern.engine] = reading.engines.get(pattern.engine, 0) + 1
             for name, group in pattern.figures:
-                reading.add(name, _num(found.group(group)), rank, number)
+                if found.group(group) is not None:  # an optional part the line left out
+                    reading.add(name, _num(found.group(group)), rank, number)
         if _summary(line, rank, number, reading):
             matched = True
             reading.engines[_SUMMARY.engine] = reading.engines.get(_SUMMARY.engine, 0) + 1

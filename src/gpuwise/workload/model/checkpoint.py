@@ -90,6 +90,9 @@ VARIANT_SUFFIXES: tuple[tuple[str, str | None], ...] = (
     ("-fp8-dynamic", "fp8"), ("-fp8", "fp8-block"),
     ("-awq", "awq-int4"), ("-gptq-int4", "gptq-int4"), ("-gptq", "gptq-int4"),
     ("-int4", "int4"), ("-w4a16", "int4"), ("-nvfp4", "nvfp4"), ("-fp4", "nvfp4"), ("-mxfp4", "mxfp4"),
+    # Neural Magic / Red Hat AI's llm-compressor repos: -quantized.w8a8 (INT8 weights and activations),
+    # -quantized.w4a16 (INT4 weights, group 128), -quantized.w8a16 (INT8 weights)
+    ("-quantized.w8a8", "int8"), ("-quantized.w8a16", "int8"), ("-quantized.w4a16", "int4"),
 )
 
 
