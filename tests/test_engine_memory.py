@@ -193,11 +193,14 @@ def test_predictions_against_the_public_engine_logs() -> None:
 
 
 def test_vllm_before_mla_caches_every_heads_k_and_v() -> None:
-    """vLLM 0.6.6 ran DeepSeek-V3 decompressed: each of 128 / 8 = 16 heads per rank caches K of 128 + 64 = 192 dims
-    and V padded to 192, so 61 layers x 2 x 16 x 192 x 2 B = 749,568 B per token at TP 8; from 0.7.1 the latent."""
+    """vLLM 0.6.6 ran DeepSeek-V3 decompressed: each of 128 / 8 = 16 heads per rank caches K (128 + 64 = 192 dims)
+    and V, both padded to the 256 its attention was built with, so 61 layers x 2 x 16 x 256 x 2 B per token at TP 8
+    -- the head size the log's own 528 CPU blocks imply: 4 GiB of swap / (16 tokens x 31 layers at PP 2 x 16 x 2 x
+    256 x 2 B) = 528.5; from 0.7.1 the latent."""
+    assert int(4 * 2**30 / (16 * 31 * 16 * 2 * 256 * 2)) == 528
     arch = resolve_model("deepseek-v3")
     job = dict(kv_dtype="bf16", tp=8, count=8, quant="fp8-block", engine="vllm")
-    assert kv_bytes_per_token(infer_plan(arch, InferJob(**job, engine_version="0.6.6"))) == 61 * 2 * 16 * 192 * 2
+    assert kv_bytes_per_token(infer_plan(arch, InferJob(**job, engine_version="0.6.6"))) == 61 * 2 * 16 * 256 * 2
     assert kv_bytes_per_token(infer_plan(arch, InferJob(**job, engine_version="0.7.1"))) == 61 * 576 * 2
 
 

@@ -114,7 +114,8 @@ def _model(log: EngineLog, given: str | None) -> tuple[Architecture, Knob]:
             origin = knob.origin if found == knob.value else f"{knob.origin}, read as {found}"
             return model(found), Knob(knob.value, origin)
     shown = f"the log's model {str(tried[0].value)[:120]!r}" if tried else "the log names no model"
-    hub = next((str(k.value) for k in tried if HUB_ID.fullmatch(str(k.value))), None)
+    hub = next((str(k.value) for k in tried if HUB_ID.fullmatch(str(k.value)) and not Path(str(k.value)).exists()),
+               None)  # a name the log gives that is also a folder here is not read: the file chose it
     if hub is not None:  # a hub id gpuwise has no preset for: its config.json, as `estimate` would fetch it
         try:
             return model(hub), Knob(hub, "the log, config.json from the Hugging Face hub")

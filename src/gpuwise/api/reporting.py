@@ -22,6 +22,8 @@ _FROM: dict[str, tuple[str, str]] = {
     "DERIVED": ("gpuwise.workload.model.module_tree", "DERIVED"),
     # serving and scaling: one load point of a serve-sim, the network assumed between nodes when none is given
     "LoadResult": ("gpuwise.estimate.serving.simulate", "LoadResult"),
+    "STEADY_FACTOR": ("gpuwise.estimate.serving.simulate", "STEADY_FACTOR"),
+    "SESSION_STEADY_FACTOR": ("gpuwise.estimate.serving.simulate", "SESSION_STEADY_FACTOR"),
     # energy per output token at a load (an estimate's, a load point's, a recommended option's)
     "Energy": ("gpuwise.estimate.cost.energy", "Energy"),
     # several SLOs at once: serve-sim's report of them, and their names as the text says them
@@ -73,6 +75,8 @@ if TYPE_CHECKING:  # what type checkers see: the same names, imported eagerly
     from gpuwise.estimate.cost.energy import Energy as Energy
     from gpuwise.estimate.cost.price import CostFigures as CostFigures
     from gpuwise.estimate.serving.load import SloReport as SloReport
+    from gpuwise.estimate.serving.simulate import SESSION_STEADY_FACTOR as SESSION_STEADY_FACTOR
+    from gpuwise.estimate.serving.simulate import STEADY_FACTOR as STEADY_FACTOR
     from gpuwise.estimate.serving.simulate import LoadResult as LoadResult
     from gpuwise.estimate.speed.bands import band as band
     from gpuwise.estimate.speed.bands import band_percentiles as band_percentiles

@@ -339,6 +339,8 @@ class Request(_Model):
         if self.usage.pattern == "one-off" and not any(w.task in ("train", "hpc") for w in self.workloads):
             raise ValueError("--usage one-off costs one training or HPC job over its hours; serving and inference "
                              "run ongoing: leave --usage out")
+        if self.objective == "energy" and not any(w.task == "infer" for w in self.workloads):
+            raise ValueError("--objective energy ranks by joules per output token: it needs --task infer")
         return self
 
     @model_validator(mode="after")
@@ -352,8 +354,7 @@ class Request(_Model):
 
     @model_validator(mode="after")
     def _note_usage_given(self) -> Request:
-        """Remember which usage fields the user gave, before a default is settled below (they are printed above the
-        answer when left free)."""
+        """The usage fields the user gave, before a default is settled below (those left free are printed)."""
         self._usage_given = frozenset(self.usage.model_fields_set)
         return self
 

@@ -11,7 +11,9 @@ from rich.table import Table
 from gpuwise.api import Estimate, InferPerf, ScaleRow, ServingReport, TrainPerf
 from gpuwise.api.reporting import (
     DEFAULT_NETWORK,
+    SESSION_STEADY_FACTOR,
     SLO_LABELS,
+    STEADY_FACTOR,
     Energy,
     LoadResult,
     SloReport,
@@ -195,8 +197,7 @@ def serving_view(report: ServingReport) -> Group:
     lines += [_cache_line(r) for r in results if r.prefix_cache is not None]
     short = next((r for r in results if not r.steady), None)
     if short is not None:
-        lines.append(f"[yellow]note:[/yellow] {short.requests} requests are fewer than 4x the "
-                     f"{short.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
+        lines.append(_short_note(short))
     slo_line = _slo_line(report, unit)
     if slo_line is not None:
         lines.append(slo_line)
@@ -235,6 +236,17 @@ def perf_lines(est: Estimate) -> str:
     top = ", ".join(f"{name} {share:.0%}" for name, share in perf.top_ops[:5])
     head = "speed" if est.memory.fits else "speed if it fit (it does not: memory above)"
     return f"[bold]{head}:[/bold] {text}\n[dim]time by operator: {top}[/dim]"
+
+
+def _short_note(r: LoadResult) -> str:
+    """Why a run is too short for steady state: too few requests for those in flight, or (sessions) too few
+    sessions for those live at once, think time included."""
+    if r.sessions and r.requests >= STEADY_FACTOR * max(r.mean_batch, 1.0):
+        return (f"[yellow]note:[/yellow] {r.sessions:,} sessions are fewer than {SESSION_STEADY_FACTOR:g}x the "
+                f"{r.live_sessions:,.0f} live at once: the prefix cache never holds a steady working set; raise "
+                "--requests")
+    return (f"[yellow]note:[/yellow] {r.requests:,} requests are fewer than {STEADY_FACTOR:g}x the "
+            f"{r.mean_batch:,.0f} in flight: one burst, not steady state; raise --requests")
 
 
 def _load_name(r: LoadResult) -> str:

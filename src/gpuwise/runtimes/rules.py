@@ -14,9 +14,16 @@ GIB = 2**30
 
 
 def engine_refusal(profile: EngineProfile, *, quant: str | None, kv_dtype: str, memory_fraction: float | None,
-                   cpu_moe: int, pooled: tuple[str, ...]) -> str | None:
+                   cpu_moe: int, pooled: tuple[str, ...], engine_version: str | None = None,
+                   enforce_eager: bool = False) -> str | None:
     """Why ``profile`` cannot run a job with these settings, or None: a weight or KV format it lacks, a KV pool
-    fraction for an engine without a pool, expert offload on an engine that has none."""
+    fraction for an engine without a pool, expert offload on an engine that has none, a version or eager mode
+    for an engine whose memory gpuwise does not model by version or with graphs."""
+    if engine_version is not None and not profile.memory_profiles:
+        return (f"--engine-version picks the memory profile of a vLLM or SGLang release; --engine {profile.id} has "
+                "none: leave it out")
+    if enforce_eager and profile.graphs is None:
+        return f"--enforce-eager turns off CUDA graphs, which --engine {profile.id} does not capture: leave it out"
     formats = profile.weight_formats.value
     if quant is not None and formats is not None and quant not in formats:
         return f"--engine {profile.id} with --quant {quant}: {profile.formats_instead}"

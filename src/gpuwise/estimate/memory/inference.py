@@ -87,7 +87,8 @@ def inference_memory(plan: InferPlan) -> MemoryEstimate:
         engine_reserved_bytes=reserved, kv_budget_bytes=kv_budget if arch.decoder_layers else None,
         max_concurrency=max_concurrency if arch.decoder_layers else None,
         max_context=max_context if arch.decoder_layers else None,
-        assumptions=(*_assumptions(plan), engine.note, *((pool.note,) if pool else ())), warnings=_warnings(arch, job),
+        assumptions=(*_assumptions(plan), *((engine.note,) if pool is None or not pool.activation_bytes else ()),
+                     *((pool.note,) if pool else ())), warnings=_warnings(arch, job),
         details=details,
     )
 

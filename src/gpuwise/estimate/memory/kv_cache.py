@@ -17,12 +17,18 @@ from gpuwise.workload.model.blocks import Attention
 RECURRENT_STATE_BYTES = 4  # fp32: the delta-rule state is accumulated in float32 (torch_chunk_gated_delta_rule)
 
 
+DECOMPRESSED_MLA_HEAD = 256  # q, k and v padded to 256 dims: '# TODO, support head_size 192' above
+# Attention(num_local_heads, 256, ...) in DeepseekV2Attention (vLLM before its MLA backend of v0.7.1; SGLang's port,
+# sgl-project/sglang python/sglang/srt/models/deepseek_v2.py); vLLM 0.6.6's 528 CPU blocks of DeepSeek-V3 at TP 8 x
+# PP 2 agree: 4 GiB of swap / (16 tokens x 31 layers x 16 heads x 2 x 256 x 2 bytes) = 528.5
+
+
 def elements_on_gpu(attention: Attention, tp: int, *, latent: bool = True) -> float:
     """Cache elements one token adds to one layer on one GPU of a ``tp``-way group (``latent=False``: an engine
-    that runs MLA decompressed caches K and V per head, V padded to K's dims)."""
+    that runs MLA decompressed caches K and V per head, each padded to DECOMPRESSED_MLA_HEAD dims)."""
     if attention.kind == "mla":
         if not latent:
-            return 2 * max(attention.kv_heads / tp, 1.0) * attention.head_dim
+            return 2 * max(attention.kv_heads / tp, 1.0) * max(attention.head_dim, DECOMPRESSED_MLA_HEAD)
         return float(attention.cache_elements_per_token)
     if attention.kind == "linear":
         return 0.0

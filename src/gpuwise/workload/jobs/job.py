@@ -336,7 +336,8 @@ class InferJob(_Job):
     def _coherent(self) -> InferJob:
         pooled = tuple(sorted(e for e in runtimes.ENGINE_IDS if runtimes.engine(e).pooled))
         refusal = engine_refusal(runtimes.engine(self.engine), quant=self.quant, kv_dtype=self.kv_dtype,
-                                 memory_fraction=self.memory_fraction, cpu_moe=self.cpu_moe, pooled=pooled)
+                                 memory_fraction=self.memory_fraction, cpu_moe=self.cpu_moe, pooled=pooled,
+                                 engine_version=self.engine_version, enforce_eager=self.enforce_eager)
         if refusal:
             raise ValueError(refusal)
         if self.count % self.tp:

@@ -83,6 +83,8 @@ class LoadTest(BaseModel):
     def _sessions(self) -> LoadTest:
         if self.turns is None and self.think_time_s is not None:
             raise ValueError("--think-time-s is the pause between a session's turns: give --turns N too")
+        if self.turns is None and self.kv_offload_gib:
+            raise ValueError("--kv-offload-gib keeps evicted session prefixes in host memory: give --turns N too")
         if self.turns is None and self.system_prompt_len:
             raise ValueError("--system-prompt-len is shared by sessions: give --turns N too (or --prefix-hit for "
                              "a stateless stream)")
