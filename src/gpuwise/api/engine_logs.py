@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +220,7 @@ def job_options(log: EngineLog, arch: Architecture, tp: int | None) -> Options:
             knobs[knob] = Knob(None, DEFAULT)
     if log.version is not None and "engine_version" in fields:
         options["engine_version"] = str(log.version.value)
+    knobs["engine_version"] = log.version or Knob(None, "not printed: the newest release gpuwise models")
     return options, knobs, notes
 
 
@@ -247,6 +248,8 @@ def compare_log(log: EngineLog, *, settings: Mapping[str, object] | None = None,
     from gpuwise.api.jobs import estimate
 
     given = dict(settings or {})
+    if given.get("engine_version"):
+        log = replace(log, version=Knob(str(given["engine_version"]), FLAG))
     catalog = load_catalog(catalog_files=catalog_files)
     gpu = _gpu(log, given.get("gpu"), catalog)  # type: ignore[arg-type]
     arch, model_knob = _model(log, given.get("model"))  # type: ignore[arg-type]
@@ -292,11 +295,14 @@ def compare_engine_log(path: Path | str, *, settings: Mapping[str, object] | Non
     the comparison's record (JSON, atomically)."""
     import json
 
+    from gpuwise.flags import build
     from gpuwise.safe_io import atomic_write_text, check_writable
+    from gpuwise.workload.exports import CalibrateSettings
 
+    chosen = build(CalibrateSettings, dict(settings or {})).model_dump(exclude_none=True)
     if save is not None:
         check_writable(Path(save), what="calibration record")
-    done = compare_log(read_engine_log(Path(path)), settings=settings, catalog_files=catalog_files)
+    done = compare_log(read_engine_log(Path(path)), settings=chosen, catalog_files=catalog_files)
     if save is not None:
         atomic_write_text(Path(save), json.dumps(done.record(), indent=2) + "\n", what="calibration record")
     return done

@@ -97,7 +97,8 @@ def _engine_log(given: Given, source: Path) -> None:
     from gpuwise.api.engine_logs import compare_engine_log
     from gpuwise.report.engine_log import engine_log_json, engine_log_view
 
-    settings = {k: v for k, v in dict(given["settings"]).items() if k in ("gpu", "model", "tp") and v is not None}
+    wanted = ("gpu", "model", "tp", "engine_version")
+    settings = {k: v for k, v in dict(given["settings"]).items() if k in wanted and v is not None}
     done = compare_engine_log(source, settings=settings, save=given.shell.get("save"),
                               catalog_files=tuple(given.shell.get("catalog") or ()))
     print_json(engine_log_json(done)) if given.shell.get("as_json") else stdout().print(engine_log_view(done))

@@ -16,7 +16,7 @@ _KNOB_NAMES = {"gpu": "GPU", "model": "model", "tp": "tensor parallel", "pp": "p
                "quantization": "quantization", "format": "weights as (gpuwise)", "kv_cache_dtype": "KV cache dtype",
                "memory_fraction": "memory fraction", "context": "context (max model len)",
                "max_num_seqs": "max sequences", "max_num_batched_tokens": "max batched tokens",
-               "enforce_eager": "enforce eager", "block_size": "block size"}
+               "enforce_eager": "enforce eager", "block_size": "block size", "engine_version": "engine version"}
 
 
 def engine_log_json(done: LogComparison) -> dict[str, Any]:

@@ -271,9 +271,13 @@ def kv_pool_line(est: Estimate) -> str | None:
     """The KV pool as the engine prints it at start-up: GiB, tokens, whole blocks, and the requests of this length
     it holds at once."""
     details = est.memory.details
-    if "kv_pool_bytes" not in details:
-        return None
     context = int(getattr(est.job, "context", 0))
+    if "kv_pool_bytes" not in details:  # an engine without a pool of its own rules: the room its cache can grow in
+        room, tokens = est.memory.kv_budget_bytes, details.get("kv_tokens_per_gpu")
+        if room is None or tokens is None:
+            return None
+        return (f"KV cache room: {max(room, 0.0) / GIB:,.2f} GiB = {int(tokens):,} tokens per GPU beside the weights "
+                f"and buffers" + (f"; {tokens / context:.2f}x the {context:,}-token context" if context else ""))
     line = (f"KV cache: {details['kv_pool_bytes'] / GIB:,.2f} GiB = {int(details['kv_tokens_per_gpu']):,} tokens "
             f"({int(details['kv_blocks']):,} blocks of {int(details['kv_block_tokens'])})")
     if context:

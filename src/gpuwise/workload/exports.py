@@ -18,12 +18,13 @@ Formats, each read from the tool's documented output and source:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpuwise.errors import ConfigError, InputTooLarge
 from gpuwise.flags import Flag
@@ -299,6 +300,13 @@ class CalibrateSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+    @field_validator("engine_version")
+    @classmethod
+    def _a_version(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"v?[0-9]+(\.[0-9]+){0,3}([.+-]?[0-9A-Za-z.+-]*)?", value):
+            raise ValueError(f"{value!r} is not a version: give the engine's version as it prints it, e.g. 0.6.4")
+        return value
+
     gpu: Annotated[str | None, Field(max_length=100), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
         default=None, description="catalog id of the card the runs were on (default: the file's GPU name as the tool "
                                   "printed it, read through catalog/data/gpu_names.yaml)")
@@ -308,6 +316,9 @@ class CalibrateSettings(BaseModel):
     engine: Annotated[ServingEngine | None,
                       Flag(frozenset({"calibrate"}), "Measurement")] = Field(
         default=None, description="the serving engine (default: the tool's: vllm, sglang, llamacpp; vllm for AIPerf)")
+    engine_version: Annotated[str | None, Field(max_length=40), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
+        default=None, description="engine logs: the engine's version where the log does not print it (default: the "
+                                  "record's, else the newest release on its date, else the newest gpuwise models)")
     tp: Annotated[int | None, Field(ge=1, le=64), Flag(frozenset({"calibrate"}), "Measurement")] = Field(
         default=None, description="tensor-parallel GPUs of one replica, as the server ran (default: the file's, "
                                   "else 1)")

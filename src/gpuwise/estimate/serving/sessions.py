@@ -76,8 +76,11 @@ def check_context(work: SessionWorkload, max_positions: int | None, model: str) 
                           f"{max_positions:,} tokens; use fewer tokens")
     if work.last_context > max_positions:
         fit = max((max_positions - work.system_prompt_len) // (work.input_len + work.output_len), 0)
+        fix = (f"use at most --turns {fit} at these lengths" if fit else
+               f"even one turn of --input-len {work.input_len:,} + --output-len {work.output_len:,} does not fit: "
+               "shorten them")
         raise ConfigError(f"--turns {work.turns}: the last turn's context ({work.last_context:,} tokens) passes "
-                          f"{model}'s context of {max_positions:,}; use at most --turns {fit} at these lengths")
+                          f"{model}'s context of {max_positions:,}; {fix}")
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,9 @@ def normalise_slos(data: Any) -> Any:
     new = [FIELDS[name] for name in SLO_NAMES if data.get(FIELDS[name]) is not None]
     old, slo = data.get("p99_ms"), data.get("slo")
     if new and old is not None:
-        raise ValueError(f"--p99-ms and --{new[0].replace('_', '-')} set the same SLOs two ways: give "
-                         "--ttft-p99-ms, --tpot-p99-ms and --e2e-p99-ms (--p99-ms X is --e2e-p99-ms X)")
+        raise ValueError(f"--p99-ms is the older spelling of one SLO; with --{new[0].replace('_', '-')} give every "
+                         "SLO the new way: --ttft-p99-ms, --tpot-p99-ms and --e2e-p99-ms (--p99-ms X [--slo ttft] is "
+                         "--e2e-p99-ms X [--ttft-p99-ms X])")
     if new and slo == "ttft":  # (a default "e2e" comes back from a dumped model: harmless)
         raise ValueError("--slo says what --p99-ms bounds; with --ttft-p99-ms, --tpot-p99-ms or --e2e-p99-ms leave "
                          "it out")
