@@ -230,3 +230,20 @@ def test_bad_session_input_is_one_line_and_exit_2(args: tuple[str, ...], says: s
     assert code == 2
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and says in lines[0], out
+
+
+def test_the_agent_fleet_example_names_its_binding_slo_and_reproduces() -> None:
+    """examples/agent-fleet.yaml: 8-turn sessions sharing a 6,000-token prompt, P99 TTFT <= 2 s and TPOT <= 40 ms.
+    The #1 option's rate counts sessions, names the SLO that binds, and its serve-sim command meets both at 0.5
+    sessions/s."""
+    done = runner.invoke(app, ["recommend", "--scenario", "examples/agent-fleet.yaml", "--json"])
+    assert done.exit_code == 0, done.output[-400:]
+    best = json.loads(done.output)["options"][0]
+    fit = best.get("fit", best)
+    assert fit["binding_slo"] in ("ttft", "tpot") and fit["qps_capacity"] >= 0.5
+    command = fit["commands"][0]
+    assert "--turns 8" in command and "--ttft-p99-ms 2000" in command and "--tpot-p99-ms 40" in command
+    again = json.loads(runner.invoke(app, [*command.split()[1:], "--json"]).output)
+    assert again["rate_unit"] == "sessions_per_s"
+    at = again["at_rate"]
+    assert at["ttft_ms"]["p99"] <= 2000 and at["tpot_ms"]["p99"] <= 40

@@ -33,7 +33,7 @@ from gpuwise.recommend.image_fit import whole_answer_s as _slo_s
 from gpuwise.recommend.machines import Machines, default_machines
 from gpuwise.recommend.one_user import one_user
 from gpuwise.recommend.request import Workload
-from gpuwise.recommend.simulated import serve_command, simulate
+from gpuwise.recommend.simulated import rate_unit, serve_command, simulate
 from gpuwise.recommend.train_layout import train as train_fit
 from gpuwise.workload.diffusion.pipeline import Pipeline
 from gpuwise.workload.hpc.apps import HpcApp
@@ -231,8 +231,9 @@ def _serve_at(arch: Architecture, workload: Workload, template: InferJob, gpu: G
         return _split_fit(workload, template, per_gpu, tp, split, total)
     binding = workload.slos.binding(p99s(rate))
     if workload.qps is not None and total < workload.qps:
-        return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} QPS {workload.slos.within(binding)} < "
-                                f"{workload.qps:,.1f} QPS needed", workload.qps / max(total, 1e-9))
+        unit = rate_unit(workload)
+        return Rejection("slo", f"{count} GPU(s) serve {total:,.1f} {unit} {workload.slos.within(binding)} < "
+                                f"{workload.qps:,.1f} {unit} needed", workload.qps / max(total, 1e-9))
     shown = p99s(workload.qps / replicas if workload.qps is not None else rate)
     latency, e2e = shown[workload.slos.headline], shown["e2e"]
     return Fit(per_gpu_bytes=per_gpu, qps_capacity=total, tp=tp, binding_slo=binding, p99_slo=workload.slos.headline,

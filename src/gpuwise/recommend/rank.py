@@ -24,7 +24,7 @@ from gpuwise.recommend.engine import (
 from gpuwise.recommend.evaluate import REPLICAS
 from gpuwise.recommend.low_power import compared, delivered_per_watt, low_power_finding, needed_rate, per_watt_text
 from gpuwise.recommend.request import Request, Workload
-from gpuwise.recommend.simulated import SIMULATIONS
+from gpuwise.recommend.simulated import SIMULATIONS, rate_unit
 from gpuwise.workload.diffusion.pipeline import Pipeline, find_pipeline
 from gpuwise.workload.hpc.apps import HpcApp, app_profile
 from gpuwise.workload.jobs.hpc import HpcJob
@@ -136,10 +136,11 @@ def _capacity_text(option: Option, request: Request) -> str:
     shown = f"{rate:,.1f}" if rate >= 10 else f"{rate:.3g}"
     simulated = not option.fit.closed_form and bool(option.fit.commands)
     slos = next((w.slos for w in request.workloads if w.task == "infer" and w.slos), None)
+    unit = next((rate_unit(w) for w in request.workloads if w.task == "infer"), "QPS")
     if slos is not None:
         how = "as serve-sim simulates it" if simulated else "by the closed form"
-        return f"{shown} QPS {slos.within(option.fit.binding_slo)} {how} (TP {option.fit.tp})"
-    return (f"{shown} QPS planned, {C.SERVING_PLANNING_UTILISATION.value:.0%} of the closed form's saturation"
+        return f"{shown} {unit} {slos.within(option.fit.binding_slo)} {how} (TP {option.fit.tp})"
+    return (f"{shown} {unit} planned, {C.SERVING_PLANNING_UTILISATION.value:.0%} of the closed form's saturation"
             + (", serve-sim's queue steady at the rate" if simulated else "") + f" (TP {option.fit.tp})")
 
 

@@ -94,6 +94,11 @@ def simulate(arch: Architecture, workload: Workload, job: InferJob, gpu: GPU, ca
                    simulated_tokens_per_s=shown.throughput_tokens_per_s if shown is not None else None)
 
 
+def rate_unit(workload: Workload) -> str:
+    """What a serving workload's rate counts: requests ('QPS'), or with --turns sessions ('sessions/s')."""
+    return "sessions/s" if workload.turns else "QPS"
+
+
 def _p99s_ms(result: LoadResult | None) -> dict[str, float]:
     return p99_ms(result) if result is not None else {"ttft": math.nan, "tpot": math.nan, "e2e": math.nan}
 
@@ -103,9 +108,9 @@ def _miss(workload: Workload, report: SloReport) -> Rejection | None:
     rate within the SLO below it (or none at all); None when it meets it."""
     at = report.at_rate
     rate = f"{printed_rate(workload.qps):g}" if workload.qps is not None else "the closed form's planning rate"
-    slos = workload.slos
+    slos, unit = workload.slos, rate_unit(workload)
     if at is not None and at.saturated and (workload.qps is not None or not slos):
-        return Rejection("slo", f"serve-sim: the queue keeps growing at {rate} QPS")
+        return Rejection("slo", f"serve-sim: the queue keeps growing at {rate} {unit}")
     if not slos:
         return None
     if workload.qps is not None and not slos.met(_p99s_ms(at)):
