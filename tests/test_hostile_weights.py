@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from gpuwise.cli.main import app
 from gpuwise.errors import ConfigError
 from gpuwise.workload.weights_file import read_weights
+from ranges import send_range
 
 np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
@@ -256,12 +257,7 @@ def ranges_of(data: bytes, *, total: str | None = None) -> Reply:
     """A well-behaved server of ``data``: 206 with the range asked for and the file's size (or ``total`` in its
     place: ``*`` for a server that does not say)."""
     def reply(handler: BaseHTTPRequestHandler, first: int, last: int) -> None:
-        part = data[first:last + 1]
-        handler.send_response(206)
-        handler.send_header("Content-Range", f"bytes {first}-{first + len(part) - 1}/{total or len(data)}")
-        handler.send_header("Content-Length", str(len(part)))
-        handler.end_headers()
-        handler.wfile.write(part)
+        send_range(handler, data, first=first, last=last, total=total)
 
     return reply
 

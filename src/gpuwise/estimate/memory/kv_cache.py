@@ -17,10 +17,11 @@ from gpuwise.workload.model.blocks import Attention
 RECURRENT_STATE_BYTES = 4  # fp32: the delta-rule state is accumulated in float32 (torch_chunk_gated_delta_rule)
 
 
-DECOMPRESSED_MLA_HEAD = 256  # q, k and v padded to 256 dims: '# TODO, support head_size 192' above
-# Attention(num_local_heads, 256, ...) in DeepseekV2Attention (vLLM before its MLA backend of v0.7.1; SGLang's port,
+# q, k and v padded to 256 dims, the kernels lacking 192 (the code's own comment says so above
+# Attention(num_local_heads, 256, ...) in DeepseekV2Attention: vLLM before its MLA backend of v0.7.1; SGLang's port,
 # sgl-project/sglang python/sglang/srt/models/deepseek_v2.py); vLLM 0.6.6's 528 CPU blocks of DeepSeek-V3 at TP 8 x
 # PP 2 agree: 4 GiB of swap / (16 tokens x 31 layers x 16 heads x 2 x 256 x 2 bytes) = 528.5
+DECOMPRESSED_MLA_HEAD = 256
 
 
 def elements_on_gpu(attention: Attention, tp: int, *, latent: bool = True) -> float:
